@@ -1,0 +1,93 @@
+"""What every backend is: build the commands (pure), run them (one subprocess helper), parse
+what they left (pure). `check()` says whether the backend can run here and why not."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from orchestrator import proc
+from orchestrator.errors import ToolFailedError
+from orchestrator.request import Request
+from orchestrator.runfolder import RunFolder
+
+RUNNER_MODULE = "workloads"
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    # exit codes that do not stop the run (the runner's 1 = a variant failed, reported later)
+    ok_codes: tuple[int, ...] = (0,)
+
+
+@dataclass
+class Availability:
+    ok: bool
+    detail: str  # where and which version, or why not
+
+
+class Backend:
+    name = ""
+    mode = "profile"            # the runner's mode
+    default_iters = 10
+    default_warmup = 3
+    description = ""
+
+    def check(self, req: Request | None = None) -> Availability:
+        return Availability(True, "needs only torch")
+
+    def require(self, req: Request) -> dict[str, str]:
+        """Find the tools this backend needs (raising ToolNotFoundError); their paths and versions."""
+        return {}
+
+    def runner_argv(self, req: Request, run_dir: Path) -> list[str]:
+        """The workload runner's command line, the one child every backend launches."""
+        argv = [sys.executable, "-m", RUNNER_MODULE, "run", req.workload, "--mode", self.mode,
+                "--out", str(run_dir), "--device", req.device,
+                "--iters", str(req.iters or self.default_iters),
+                "--warmup", str(req.warmup if req.warmup is not None else self.default_warmup),
+                "--seed", str(req.seed), "--dtype", req.dtype]
+        if req.variants:
+            argv += ["--variants", ",".join(req.variants)]
+        if req.size:
+            argv += ["--size", req.size]
+        if not req.flush_l2:
+            argv.append("--no-flush-l2")
+        if req.workload_file:
+            argv += ["--workload-file", str(Path(req.workload_file).resolve())]
+        if req.triton_interpret:
+            argv.append("--triton-interpret")
+        if req.fail_variant:
+            argv += ["--fail-variant", req.fail_variant]
+        return argv
+
+    def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        return [Step("workload", self.runner_argv(req, run_dir), ok_codes=(0, 1))]
+
+    def execute(self, req: Request, rf: RunFolder) -> None:
+        for step in self.commands(req, rf.path.resolve()):
+            rf.add_command(step.name, step.argv, step.env)
+            res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout, env=step.env)
+            self.after_step(step, res, rf)
+
+    def after_step(self, step: Step, res: proc.Result, rf: RunFolder) -> None:
+        if res.returncode in step.ok_codes:
+            return
+        raise self.failure(step, res)
+
+    def failure(self, step: Step, res: proc.Result) -> ToolFailedError:
+        if step.name == "workload" and res.returncode == 2:
+            from orchestrator.errors import UsageError
+
+            msg = res.tail(5).strip().splitlines()
+            return UsageError(msg[-1].removeprefix("gprof-orch runner: ") if msg else "bad input", log=res.stderr)
+        return ToolFailedError(f"{step.name} exited with status {res.returncode}", argv=res.argv,
+                               returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        raise NotImplementedError

@@ -1,0 +1,27 @@
+"""`gprof-orch time`: CUDA events around every iteration (the CPU clock on a CPU run)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from orchestrator.backends.base import Backend
+from orchestrator.runfolder import RunFolder
+from reports.unify import RowMaker, variant_facts
+
+
+class TimeBackend(Backend):
+    name = "time"
+    mode = "time"
+    default_iters = 100
+    default_warmup = 10
+    description = "CUDA-event timing of every iteration: median, IQR, min, CV (L2 flushed by default)"
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        wman = rf.workload_manifest()
+        rows = RowMaker(rf.path.name, self.name, wman["workload"])
+        variant_facts(rows, wman)
+        for v in wman["variants"]:
+            if v.get("status") != "ok":
+                continue
+            rows.samples(v["name"], "time_ns", v.get("time_samples_ns", []), "ns")
+            rows.samples(v["name"], "cpu_time_ns", v.get("cpu_samples_ns", []), "ns")
+        return rows.frame()

@@ -1,0 +1,220 @@
+"""The `gprof-orch` command line: options -> a Request -> the library -> a rendered table.
+
+Kept free of torch, triton and pandas imports at module level so `--help` is instant.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from orchestrator import __version__
+from orchestrator.errors import EXIT_USAGE, GprofError
+
+EPILOG_RUN = """\b
+Examples:
+  gprof-orch {cmd} square
+  gprof-orch {cmd} mean --size 1e7 --variants torch_mean,sum_div_numel
+  gprof-orch {cmd} triton-mean --device cpu --triton-interpret --size 4096
+"""
+
+
+class Group(click.Group):
+    """Turns every expected error into one message and its exit code, in one place."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GprofError as exc:
+            debug = (ctx.obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1"
+            if debug:
+                traceback.print_exc()
+            click.echo(f"gprof-orch: error: {exc.render()}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def run_options(f):
+    """Options every backend shares."""
+    opts = [
+        click.argument("workload"),
+        click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all)."),
+        click.option("--size", "-s", default=None, help="Elements (1e8, 100000000) or a shape (10000x10000). "
+                     "Default: the workload's (10000x10000 on a GPU, 1000x1000 on the CPU)."),
+        click.option("--dtype", default="float32", show_default=True, help="float32, float16, bfloat16 or float64."),
+        click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
+                     help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
+        click.option("--iters", type=int, default=None, help="Measured iterations per variant (backend default)."),
+        click.option("--warmup", type=int, default=None, help="Warm-up iterations, outside every measured range."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input."),
+        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-<backend>-<workload>/."),
+        click.option("--format", "fmt", default="table", show_default=True,
+                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
+        click.option("--workload-file", type=click.Path(dir_okay=False), default=None,
+                     help="A Python file defining your own Workload(s) (see README)."),
+        click.option("--triton-interpret", is_flag=True, help="Run Triton kernels through its interpreter (CPU)."),
+        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
+        click.option("--dry-run", is_flag=True, help="Print the exact commands and exit."),
+        click.option("--fail-variant", default=None, hidden=True),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _request_kwargs(kw: dict) -> dict:
+    from orchestrator.request import parse_list
+
+    fmt = "json" if kw.pop("as_json") else kw.pop("fmt")
+    kw["variants"] = parse_list(kw["variants"])
+    return {"fmt": fmt, **kw}
+
+
+def _execute(ctx: click.Context, backend: str, **kw) -> None:
+    from orchestrator import api
+    from orchestrator.proc import format_argv
+    from orchestrator.request import Request
+
+    kw = _request_kwargs(kw)
+    fmt = kw.pop("fmt")
+    workload = kw.pop("workload")
+    if kw.pop("dry_run"):
+        req = Request(workload=workload, backend=backend, **kw)
+        for step in api.plan(req):
+            click.echo(format_argv(step.argv, step.env))
+        return
+    try:
+        run = api.profile(workload, backend, argv=sys.argv, **kw)
+    except GprofError as exc:
+        partial = getattr(exc, "run", None)
+        if partial is not None:
+            _print_run(partial, fmt, to_err=True)
+        raise
+    _print_run(run, fmt)
+
+
+def _print_run(run, fmt: str, to_err: bool = False) -> None:
+    from reports import render
+
+    text = render.render(run.table, fmt, title=run.title(), footer=run.footer(),
+                         meta={"run": str(run.path), "status": run.status, "backend": run.backend})
+    if run.workload.get("device") == "cpu" and fmt == "table":
+        click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
+    click.echo(text, err=to_err)
+    if fmt == "table":
+        click.echo(f"saved: {run.path}/report.md, report.csv, report.json, frame.csv", err=True)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gprof-orch")
+@click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Profile the variants of a GPU operation side by side: CUDA events, torch.profiler,
+    Nsight Systems and Nsight Compute, in one pandas report.
+
+    \b
+    Examples:
+      gprof-orch list
+      gprof-orch doctor
+      gprof-orch time square
+      gprof-orch torch-trace mean
+      gprof-orch nsys square
+      gprof-orch ncu triton-mean
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+@main.command("list")
+@click.option("--workload-file", type=click.Path(dir_okay=False), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def list_cmd(workload_file, as_json) -> None:
+    """List workloads, their variants and what each needs.
+
+    \b
+    Example:
+      gprof-orch list
+    """
+    from workloads import registry
+
+    if workload_file:
+        registry.load_file(workload_file)
+    data = []
+    for w in registry.all_workloads().values():
+        data.append({"workload": w.name, "description": w.description, "baseline": w.baseline,
+                     "dtypes": list(w.dtypes), "source": w.source,
+                     "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
+                                   "description": v.description} for v in w.variants]})
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+        return
+    for w in data:
+        click.echo(f"{w['workload']}: {w['description']}")
+        for v in w["variants"]:
+            base = " (baseline)" if v["name"] == w["baseline"] else ""
+            needs = f"  needs: {', '.join(v['needs'])}" if v["needs"] else ""
+            click.echo(f"  {v['name']:<16} {v['label']}{base}{needs}")
+
+
+@main.command()
+@click.option("--nsys", default=None, help="Path to nsys.")
+@click.option("--ncu", default=None, help="Path to ncu.")
+@click.option("--json", "as_json", is_flag=True)
+def doctor(nsys, ncu, as_json) -> None:
+    """Show what this machine has: GPU, driver, CUDA, torch, triton, nvtx, nsys, ncu,
+    and how to get what is missing.
+
+    \b
+    Example:
+      gprof-orch doctor
+    """
+    from orchestrator import doctor as doc
+
+    report = doc.collect(nsys=nsys, ncu=ncu)
+    click.echo(json.dumps(report, indent=1) if as_json else doc.render(report))
+
+
+def _backend_command(name: str, help_text: str, extra=None):
+    def cmd(**kw):
+        _execute(click.get_current_context(), name, **kw)
+
+    cmd.__doc__ = help_text + "\n\n" + EPILOG_RUN.format(cmd=name)
+    cmd = run_options(cmd)
+    for opt in reversed(extra or []):
+        cmd = opt(cmd)
+    return main.command(name)(cmd)
+
+
+_backend_command("time", "Time each variant with CUDA events (median, IQR, min, CV of many iterations).",
+                 [click.option("--flush-l2/--no-flush-l2", default=True, show_default=True,
+                               help="Write a buffer twice the L2 before every iteration.")])
+_backend_command("torch-trace", "Run the workload under torch.profiler; keep the Chrome trace; "
+                 "report kernels, self CPU and CUDA time per variant.")
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--json", "as_json", is_flag=True)
+def report(runs, fmt, as_json) -> None:
+    """Rebuild the report of saved run folders (no GPU needed).
+
+    \b
+    Example:
+      gprof-orch report gprof-runs/20261202T120000Z-time-square
+    """
+    from orchestrator import api
+
+    for path in runs:
+        _print_run(api.load_run(path), "json" if as_json else fmt)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""torch.profiler Chrome-trace JSON -> per-variant kernels, GPU time and CPU time.
+
+Pure: reads a file, returns DataFrames; never imports torch. Kernels are attributed through
+the CUDA runtime call that launched them (same `correlation`), and that call's host timestamp
+decides the variant range (`record_function("variant:<name>")`) and the iteration
+(`record_function("iter")`) it belongs to, on the same thread: never by GPU timestamps, since
+the GPU runs behind the CPU.
+
+A trace without `variant:` annotations (a user's own torch.profiler trace) is grouped by its
+top-level operators instead (aten::mean, aten::square, ...), so any trace can be read.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from orchestrator.errors import ParseError
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+EVENT_COLUMNS = ["cat", "name", "pid", "tid", "start_ns", "end_ns", "correlation"]
+
+
+@dataclass
+class TorchTrace:
+    path: Path
+    events: pd.DataFrame                      # complete ('X') events, ns, sorted by start
+    device_properties: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+
+def read_trace(path: str | Path) -> TorchTrace:
+    """Read a Chrome trace written by torch.profiler's export_chrome_trace."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise ParseError(path, "no such file") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ParseError(path, f"not a JSON Chrome trace ({exc})",
+                         hint="the profiler may have been stopped before it finished writing") from exc
+    if isinstance(data, list):  # the bare-array form of the Chrome trace format
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise ParseError(path, "no 'traceEvents' list: not a torch.profiler Chrome trace")
+    rows = []
+    for e in data["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
+            continue
+        args = e.get("args") or {}
+        ts = float(e["ts"])
+        rows.append((e.get("cat", ""), e.get("name", ""), str(e.get("pid", "")), str(e.get("tid", "")),
+                     ts, ts + float(e.get("dur", 0.0)), args.get("correlation", -1)))
+    ev = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    # microseconds with a fractional part -> integer ns
+    for col in ("start_ns", "end_ns"):
+        ev[col] = np.rint(ev[col].to_numpy(dtype="float64") * 1000.0).astype("int64")
+    ev["correlation"] = pd.to_numeric(ev["correlation"], errors="coerce").fillna(-1).astype("int64")
+    ev = ev.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    meta = {k: v for k, v in data.items() if k != "traceEvents"}
+    return TorchTrace(path, ev, data.get("deviceProperties") or [], meta)
+
+
+def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Series:
+    """For each point (tid, t), the `label` of the latest-starting range on the same tid that
+    contains t; NaN where none does. Ranges of one label must not overlap on one tid."""
+    if points.empty or ranges.empty:
+        return pd.Series([None] * len(points), index=points.index, dtype="object")
+    p = points[["tid", "t"]].reset_index().sort_values("t", kind="stable")
+    r = ranges[["tid", "start_ns", "end_ns", label]].sort_values("start_ns", kind="stable")
+    m = pd.merge_asof(p, r, left_on="t", right_on="start_ns", by="tid", direction="backward")
+    inside = m["t"] <= m["end_ns"]
+    m.loc[~inside, label] = None
+    return m.set_index("index")[label].reindex(points.index)
+
+
+def attribute(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter") -> pd.DataFrame:
+    """One row per GPU activity (kernel, memcpy, memset) with its variant and iteration.
+
+    Columns: kind, kernel, start_ns, end_ns, duration_ns, correlation, tid, launch_ns (the
+    runtime call's duration), variant (None outside every range), iteration (0-based, or -1).
+    """
+    ev = trace.events
+    gpu = ev[ev["cat"].isin(GPU_CATS)].copy()
+    rt = ev[ev["cat"].isin(RUNTIME_CATS) & (ev["correlation"] >= 0)]
+    rt = rt.drop_duplicates("correlation", keep="first").set_index("correlation")
+    gpu["tid"] = gpu["correlation"].map(rt["tid"])
+    gpu["t"] = gpu["correlation"].map(rt["start_ns"])
+    gpu["launch_ns"] = gpu["correlation"].map(rt["end_ns"] - rt["start_ns"])
+    ranges, iters = variant_ranges(trace, prefix, iter_label)
+    has = gpu["t"].notna()
+    gpu["variant"] = None
+    gpu["iteration"] = -1
+    if has.any():
+        pts = gpu.loc[has, ["tid", "t"]].astype({"t": "int64"})
+        gpu.loc[has, "variant"] = _containing(pts, ranges, "variant")
+        it = _containing(pts, iters, "iteration")
+        gpu.loc[has, "iteration"] = pd.to_numeric(it, errors="coerce").fillna(-1).astype("int64")
+    gpu["kind"] = gpu["cat"].map({"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"})
+    gpu["duration_ns"] = gpu["end_ns"] - gpu["start_ns"]
+    gpu = gpu.rename(columns={"name": "kernel"})
+    return gpu[["kind", "kernel", "start_ns", "end_ns", "duration_ns", "correlation", "tid", "launch_ns",
+                "variant", "iteration"]].reset_index(drop=True)
+
+
+def variant_ranges(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter"
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(variant ranges, iteration ranges) from record_function annotations.
+
+    Without any `prefix` annotation, top-level CPU operators stand in as ranges, named by the
+    operator (the grouping a trace of plain user code can give)."""
+    ev = trace.events
+    ann = ev[ev["cat"] == "user_annotation"]
+    var = ann[ann["name"].str.startswith(prefix)].copy()
+    if var.empty:
+        var = _top_level_ops(ev)
+        var["variant"] = var["name"]
+    else:
+        var["variant"] = var["name"].str.slice(len(prefix))
+    var = var[["tid", "start_ns", "end_ns", "variant"]].reset_index(drop=True)
+    it = ann[ann["name"] == iter_label].copy()
+    if not it.empty and not var.empty:
+        pts = it[["tid"]].assign(t=it["start_ns"])
+        it["variant"] = _containing(pts, var, "variant")
+        it = it.dropna(subset=["variant"]).sort_values("start_ns", kind="stable")
+        it["iteration"] = it.groupby("variant").cumcount()
+    else:
+        it = it.assign(variant=pd.Series(dtype="object"), iteration=pd.Series(dtype="int64"))
+    return var, it[["tid", "start_ns", "end_ns", "variant", "iteration"]].reset_index(drop=True)
+
+
+def _top_level_ops(ev: pd.DataFrame) -> pd.DataFrame:
+    ops = ev[ev["cat"] == "cpu_op"].sort_values(["tid", "start_ns", "end_ns"], ascending=[True, True, False])
+    prev_end = ops.groupby("tid")["end_ns"].transform(lambda s: s.cummax().shift(1, fill_value=-1))
+    return ops[ops["start_ns"] >= prev_end].copy()
+
+
+def cpu_time(trace: TorchTrace, ranges: pd.DataFrame, iters: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: host wall time of each iteration, and the self CPU time of its operators.
+
+    Self CPU time of an operator = its duration minus its direct children's, the quantity
+    torch's key_averages() calls 'Self CPU'."""
+    ev = trace.events
+    ops = ev[ev["cat"].isin(("cpu_op",) + RUNTIME_CATS)].copy()
+    ops = ops.sort_values(["tid", "start_ns", "end_ns"], ascending=[True, True, False]).reset_index(drop=True)
+    ops["self_ns"] = ops["end_ns"] - ops["start_ns"]
+    # subtract each event's duration from its parent's (the nearest enclosing one on the tid)
+    stack: list[int] = []
+    tids = ops["tid"].to_numpy()
+    starts, ends = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    self_ns = ops["self_ns"].to_numpy().copy()
+    prev_tid = None
+    for i in range(len(ops)):
+        if tids[i] != prev_tid:
+            stack.clear()
+            prev_tid = tids[i]
+        while stack and ends[stack[-1]] <= starts[i]:
+            stack.pop()
+        if stack:
+            self_ns[stack[-1]] -= ends[i] - starts[i]
+        stack.append(i)
+    ops["self_ns"] = self_ns
+    ops["variant"] = _containing(ops.assign(t=ops["start_ns"]), ranges, "variant")
+    self_cpu = ops.dropna(subset=["variant"]).groupby("variant")["self_ns"].sum()
+    per_iter = iters.assign(wall_ns=iters["end_ns"] - iters["start_ns"])
+    return per_iter, self_cpu
+
+
+def summarize(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter") -> dict[str, pd.DataFrame]:
+    """Everything the report needs from one trace: attributed GPU activity, per-iteration
+    GPU and host time, self CPU time per variant, the ranges themselves."""
+    ranges, iters = variant_ranges(trace, prefix, iter_label)
+    gpu = attribute(trace, prefix, iter_label)
+    per_iter, self_cpu = cpu_time(trace, ranges, iters)
+    inside = gpu.dropna(subset=["variant"])
+    gpu_iter = (inside[inside["iteration"] >= 0].groupby(["variant", "iteration"])["duration_ns"].sum()
+                .rename("gpu_ns").reset_index())
+    return {"ranges": ranges, "iterations": per_iter, "gpu": gpu, "gpu_per_iteration": gpu_iter,
+            "self_cpu_ns": self_cpu.rename("self_cpu_ns").reset_index()}

@@ -1,0 +1,143 @@
+"""The one way gprof-orch runs a tool: argv as a list (never a shell), its own process group,
+stdout and stderr into log files, a timeout that ends the whole group, and Ctrl-C forwarded to
+the group's leader only, so a profiler can stop its target and still write its report.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import InterruptedRunError, ToolFailedError, ToolNotFoundError, ToolTimeoutError
+
+# after SIGINT to the leader, how long it may take to finish writing (nsys merges its report)
+INTERRUPT_GRACE_S = 60.0
+TERM_GRACE_S = 5.0
+
+
+@dataclass
+class Result:
+    argv: list[str]
+    returncode: int
+    stdout: Path
+    stderr: Path
+    seconds: float
+
+    def tail(self, lines: int = 20) -> str:
+        return log_tail(self.stderr, lines) or log_tail(self.stdout, lines)
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 16384))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def format_argv(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """The command as a shell line a person can paste (for commands.sh and --dry-run)."""
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    return (prefix + " " if prefix else "") + shlex.join(argv)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _end_group(proc: subprocess.Popen, pgid: int) -> None:
+    """SIGTERM the group, then SIGKILL what is left; reap the leader."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + TERM_GRACE_S
+    while time.monotonic() < deadline and group_alive(pgid):
+        if proc.poll() is not None and not group_alive(pgid):
+            break
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    # members of the group that outlive the leader (a profiler's daemon, say)
+    deadline = time.monotonic() + TERM_GRACE_S
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = None,
+        env: dict[str, str] | None = None, cwd: Path | None = None,
+        interrupt_grace: float = INTERRUPT_GRACE_S) -> Result:
+    """Run argv to completion. Returns its Result whatever the exit code (the caller decides
+    what a non-zero exit means); raises ToolTimeoutError after ending the group on timeout,
+    InterruptedRunError on Ctrl-C (after the leader had `interrupt_grace` seconds to finish),
+    ToolNotFoundError when argv[0] cannot be executed."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = log_dir / f"{name}.stdout.log", log_dir / f"{name}.stderr.log"
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    t0 = time.monotonic()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full_env,
+                                    cwd=cwd, start_new_session=True)
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ToolNotFoundError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        pgid = proc.pid
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(proc, pgid)
+            raise ToolTimeoutError(
+                f"{os.path.basename(argv[0])} ran past the timeout of {timeout:g} s; its process group was ended",
+                argv=argv, returncode=None, log_tail=log_tail(err_path) or log_tail(out_path), log=err_path,
+                hint="raise --timeout, or use a smaller --size / fewer --iters") from None
+        except KeyboardInterrupt:
+            # the child is in its own session, so the terminal's SIGINT reached only us
+            try:
+                os.kill(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=interrupt_grace)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                pass
+            _end_group(proc, pgid)
+            raise InterruptedRunError(f"interrupted while running {os.path.basename(argv[0])}",
+                                      log=err_path) from None
+        finally:
+            if proc.poll() is None:
+                _end_group(proc, pgid)
+        # the leader exited: make sure nothing it started lives on
+        if group_alive(pgid):
+            _end_group(proc, pgid)
+    return Result(argv, rc, out_path, err_path, time.monotonic() - t0)
+
+
+def check(result: Result, what: str, *, hint: str | None = None) -> Result:
+    """Raise ToolFailedError with the log tail when `result` exited non-zero."""
+    if result.returncode != 0:
+        raise ToolFailedError(f"{what} exited with status {result.returncode}", argv=result.argv,
+                              returncode=result.returncode, log_tail=result.tail(), hint=hint,
+                              log=result.stderr)
+    return result

@@ -1,0 +1,116 @@
+"""Rendering the per-variant table: terminal text, CSV, JSON and Markdown."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+# what a person sees: column -> (header, format)
+DISPLAY = [
+    ("variant", "variant", "{}"),
+    ("label", "label", "{}"),
+    ("status", "status", "{}"),
+    ("kernels", "kernels", "{}"),
+    ("launches_per_iter", "launches/iter", "{:.3g}"),
+    ("time_median_us", "median us", "{:.2f}"),
+    ("time_iqr_us", "IQR us", "{:.2f}"),
+    ("time_min_us", "min us", "{:.2f}"),
+    ("time_cv_pct", "CV %", "{:.1f}"),
+    ("cpu_median_us", "CPU us", "{:.1f}"),
+    ("achieved_gb_s", "GB/s", "{:.0f}"),
+    ("pct_of_peak_bw", "% peak BW", "{:.1f}"),
+    ("speedup_vs_baseline", "speedup", "{:.2f}x"),
+    ("same_kernel_as", "same kernel as", "{}"),
+    ("note", "note", "{}"),
+]
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if fmt == "{}":
+        return str(value) if str(value) else "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
+    cols = [(c, h, f) for c, h, f in DISPLAY if c in table.columns
+            and not (table[c].isna() | (table[c].astype(str) == "")).all()]
+    headers = [h for _, h, _ in cols]
+    body = []
+    for _, r in table.iterrows():
+        cells = []
+        for c, _, f in cols:
+            s = _fmt(r[c], f)
+            cells.append(s if len(s) <= max_width else s[: max_width - 3] + "...")
+        body.append(cells)
+    return headers, body
+
+
+def to_text(table: pd.DataFrame, title: str = "", footer: list[str] | None = None) -> str:
+    headers, body = display_rows(table)
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
+    numeric = [all(_looks_numeric(r[i]) for r in body) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    out = [title] if title else []
+    out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in body]
+    out += footer or []
+    return "\n".join(out)
+
+
+def _looks_numeric(s: str) -> bool:
+    try:
+        float(s.rstrip("x"))
+        return True
+    except ValueError:
+        return s == "-"
+
+
+def to_markdown(table: pd.DataFrame, title: str = "", footer: list[str] | None = None) -> str:
+    headers, body = display_rows(table, max_width=200)
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    out = [f"### {title}", ""] if title else []
+    out.append("| " + " | ".join(headers) + " |")
+    out.append("|" + "|".join(" --- " for _ in headers) + "|")
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in body]
+    if footer:
+        out += [""] + footer
+    return "\n".join(out) + "\n"
+
+
+def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
+    records = json.loads(table.to_json(orient="records"))
+    return json.dumps({"meta": meta or {}, "variants": records}, indent=1)
+
+
+def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
+              meta: dict[str, Any]) -> dict[str, Path]:
+    paths = {"frame": folder / "frame.csv", "csv": folder / "report.csv", "json": folder / "report.json",
+             "markdown": folder / "report.md"}
+    frame.to_csv(paths["frame"], index=False)
+    table.to_csv(paths["csv"], index=False)
+    paths["json"].write_text(to_json(table, meta))
+    paths["markdown"].write_text(to_markdown(table, title, footer))
+    return paths
+
+
+def render(table: pd.DataFrame, fmt: str, *, title: str = "", footer: list[str] | None = None,
+           meta: dict[str, Any] | None = None) -> str:
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "json":
+        return to_json(table, meta)
+    if fmt == "markdown":
+        return to_markdown(table, title, footer)
+    return to_text(table, title, footer)

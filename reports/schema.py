@@ -1,0 +1,43 @@
+"""The one schema of gprof-orch: a long-form frame, one row per measured value.
+
+Units are normalised when a parser builds rows: times in ns, sizes in bytes, rates in
+bytes/s, ratios as fractions (0..1) or "x" for speedups, counts as "count".
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
+
+# kernel value for rows that describe a whole variant, not one kernel
+ALL_KERNELS = "*"
+# variant value for GPU work outside every variant's range (input creation, warm-up, checks)
+OUTSIDE = "(outside variants)"
+
+
+def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
+    """Build a unified frame from dict rows with the COLUMNS keys (missing -> "")."""
+    df = pd.DataFrame.from_records(list(rows), columns=COLUMNS)
+    if df.empty:
+        return empty_frame()
+    for col in COLUMNS:
+        if col != "value":
+            df[col] = df[col].fillna("").astype(str)
+    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype("float64")
+    return df
+
+
+def empty_frame() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object") for c in COLUMNS})
+    return df
+
+
+def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if f is not None and not f.empty]
+    if not frames:
+        return empty_frame()
+    return pd.concat(frames, ignore_index=True)[COLUMNS]

@@ -1,0 +1,100 @@
+"""From the long-form frame to the per-variant table a person reads.
+
+Statistics derive from the raw samples kept in the frame: `time_ns` (one per iteration, what
+the backend measures as the variant's time), `cpu_time_ns`, `kernel_time_ns` (one per launch).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reports.names import short_kernel_name
+from reports.schema import ALL_KERNELS, OUTSIDE
+
+# IQR / median above this is called out: the numbers are too noisy to rank variants by
+HIGH_SPREAD = 0.10
+
+TABLE_COLUMNS = [
+    "variant", "label", "status", "kernels", "launches_per_iter", "time_median_us", "time_iqr_us",
+    "time_min_us", "time_cv_pct", "cpu_median_us", "achieved_gb_s", "pct_of_peak_bw",
+    "speedup_vs_baseline", "same_kernel_as", "note",
+]
+
+
+def sample_stats(values: np.ndarray) -> dict[str, float]:
+    v = np.asarray(values, dtype="float64")
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {k: float("nan") for k in ("median", "iqr", "min", "mean", "cv", "n")}
+    q1, med, q3 = np.percentile(v, [25, 50, 75])
+    mean = float(v.mean())
+    return {"median": float(med), "iqr": float(q3 - q1), "min": float(v.min()), "mean": mean,
+            "cv": float(v.std(ddof=1) / mean) if v.size > 1 and mean else 0.0, "n": float(v.size)}
+
+
+def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
+    """One row per variant of the workload manifest (ok, skipped and failed alike)."""
+    peak = (wman.get("env") or {}).get("peak_bandwidth_bytes_per_s")
+    baseline = wman.get("baseline")
+    iters = wman.get("iters") or 1
+    rows = []
+    kernel_sets: dict[str, frozenset[str]] = {}
+    by_variant = {v: g for v, g in frame.groupby("variant", sort=False)} if not frame.empty else {}
+    for v in wman.get("variants", []):
+        name = v["name"]
+        g = by_variant.get(name)
+        row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
+        note = v.get("reason") or v.get("error") or ""
+        if g is not None and not g.empty:
+            t = sample_stats(g.loc[g["metric"] == "time_ns", "value"].to_numpy())
+            c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
+            k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
+            launches = k.groupby("kernel", sort=False)["value"].size()
+            kernel_sets[name] = frozenset(launches.index)
+            bytes_moved = g.loc[g["metric"] == "bytes_moved", "value"]
+            gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
+            row.update(
+                kernels=", ".join(short_kernel_name(n) for n in launches.index),
+                launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
+                time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
+                time_cv_pct=t["cv"] * 100, cpu_median_us=c["median"] / 1e3,
+                achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
+            )
+            if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
+                note = (note + "; " if note else "") + f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median"
+        row["note"] = note
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    if table.empty:
+        return table
+    base = table.loc[table["variant"] == baseline, "time_median_us"]
+    if len(base) and pd.notna(base.iloc[0]):
+        table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
+    # variants whose launches are the very same kernels
+    same = []
+    for name in table["variant"]:
+        ks = kernel_sets.get(name)
+        same.append(", ".join(o for o, oks in kernel_sets.items() if o != name and ks and oks == ks))
+    table["same_kernel_as"] = same
+    return table
+
+
+def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
+    """GPU work outside every variant's range: kernel, launches, total time."""
+    k = frame[(frame["variant"] == OUTSIDE) & (frame["metric"] == "kernel_time_ns")]
+    if k.empty:
+        return pd.DataFrame(columns=["kernel", "launches", "total_us"])
+    g = k.groupby("kernel", sort=False)["value"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"kernel": g["kernel"].map(short_kernel_name), "launches": g["size"],
+                         "total_us": g["sum"] / 1e3})
+
+
+def warnings_for(table: pd.DataFrame) -> list[str]:
+    out = []
+    for _, r in table.iterrows():
+        if "high spread" in str(r["note"]):
+            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1]}; rerun with more --iters "
+                       f"or on a quieter machine before ranking")
+    return out

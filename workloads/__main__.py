@@ -1,0 +1,5 @@
+import sys
+
+from workloads.runner import main
+
+sys.exit(main())

@@ -1,0 +1,541 @@
+"""The one child process every backend launches: `python -m workloads run <name> ...`.
+
+It makes the input and warms each variant up outside any measured range, checks each result
+against a float64 reference, then runs the measured iterations of each variant inside one NVTX
+range `variant:<name>` (domain `gprof`) and one torch.profiler `record_function` of the same
+name. What ran, what was skipped and why, what failed and how, and the raw timing samples go to
+`workload.json` in the output folder, rewritten after every variant so a crash keeps the rest.
+
+Modes:
+  time         CUDA events (or the CPU clock) around every iteration; samples kept.
+  profile      plain iterations for an outside profiler (nsys, ncu) to observe.
+  torch-trace  the same, under torch.profiler; the Chrome trace is written beside the manifest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workloads import registry
+from workloads.devices import peak_bandwidth
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+MANIFEST = "workload.json"
+TRACE = "trace.json"
+NVTX_DOMAIN = "gprof"
+RANGE_PREFIX = "variant:"
+ITER_LABEL = "iter"
+MODES = ("time", "profile", "torch-trace")
+
+
+class RunnerUsageError(Exception):
+    """Bad input found in the child (e.g. a size too large for the device): exit 2."""
+
+
+@dataclass
+class RunSpec:
+    workload: str
+    variants: list[str] = field(default_factory=list)
+    shape: tuple[int, ...] | None = None
+    dtype: str = "float32"
+    device: str = "auto"
+    iters: int = 100
+    warmup: int = 10
+    seed: int = 0
+    mode: str = "time"
+    flush_l2: bool = True
+    out: Path = Path(".")
+    workload_file: str | None = None
+    triton_interpret: bool = False
+    fail_variant: str | None = None  # testing aid: make this variant raise
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """'10000x10000' -> (10000, 10000); '1e8' -> (100000000,); positive integers only."""
+    parts = str(text).lower().replace("*", "x").split("x")
+    shape = []
+    for p in parts:
+        p = p.strip().replace("_", "")
+        try:
+            f = float(p)
+        except ValueError:
+            raise ValueError(f"size {text!r} is not a positive integer or AxB shape") from None
+        if f != int(f) or f < 1 or f > 2**62:
+            raise ValueError(f"size {text!r} is not a positive integer or AxB shape")
+        shape.append(int(f))
+    return tuple(shape)
+
+
+# -- environment -------------------------------------------------------------------------------
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe_device(device: str) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "triton": _version("triton"),
+        "nvtx": _version("nvtx"),
+        "numba": _version("numba"),
+        "python": platform.python_version(),
+        "cuda_available": torch.cuda.is_available(),
+        "device": device,
+    }
+    if device == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        peak, source = peak_bandwidth(props.name, props)
+        info.update(
+            device_name=props.name,
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            l2_bytes=getattr(props, "L2_cache_size", None),
+            total_memory_bytes=props.total_memory,
+            peak_bandwidth_bytes_per_s=peak,
+            peak_bandwidth_source=source,
+        )
+    else:
+        info.update(device_name=platform.processor() or platform.machine(),
+                    peak_bandwidth_bytes_per_s=None,
+                    peak_bandwidth_source="no peak for a CPU run")
+    return info
+
+
+def probe_needs(needs: frozenset[str], device: str, triton_interpret: bool) -> str | None:
+    """None if every need is met here, else the reason the variant is skipped."""
+    import importlib.util
+    import shutil
+
+    import torch
+
+    for need in sorted(needs):
+        if need == "cuda" and device != "cuda":
+            return "needs CUDA; this run is on the CPU" if not torch.cuda.is_available() \
+                else "needs CUDA; this run is on the CPU (--device cpu)"
+        if need == "triton":
+            if importlib.util.find_spec("triton") is None:
+                return "needs triton (pip install triton)"
+            if device != "cuda" and not triton_interpret:
+                return "Triton needs a GPU; on the CPU pass --triton-interpret (TRITON_INTERPRET=1)"
+        if need == "compiler":
+            if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+                return "needs nvcc (CUDA toolkit) for torch.utils.cpp_extension.load_inline"
+            if shutil.which(os.environ.get("CXX", "c++")) is None:
+                return "needs a host C++ compiler (c++) for load_inline"
+        if need == "numba":
+            if importlib.util.find_spec("numba") is None:
+                return "needs numba with CUDA support (pip install numba-cuda)"
+    return None
+
+
+# -- NVTX and labels -------------------------------------------------------------------------
+
+class Ranges:
+    """NVTX push/pop in domain `gprof` (the nvtx package), or torch.cuda.nvtx (default domain)."""
+
+    def __init__(self) -> None:
+        try:
+            import nvtx
+
+            self._nvtx = nvtx
+            self.api, self.domain = "nvtx", NVTX_DOMAIN
+        except ImportError:
+            self._nvtx = None
+            self.api, self.domain = "torch.cuda.nvtx", None
+
+    def push(self, text: str) -> None:
+        if self._nvtx is not None:
+            self._nvtx.push_range(text, domain=NVTX_DOMAIN)
+        else:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.nvtx.range_push(text)
+
+    def pop(self) -> None:
+        if self._nvtx is not None:
+            self._nvtx.pop_range(domain=NVTX_DOMAIN)
+        else:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.nvtx.range_pop()
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+class Manifest:
+    """workload.json, rewritten atomically after every change so nothing collected is lost."""
+
+    def __init__(self, path: Path, data: dict[str, Any]):
+        self.path, self.data = path, data
+        self.save()
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        os.replace(tmp, self.path)
+
+
+def _rel_error(out, ref) -> float:
+    import torch
+
+    out = torch.as_tensor(out).detach().to("cpu", torch.float64).reshape(-1)
+    ref = torch.as_tensor(ref).detach().to("cpu", torch.float64).reshape(-1)
+    if out.shape != ref.shape:
+        raise ValueError(f"result has {out.numel()} elements, the reference {ref.numel()}")
+    if torch.isnan(out).any() and not torch.isnan(ref).any():
+        return float("inf")
+    denom = torch.linalg.vector_norm(ref)
+    num = torch.linalg.vector_norm(out - ref)
+    return float(num / denom) if denom > 0 else float(num)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _check_memory(spec: RunSpec, workload: registry.Workload, numel: int, itemsize: int) -> None:
+    need = numel * workload.bytes_per_element(itemsize)
+    if spec.device == "cuda":
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        where = f"the GPU has {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
+    else:
+        free = _mem_available_bytes()
+        where = f"this machine has {free / 2**30:.1f} GiB available" if free else ""
+    if free and need > 0.9 * free:
+        raise RunnerUsageError(
+            f"size {'x'.join(map(str, spec.shape or ()))} ({numel:,} elements of {spec.dtype}) needs about "
+            f"{need / 2**30:.1f} GiB; {where}. Choose a smaller --size.")
+
+
+def _mem_available_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def run(spec: RunSpec) -> int:
+    """Run the workload as `spec` says; returns the exit code. Writes workload.json."""
+    if spec.triton_interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is first imported
+    spec.out.mkdir(parents=True, exist_ok=True)
+    if spec.workload_file:
+        registry.load_file(spec.workload_file)
+    workload = registry.get(spec.workload)
+    chosen = workload.select(spec.variants)
+    if spec.mode not in MODES:
+        raise RunnerUsageError(f"unknown mode {spec.mode!r}; valid: {', '.join(MODES)}")
+    if spec.dtype not in workload.dtypes:
+        raise RunnerUsageError(f"workload {workload.name} supports dtypes {', '.join(workload.dtypes)}, "
+                               f"not {spec.dtype}")
+
+    import torch
+
+    if spec.device == "auto":
+        spec.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise RunnerUsageError("no CUDA device is visible to torch; run with --device cpu")
+    interpret = spec.triton_interpret or os.environ.get("TRITON_INTERPRET") == "1"
+    shape = spec.shape or (workload.default_shape if spec.device == "cuda" else workload.cpu_default_shape)
+    spec.shape = shape
+    numel = 1
+    for s in shape:
+        numel *= s
+    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    _check_memory(spec, workload, numel, itemsize)
+
+    ranges = Ranges()
+    env = describe_device(spec.device)
+    env["triton_interpret"] = interpret
+    man = Manifest(spec.out / MANIFEST, {
+        "schema_version": 1,
+        "workload": workload.name,
+        "workload_source": workload.source,
+        "description": workload.description,
+        "baseline": workload.baseline,
+        "mode": spec.mode,
+        "shape": list(shape),
+        "numel": numel,
+        "dtype": spec.dtype,
+        "itemsize": itemsize,
+        "device": spec.device,
+        "iters": spec.iters,
+        "warmup": spec.warmup,
+        "seed": spec.seed,
+        "flush_l2": spec.flush_l2 and spec.device == "cuda" and spec.mode == "time",
+        "timer": ("cuda-event" if spec.device == "cuda" else "perf_counter") if spec.mode == "time" else None,
+        "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
+        "env": env,
+        "status": "running",
+        "variants": [
+            {"name": v.name, "label": v.label, "description": v.description, "needs": sorted(v.needs),
+             "bytes_moved": workload.bytes_moved(numel, itemsize), "status": "pending"}
+            for v in chosen
+        ],
+    })
+    entries = {e["name"]: e for e in man.data["variants"]}
+
+    # which variants can run here
+    runnable = []
+    for v in chosen:
+        reason = probe_needs(v.needs, spec.device, interpret)
+        if reason is None and v.dtypes is not None and spec.dtype not in v.dtypes:
+            reason = f"supports {', '.join(v.dtypes)} only, not {spec.dtype}"
+        if reason:
+            entries[v.name].update(status="skipped", reason=reason)
+        else:
+            runnable.append(v)
+    man.save()
+
+    x = workload.make_input(shape, spec.dtype, spec.device, spec.seed)
+    ref = workload.reference(x.to(torch.float64))
+    _sync(spec.device)
+
+    # set up, warm up and check every variant before anything is measured
+    ready = []
+    for v in runnable:
+        e = entries[v.name]
+        try:
+            t0 = time.perf_counter()
+            if v.setup is not None:
+                v.setup()
+            e["setup_s"] = round(time.perf_counter() - t0, 3)
+            if spec.fail_variant == v.name:
+                raise RuntimeError(f"injected failure in variant {v.name} (--fail-variant)")
+            out = None
+            for _ in range(max(spec.warmup, 1)):
+                out = v.fn(x)
+            _sync(spec.device)
+            err = _rel_error(out, ref)
+            tol = workload.tolerance(v, spec.dtype)
+            e["check"] = {"rel_error": err, "tolerance": tol, "passed": err <= tol}
+            if not err <= tol:
+                raise AssertionError(f"result differs from the float64 reference: relative error "
+                                     f"{err:.3g} > {tol:.3g}")
+            ready.append(v)
+        except Exception as exc:
+            _record_failure(e, exc)
+        man.save()
+    del ref
+
+    if spec.mode == "time":
+        _run_timed(spec, ready, x, entries, ranges, man)
+    elif spec.mode == "profile":
+        _run_profiled(spec, ready, x, entries, ranges, man, label_fn=None)
+    else:
+        _run_torch_trace(spec, ready, x, entries, ranges, man)
+
+    failed = [n for n, e in entries.items() if e["status"] == "failed"]
+    man.data["status"] = "failed" if failed else "ok"
+    man.save()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _record_failure(entry: dict, exc: BaseException) -> None:
+    entry.update(status="failed", error=f"{type(exc).__name__}: {exc}",
+                 traceback="".join(traceback.format_exception(exc)))
+
+
+def _l2_flusher(spec: RunSpec):
+    if not (spec.flush_l2 and spec.device == "cuda"):
+        return None
+    import torch
+
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 50 * 2**20
+    # twice the L2, written with a memset kernel, evicts the input (triton.testing.do_bench
+    # does the same with a 256 MB buffer)
+    buf = torch.empty(max(2 * l2, 64 * 2**20), dtype=torch.int8, device="cuda")
+    return buf.zero_
+
+
+def _run_timed(spec, variants, x, entries, ranges, man) -> None:
+    import torch
+
+    flush = _l2_flusher(spec)
+    for v in variants:
+        e = entries[v.name]
+        try:
+            gpu_ns: list[float] = []
+            cpu_ns: list[int] = []
+            ranges.push(RANGE_PREFIX + v.name)
+            try:
+                if spec.device == "cuda":
+                    starts = [torch.cuda.Event(enable_timing=True) for _ in range(spec.iters)]
+                    ends = [torch.cuda.Event(enable_timing=True) for _ in range(spec.iters)]
+                    for i in range(spec.iters):
+                        if flush is not None:
+                            flush()
+                        starts[i].record()
+                        t0 = time.perf_counter_ns()
+                        v.fn(x)
+                        cpu_ns.append(time.perf_counter_ns() - t0)
+                        ends[i].record()
+                    torch.cuda.synchronize()
+                    gpu_ns = [s.elapsed_time(t) * 1e6 for s, t in zip(starts, ends)]
+                else:
+                    for _ in range(spec.iters):
+                        t0 = time.perf_counter_ns()
+                        v.fn(x)
+                        cpu_ns.append(time.perf_counter_ns() - t0)
+                    gpu_ns = []
+            finally:
+                ranges.pop()
+            e.update(status="ok", time_samples_ns=gpu_ns if spec.device == "cuda" else cpu_ns,
+                     cpu_samples_ns=cpu_ns)
+        except Exception as exc:
+            _record_failure(e, exc)
+        man.save()
+
+
+def _run_variant_block(spec, v, x, ranges) -> None:
+    """The measured block: one NVTX range and one record_function around `iters` calls."""
+    import torch
+
+    label = RANGE_PREFIX + v.name
+    ranges.push(label)
+    try:
+        with torch.profiler.record_function(label):
+            for _ in range(spec.iters):
+                with torch.profiler.record_function(ITER_LABEL):
+                    v.fn(x)
+            _sync(spec.device)
+    finally:
+        ranges.pop()
+
+
+def _run_profiled(spec, variants, x, entries, ranges, man, label_fn=None) -> None:
+    for v in variants:
+        e = entries[v.name]
+        try:
+            t0 = time.perf_counter_ns()
+            _run_variant_block(spec, v, x, ranges)
+            e.update(status="ok", wall_ns=time.perf_counter_ns() - t0)
+        except Exception as exc:
+            _record_failure(e, exc)
+        man.save()
+
+
+def _run_torch_trace(spec, variants, x, entries, ranges, man) -> None:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU]
+    if spec.device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    trace_path = spec.out / TRACE
+    man.data["trace"] = TRACE
+
+    def on_ready(prof) -> None:
+        prof.export_chrome_trace(str(trace_path))
+
+    # step 0 is the profiler's own warm-up (CUPTI set-up costs land there, unrecorded);
+    # step 1 records the measured blocks
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
+                 on_trace_ready=on_ready) as prof:
+        for v in variants:
+            v.fn(x)
+        _sync(spec.device)
+        prof.step()
+        _run_profiled(spec, variants, x, entries, ranges, man)
+        prof.step()
+    if not trace_path.exists():
+        raise RuntimeError("torch.profiler wrote no trace")
+
+
+# -- command line ------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m workloads", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run one workload's variants")
+    r.add_argument("workload")
+    r.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
+    r.add_argument("--size", default=None, help="elements (1e8) or a shape (10000x10000)")
+    r.add_argument("--dtype", default="float32", choices=registry.DTYPES)
+    r.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    r.add_argument("--iters", type=int, default=100)
+    r.add_argument("--warmup", type=int, default=10)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--mode", default="time", choices=MODES)
+    r.add_argument("--no-flush-l2", dest="flush_l2", action="store_false")
+    r.add_argument("--out", default=".", help="folder for workload.json (and trace.json)")
+    r.add_argument("--workload-file", default=None)
+    r.add_argument("--triton-interpret", action="store_true")
+    r.add_argument("--fail-variant", default=None, help=argparse.SUPPRESS)
+    sub.add_parser("list", help="list workloads and variants")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "list":
+        for w in registry.all_workloads().values():
+            print(f"{w.name}: " + ", ".join(v.name for v in w.variants))
+        return EXIT_OK
+    try:
+        if args.iters < 1 or args.warmup < 0:
+            raise RunnerUsageError("--iters must be >= 1 and --warmup >= 0")
+        spec = RunSpec(
+            workload=args.workload,
+            variants=[s for s in args.variants.split(",") if s],
+            shape=parse_shape(args.size) if args.size else None,
+            dtype=args.dtype, device=args.device, iters=args.iters, warmup=args.warmup,
+            seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, out=Path(args.out),
+            workload_file=args.workload_file, triton_interpret=args.triton_interpret,
+            fail_variant=args.fail_variant,
+        )
+        return run(spec)
+    except KeyboardInterrupt:
+        _mark(Path(args.out), "interrupted")
+        print("gprof-orch runner: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (RunnerUsageError, ValueError) as exc:
+        print(f"gprof-orch runner: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        from orchestrator.errors import GprofError
+
+        if isinstance(exc, GprofError):
+            print(f"gprof-orch runner: {exc.message}", file=sys.stderr)
+            return exc.exit_code
+        _mark(Path(args.out), "failed", f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _mark(out: Path, status: str, error: str | None = None) -> None:
+    path = out / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    data["status"] = status
+    if error:
+        data["error"] = error
+    Manifest(path, data)
