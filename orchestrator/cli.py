@@ -71,8 +71,14 @@ def run_options(f):
 def _request_kwargs(kw: dict) -> dict:
     from orchestrator.request import parse_list
 
-    fmt = "json" if kw.pop("as_json") else kw.pop("fmt")
+    as_json, fmt = kw.pop("as_json"), kw.pop("fmt")
+    fmt = "json" if as_json else fmt
     kw["variants"] = parse_list(kw["variants"])
+    for key in ("nsys_args", "ncu_args", "ncu_sections"):
+        if key in kw:
+            kw[key] = list(kw[key])
+    if "ncu_metrics" in kw:
+        kw["ncu_metrics"] = parse_list(kw["ncu_metrics"])
     return {"fmt": fmt, **kw}
 
 
@@ -197,6 +203,24 @@ _backend_command("time", "Time each variant with CUDA events (median, IQR, min, 
                                help="Write a buffer twice the L2 before every iteration.")])
 _backend_command("torch-trace", "Run the workload under torch.profiler; keep the Chrome trace; "
                  "report kernels, self CPU and CUDA time per variant.")
+_backend_command("nsys", "Profile the workload under Nsight Systems; attribute every kernel to its variant "
+                 "through the runtime call that launched it.", [
+    click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
+    click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable)."),
+    click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on for --device cpu)."),
+])
+_backend_command("ncu", "Profile each variant's kernels, and only those, with Nsight Compute; report "
+                 "duration, DRAM/SM throughput vs peak, occupancy, registers and launch shape.", [
+    click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places)."),
+    click.option("--set", "ncu_set", default=None, help="ncu section set (e.g. full) instead of the small default."),
+    click.option("--section", "ncu_sections", multiple=True, help="ncu section (repeatable), e.g. SpeedOfLight."),
+    click.option("--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."),
+    click.option("--clock-control", default="none", show_default=True, type=click.Choice(["none", "base"]),
+                 help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them."),
+    click.option("--cache-control", default="all", show_default=True, type=click.Choice(["all", "none"]),
+                 help="ncu's --cache-control: all flushes caches before each replay pass."),
+    click.option("--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."),
+])
 
 
 @main.command()

@@ -1,7 +1,8 @@
 """The one schema of gprof-orch: a long-form frame, one row per measured value.
 
 Units are normalised when a parser builds rows: times in ns, sizes in bytes, rates in
-bytes/s, ratios as fractions (0..1) or "x" for speedups, counts as "count".
+bytes/s, fractions as "fraction" (0..1), percentages of a peak as "pct" (0..100, as ncu
+reports them), counts as "count".
 """
 from __future__ import annotations
 

@@ -18,9 +18,19 @@ HIGH_SPREAD = 0.10
 
 TABLE_COLUMNS = [
     "variant", "label", "status", "kernels", "launches_per_iter", "time_median_us", "time_iqr_us",
-    "time_min_us", "time_cv_pct", "cpu_median_us", "achieved_gb_s", "pct_of_peak_bw",
-    "speedup_vs_baseline", "same_kernel_as", "note",
+    "time_min_us", "time_cv_pct", "cpu_median_us", "launch_cpu_us", "gpu_busy_pct", "achieved_gb_s",
+    "pct_of_peak_bw", "dram_pct_of_peak", "sm_pct_of_peak", "achieved_occupancy_pct", "registers_per_thread",
+    "bound", "speedup_vs_baseline", "same_kernel_as", "note",
 ]
+
+# backend-specific metrics -> (table column, how kernels' values combine, scale)
+OPTIONAL = {
+    "dram_throughput_pct_of_peak": ("dram_pct_of_peak", "median", 1.0),
+    "sm_throughput_pct_of_peak": ("sm_pct_of_peak", "median", 1.0),
+    "achieved_occupancy_pct": ("achieved_occupancy_pct", "median", 1.0),
+    "registers_per_thread": ("registers_per_thread", "max", 1.0),
+    "gpu_busy_fraction": ("gpu_busy_pct", "median", 100.0),
+}
 
 
 def sample_stats(values: np.ndarray) -> dict[str, float]:
@@ -62,6 +72,15 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 time_cv_pct=t["cv"] * 100, cpu_median_us=c["median"] / 1e3,
                 achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
             )
+            launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
+            if len(launch):
+                row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
+            for metric, (col, agg, scale) in OPTIONAL.items():
+                vals = g.loc[g["metric"] == metric, "value"]
+                if len(vals):
+                    row[col] = float(getattr(vals, agg)()) * scale
+            if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
+                row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
             if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
                 note = (note + "; " if note else "") + f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median"
         row["note"] = note

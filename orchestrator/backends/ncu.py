@@ -1,0 +1,181 @@
+"""`gprof-orch ncu`: each variant's kernels, and only those, under Nsight Compute.
+
+The NVTX filter is built from the variants' ranges, so input creation, warm-up and checks are
+never profiled; the runner's --iters bounds the kernels per variant (ncu replays each kernel
+once per pass, so its time grows with kernels x passes)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+from orchestrator import proc, tools
+from orchestrator.backends.base import Availability, Backend, Step
+from orchestrator.errors import (ParseError, PermissionDeniedError, ToolFailedError, ToolNotFoundError,
+                                 UsageError)
+from orchestrator.request import Request
+from orchestrator.runfolder import RunFolder
+from reports.unify import RowMaker, variant_facts
+
+REPORT = "report.ncu-rep"
+LOG = "ncu.log"
+# the small default: memory- or compute-bound, and how close to the roof; occupancy, launch shape
+DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+DEFAULT_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+NVTX_DOMAIN = "gprof"
+PREFIX = "variant:"
+
+# report columns (from the parser's kernel frame) -> unified metric and unit
+KERNEL_METRICS = {
+    "duration_ns": ("kernel_time_ns", "ns"),
+    "dram_bytes": ("dram_bytes", "bytes"),
+    "dram_throughput_pct": ("dram_throughput_pct_of_peak", "pct"),
+    "sm_throughput_pct": ("sm_throughput_pct_of_peak", "pct"),
+    "memory_throughput_pct": ("memory_throughput_pct_of_peak", "pct"),
+    "achieved_occupancy": ("achieved_occupancy_pct", "pct"),
+    "registers_per_thread": ("registers_per_thread", "count"),
+}
+
+
+class NcuBackend(Backend):
+    name = "ncu"
+    mode = "profile"
+    default_iters = 3
+    default_warmup = 3
+    description = "Nsight Compute: per-kernel DRAM/SM throughput vs peak, occupancy, registers, bytes"
+
+    def check(self, req: Request | None = None) -> Availability:
+        try:
+            t = tools.find("ncu", req.ncu if req else None)
+        except ToolNotFoundError as exc:
+            return Availability(False, exc.render())
+        return Availability(True, f"{t.path} ({t.version})")
+
+    def require(self, req: Request) -> dict[str, str]:
+        t = tools.find("ncu", req.ncu)
+        self._tool = t
+        return {"ncu": str(t.path), "ncu_version": t.version, "ncu_found_via": t.found_via}
+
+    def _exe(self, req: Request) -> str:
+        t = getattr(self, "_tool", None)
+        if t is None:
+            try:
+                t = tools.find("ncu", req.ncu, with_version=False)
+            except ToolNotFoundError:
+                return req.ncu or "ncu"
+        return str(t.path)
+
+    @staticmethod
+    def nvtx_filters(req: Request) -> list[str]:
+        """One --nvtx-include per variant: `gprof@variant:<name>/` (push/pop ranges need the `/`)."""
+        from workloads import registry
+
+        names = [v.name for v in registry.get(req.workload).select(req.variants)]
+        domain = f"{NVTX_DOMAIN}@" if importlib.util.find_spec("nvtx") is not None else ""
+        out: list[str] = []
+        for n in names:
+            out += ["--nvtx-include", f"{domain}{PREFIX}{n}/"]
+        return out
+
+    def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        argv = [self._exe(req), "--nvtx", *self.nvtx_filters(req)]
+        if req.ncu_set:
+            argv += ["--set", req.ncu_set]
+        sections = req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS))
+        for s in sections:
+            argv += ["--section", s]
+        metrics = list(req.ncu_metrics) + ([] if req.ncu_set or req.ncu_sections else list(DEFAULT_METRICS))
+        if metrics:
+            argv += ["--metrics", ",".join(metrics)]
+        argv += ["--clock-control", req.clock_control, "--cache-control", req.cache_control,
+                 "--export", str(run_dir / REPORT), "--force-overwrite", "--log-file", str(run_dir / "logs" / LOG),
+                 *req.ncu_args, *self.runner_argv(req, run_dir)]
+        return [Step("ncu", argv, ok_codes=(0, 1))]
+
+    def execute(self, req: Request, rf: RunFolder) -> None:
+        (step,) = self.commands(req, rf.path.resolve())
+        rf.add_command(step.name, step.argv)
+        rf.update(ncu_settings={"clock_control": req.clock_control, "cache_control": req.cache_control,
+                                "set": req.ncu_set, "sections": req.ncu_sections or
+                                ([] if req.ncu_set else list(DEFAULT_SECTIONS))})
+        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout)
+        self.check_result(res, rf)
+
+    def check_result(self, res: proc.Result, rf: RunFolder) -> None:
+        from orchestrator.parsers import ncu_rep
+
+        log_path = rf.logs / LOG
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        log_text += "\n" + res.tail(40)
+        kind = ncu_rep.classify_ncu_failure(log_text)
+        errors = "\n".join(ncu_rep.ncu_errors(log_text)) or res.tail(15)
+        if kind == "permission":
+            raise PermissionDeniedError(
+                "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", argv=res.argv,
+                returncode=res.returncode, log_tail=errors, log=log_path,
+                hint="counters are restricted to admin users: run as root, or set the driver option "
+                     "NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)")
+        if kind == "unknown_metric":
+            raise UsageError(f"ncu does not know a requested metric or section:\n{errors}",
+                             hint="list them with `ncu --query-metrics` / `ncu --list-sections` / `ncu --list-sets`",
+                             log=log_path)
+        if kind == "no_gpu":
+            raise ToolFailedError("ncu found no supported GPU", argv=res.argv, returncode=res.returncode,
+                                  log_tail=errors, log=log_path, hint="ncu needs an NVIDIA GPU; use --device cpu "
+                                  "with the time or torch-trace backends on this machine")
+        if res.returncode == 2 and not (rf.path / REPORT).exists():
+            raise self.failure(Step("workload", res.argv), res)
+        if kind == "no_kernels" or not (rf.path / REPORT).exists():
+            opened = self._opened_ranges(rf)
+            raise ToolFailedError(
+                "ncu profiled no kernels: no kernel ran inside the NVTX ranges it was told to include",
+                argv=res.argv, returncode=res.returncode, log_tail=errors, log=log_path,
+                hint=f"the workload opened these ranges: {opened or 'none (see logs/ncu.stdout.log)'}; "
+                     "check the variants need the GPU (--device cuda) and that nvtx is installed")
+        if res.returncode not in (0, 1):
+            raise ToolFailedError(f"ncu exited with status {res.returncode}", argv=res.argv,
+                                  returncode=res.returncode, log_tail=errors, log=log_path)
+
+    @staticmethod
+    def _opened_ranges(rf: RunFolder) -> str:
+        try:
+            wman = rf.workload_manifest()
+        except ParseError:
+            return ""
+        domain = (wman.get("nvtx") or {}).get("domain")
+        return ", ".join(f"{domain + '@' if domain else ''}{PREFIX}{v['name']}"
+                         for v in wman.get("variants", []) if v.get("status") == "ok")
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        wman = rf.workload_manifest()
+        nv = wman.get("nvtx") or {}
+        return frame_from_report(rf.file(REPORT), wman, run=rf.path.name, domain=nv.get("domain") or None,
+                                 prefix=nv.get("prefix", PREFIX))
+
+
+def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
+    from orchestrator.parsers import ncu_rep
+
+    rep = ncu_rep.load(path, domain=domain, prefix=prefix)
+    rows = RowMaker(run, "ncu", wman["workload"])
+    variant_facts(rows, wman)
+    k = rep.kernels
+    iters = int(wman.get("iters") or 1)
+    for variant, g in k[k["variant"].notna()].groupby("variant", sort=False):
+        for _, kr in g.iterrows():
+            for col, (metric, unit) in KERNEL_METRICS.items():
+                if col in kr and pd.notna(kr[col]):
+                    rows.add(variant, metric, float(kr[col]), unit, kernel=kr["kernel"])
+        if "duration_ns" in g:
+            d = g["duration_ns"].to_numpy()
+            from orchestrator.backends.nsys import per_iteration
+
+            rows.samples(variant, "time_ns", per_iteration(d, iters), "ns")
+    # every metric the report holds, for deeper analysis
+    m = rep.metrics
+    if m is not None and not m.empty:
+        for r in m[m["variant"].notna()].itertuples(index=False):
+            if isinstance(r.value, (int, float)) and pd.notna(r.value):
+                rows.add(r.variant, f"ncu:{r.metric}", float(r.value), r.unit, kernel=r.kernel)
+    return rows.frame()

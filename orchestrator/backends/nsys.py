@@ -1,0 +1,159 @@
+"""`gprof-orch nsys`: the workload under Nsight Systems, every kernel attributed to its variant
+through the runtime call that launched it."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from orchestrator import proc, tools
+from orchestrator.backends.base import Availability, Backend, Step
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError, ToolNotFoundError
+from orchestrator.request import Request
+from orchestrator.runfolder import RunFolder
+from reports.schema import OUTSIDE
+from reports.unify import RowMaker, variant_facts
+
+REPORT = "report.nsys-rep"
+SQLITE = "report.sqlite"
+
+
+class NsysBackend(Backend):
+    name = "nsys"
+    mode = "profile"
+    default_iters = 20
+    default_warmup = 3
+    description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
+
+    def check(self, req: Request | None = None) -> Availability:
+        try:
+            t = tools.find("nsys", req.nsys if req else None)
+        except ToolNotFoundError as exc:
+            return Availability(False, exc.render())
+        return Availability(True, f"{t.path} ({t.version})")
+
+    def require(self, req: Request) -> dict[str, str]:
+        t = tools.find("nsys", req.nsys)
+        self._tool = t
+        return {"nsys": str(t.path), "nsys_version": t.version, "nsys_found_via": t.found_via}
+
+    def _exe(self, req: Request) -> str:
+        t = getattr(self, "_tool", None)
+        if t is None:
+            try:
+                t = tools.find("nsys", req.nsys, with_version=False)
+            except ToolNotFoundError:
+                return req.nsys or "nsys"
+        return str(t.path)
+
+    def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        exe = self._exe(req)
+        trace = ["cuda", "nvtx"] if req.device != "cpu" else ["nvtx"]
+        if req.trace_osrt or req.device == "cpu":
+            trace.append("osrt")
+        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none",
+                   f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args,
+                   *self.runner_argv(req, run_dir)]
+        export = [exe, "export", "--type=sqlite", f"--output={run_dir / SQLITE}", "--force-overwrite=true",
+                  str(run_dir / REPORT)]
+        return [Step("nsys-profile", profile, ok_codes=(0, 1)), Step("nsys-export", export)]
+
+    def execute(self, req: Request, rf: RunFolder) -> None:
+        profile, export = self.commands(req, rf.path.resolve())
+        rf.add_command(profile.name, profile.argv)
+        interrupted: GprofError | None = None
+        try:
+            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout)
+        except InterruptedRunError as exc:
+            interrupted = exc  # nsys had its grace period to write the report: export what it wrote
+            res = None
+        except ToolFailedError as exc:  # timeout: keep whatever report nsys managed to write
+            if (rf.path / REPORT).exists():
+                self._export(export, rf)
+            raise exc
+        if res is not None:
+            log = res.tail(30)
+            if res.returncode == 2 and not (rf.path / REPORT).exists():
+                raise self.failure(Step("workload", profile.argv), res)
+            if "No reports were generated" in log or not (rf.path / REPORT).exists():
+                raise ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
+                                      returncode=res.returncode, log_tail=log, log=res.stderr)
+            if res.returncode not in profile.ok_codes:
+                raise self.failure(profile, res)
+        if (rf.path / REPORT).exists():
+            self._export(export, rf)
+        if interrupted:
+            raise interrupted
+
+    def _export(self, step: Step, rf: RunFolder) -> None:
+        rf.add_command(step.name, step.argv)
+        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
+        proc.check(res, "nsys export")
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        wman = rf.workload_manifest()
+        nv = wman.get("nvtx") or {}
+        return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
+                                 domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
+
+
+def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
+    """The unified rows of one nsys SQLite export, for the variants the workload ran."""
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    export = ns.read_export(sqlite)
+    attributed = ns.attribute_kernels(export, domain=domain, prefix=prefix)
+    ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)
+    ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
+    missing = [v for v in ran if v not in set(ranges["variant"])]
+    if ran and missing:
+        hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
+        raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",
+                         hint=hint)
+    summary = ns.summarize(attributed, ranges)
+    rows = RowMaker(run, "nsys", wman["workload"])
+    variant_facts(rows, wman)
+    iters = int(wman.get("iters") or 1)
+    on_gpu = wman.get("device") == "cuda"
+    for variant in ran:
+        act = attributed[attributed["variant"] == variant].sort_values("launch_start", kind="stable")
+        srow = summary[summary["variant"] == variant]
+        wall = float(srow["range_wall_ns"].iloc[0]) if len(srow) else float("nan")
+        rows.add(variant, "range_wall_ns", wall, "ns")
+        if len(srow) and "gpu_busy_fraction" in srow:
+            rows.add(variant, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
+        for kernel, g in act.groupby(_kernel_label(act), sort=False):
+            rows.samples(variant, "kernel_time_ns", g["duration_ns"], "ns", kernel=kernel)
+            rows.add(variant, "launch_cpu_time_ns", float(g["launch_cpu_ns"].sum()), "ns", kernel=kernel)
+        kernels = act[act["kind"] == "kernel"]
+        rows.samples(variant, "time_ns", per_iteration(kernels["duration_ns"].to_numpy(), iters) if on_gpu
+                     else [wall / iters], "ns")
+        rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")
+    outside = attributed[attributed["variant"].isna()]
+    for kernel, g in outside.groupby(_kernel_label(outside), sort=False):
+        rows.samples(OUTSIDE, "kernel_time_ns", g["duration_ns"], "ns", kernel=kernel)
+    return rows.frame()
+
+
+def _kernel_label(act: pd.DataFrame) -> pd.Series:
+    """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills."""
+    label = act["demangled_name"].fillna(act["name"]).astype("object")
+    other = act["kind"] != "kernel"
+    label[other] = "[" + act.loc[other, "kind"].astype(str) + "]"
+    return label
+
+
+def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray:
+    """GPU time of each iteration: launches in order, in `iters` equal groups. When the launches
+    do not split evenly, one sample: the total over the iterations."""
+    if len(durations) == 0:
+        return np.array([])
+    if len(durations) % iters == 0:
+        return durations.reshape(iters, -1).sum(axis=1).astype("float64")
+    return np.array([durations.sum() / iters], dtype="float64")
+
+
+def nvtx_available() -> bool:
+    return importlib.util.find_spec("nvtx") is not None

@@ -1,0 +1,61 @@
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+HAS_CUDA = _cuda()
+# Triton runs on the CPU only through its interpreter; it must be set before triton is imported
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def cli():
+    """Invoke the click CLI in-process; returns a function (args) -> Result."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    runner = CliRunner()
+
+    def invoke(*args: str, **kw):
+        return runner.invoke(main, list(args), catch_exceptions=False, **kw)
+
+    return invoke
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
+    """Run `python -m orchestrator ...` as a real process (for exit codes, signals, imports)."""
+    import subprocess
+
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=full_env)

@@ -1,0 +1,176 @@
+"""The command line: help, list, doctor, end-to-end CPU runs, and every bad input."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_cli
+
+COMMANDS = ["list", "doctor", "time", "torch-trace", "nsys", "ncu", "report"]
+
+
+def test_help_is_fast_and_imports_no_torch():
+    code = ("import sys, time; t = time.perf_counter(); from orchestrator.cli import main\n"
+            "try:\n    main(['--help'], prog_name='gprof-orch')\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'triton', 'pandas', 'numpy', 'ncu_report') if m in sys.modules]\n"
+            "print('HEAVY', heavy, time.perf_counter() - t, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    line = [ln for ln in out.stderr.splitlines() if ln.startswith("HEAVY")][0]
+    assert "HEAVY []" in line, line
+    t0 = time.perf_counter()
+    res = run_cli("--help")
+    assert res.returncode == 0 and "gprof-orch time square" in res.stdout
+    assert time.perf_counter() - t0 < 2.0  # the whole interpreter start included; the import is < 0.5 s
+    assert float(line.split()[-1]) < 0.5
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_every_command_has_help_with_an_example(cli, cmd):
+    res = cli(cmd, "--help")
+    assert res.exit_code == 0
+    assert "Example" in res.output
+
+
+def test_version(cli):
+    res = cli("--version")
+    assert res.exit_code == 0 and "0.1.0" in res.output
+
+
+def test_list(cli):
+    res = cli("list")
+    assert res.exit_code == 0
+    assert "square:" in res.output and "a**2" in res.output and "needs: cuda, numba" in res.output
+    data = json.loads(cli("list", "--json").output)
+    assert {w["workload"] for w in data} >= {"square", "mean", "triton-mean", "load-inline-square"}
+
+
+def test_doctor_on_a_cpu_machine(cli):
+    res = cli("doctor", "--json")
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["torch"]["ok"]
+    assert "nsys" in data and "ncu" in data
+    if not data["ncu"]["ok"]:
+        assert "Nsight Compute" in data["ncu"]["fix"]
+
+
+def test_time_end_to_end_on_the_cpu(tmp_path):
+    out = tmp_path / "run"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "4096", "--iters", "20", "-o", str(out),
+                  env={"TRITON_INTERPRET": "0"})
+    assert res.returncode == 0, res.stderr
+    assert "no CUDA GPU in use" in res.stderr
+    assert "torch.square" in res.stdout and "skipped" in res.stdout
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "ok" and man["backend"] == "time" and man["schema_version"] == 1
+    assert man["machine"]["packages"]["torch"]
+    assert "-m workloads run square --mode time" in (out / "commands.sh").read_text()
+    table = json.loads((out / "report.json").read_text())["variants"]
+    ok = [r for r in table if r["status"] == "ok"]
+    assert [r["variant"] for r in ok] == ["torch_square", "mul", "pow"]
+    assert all(r["time_median_us"] > 0 and r["achieved_gb_s"] > 0 for r in ok)
+    assert ok[0]["speedup_vs_baseline"] == 1.0
+    import pandas as pd
+
+    frame = pd.read_csv(out / "frame.csv")
+    assert list(frame.columns) == ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
+    assert (frame["metric"] == "time_ns").sum() == 60
+    assert (out / "report.md").read_text().startswith("### time square")
+
+
+def test_torch_trace_end_to_end_on_the_cpu(tmp_path):
+    out = tmp_path / "run"
+    res = run_cli("torch-trace", "mean", "--device", "cpu", "--size", "10000", "--iters", "4", "--json", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert [r["variant"] for r in data["variants"]] == ["torch_mean", "tensor_mean", "sum_div_numel"]
+    assert all(r["cpu_median_us"] > 0 for r in data["variants"])
+    trace = json.loads((out / "trace.json").read_text())
+    assert any(e.get("name") == "variant:sum_div_numel" for e in trace["traceEvents"])
+    import pandas as pd
+
+    frame = pd.read_csv(out / "frame.csv")
+    self_cpu = frame[frame["metric"] == "self_cpu_time_ns"]
+    assert set(self_cpu["variant"]) == {"torch_mean", "tensor_mean", "sum_div_numel"}
+    assert (self_cpu["value"] > 0).all()
+    # and the report can be rebuilt from the folder alone
+    again = run_cli("report", str(out), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["variants"][0]["variant"] == "torch_mean"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["time", "nosuch"], "unknown workload 'nosuch'; valid: "),
+    (["time", "square", "-v", "a*a"], "valid: torch_square, mul, pow"),
+    (["time", "square", "--size", "0"], "is not a positive integer"),
+    (["time", "square", "--size", "12abc"], "is not a positive integer"),
+    (["time", "square", "--size", "-4"], "is not a positive integer"),
+    (["time", "square", "--dtype", "int8"], "--dtype 'int8' unknown"),
+    (["time", "load-inline-square", "--dtype", "float16"], "supports --dtype float32"),
+    (["time", "square", "--iters", "0"], "--iters must be >= 1"),
+    (["ncu", "square", "--metrics", "dram bytes; rm -rf"], "is not a metric name"),
+])
+def test_bad_input_is_exit_2_without_traceback(args, message):
+    res = run_cli(*args, "--device", "cpu")
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_size_too_large_is_refused(tmp_path):
+    res = run_cli("time", "square", "--device", "cpu", "--size", "100000x100000x100000", "-o", str(tmp_path / "r"))
+    assert res.returncode == 2 and "Choose a smaller --size" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unwritable_out(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    res = run_cli("time", "square", "--device", "cpu", "-o", str(ro / "run"))
+    ro.chmod(0o700)
+    if res.returncode == 0:  # root ignores permissions: use a path under a file instead
+        pass
+    res = run_cli("time", "square", "--device", "cpu", "-o", "/proc/version/run")
+    assert res.returncode == 2 and "cannot create" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_out_in_use_or_not_empty(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "something").write_text("x")
+    res = run_cli("time", "square", "--device", "cpu", "-o", str(out))
+    assert res.returncode == 2 and "not empty" in res.stderr
+
+
+def test_failing_variant_exit_1_keeps_the_rest(tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("time", "mean", "--device", "cpu", "--size", "1000", "--iters", "5", "--fail-variant", "tensor_mean",
+                  "-o", str(out))
+    assert res.returncode == 1
+    assert "tensor_mean: RuntimeError: injected failure" in res.stderr
+    assert f"log: {out}/logs/workload.stderr.log" in res.stderr and "Traceback" not in res.stderr
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "failed"
+    table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    assert table["tensor_mean"]["status"] == "failed"
+    assert table["torch_mean"]["time_median_us"] > 0 and table["sum_div_numel"]["time_median_us"] > 0
+
+
+def test_debug_shows_the_traceback():
+    res = run_cli("--debug", "time", "nosuch")
+    assert res.returncode == 2 and "Traceback" in res.stderr
+
+
+def test_dry_run_prints_the_exact_command():
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1e6", "--dry-run")
+    assert res.returncode == 0
+    assert "-m workloads run square --mode time --out '<run-folder>' --device cpu --iters 100 --warmup 10" in res.stdout
+    assert "--size 1000000" in res.stdout
+
+
+def test_two_runs_never_share_a_folder(tmp_path):
+    from orchestrator.runfolder import RunFolder
+
+    a = RunFolder.create("time", "square", root=tmp_path)
+    b = RunFolder.create("time", "square", root=tmp_path)
+    assert a.path != b.path and a.path.parent == b.path.parent
+    assert b.path.name.startswith(a.path.name)

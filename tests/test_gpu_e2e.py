@@ -1,0 +1,48 @@
+"""End-to-end runs on a CUDA GPU (the H200): skipped without one."""
+import json
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.gpu
+
+
+def _table(out):
+    return {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+
+
+def test_time_square_on_the_gpu(tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("time", "square", "--size", "1e7", "--iters", "50", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    t = _table(out)
+    for v in ("torch_square", "mul", "pow"):
+        assert t[v]["status"] == "ok" and 0 < t[v]["time_median_us"] < 1000
+        assert 100 < t[v]["achieved_gb_s"] < 6000
+    man = json.loads((out / "workload.json").read_text())
+    assert man["device"] == "cuda" and man["timer"] == "cuda-event" and man["flush_l2"] is True
+
+
+def test_torch_trace_mean_attributes_kernels(tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("torch-trace", "mean", "--size", "1e7", "--iters", "5", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    t = _table(out)
+    assert "reduce_kernel" in t["torch_mean"]["kernels"]
+    assert t["torch_mean"]["launches_per_iter"] == 1
+    # sum/numel: a reduction, then a division
+    assert t["sum_div_numel"]["launches_per_iter"] >= 2
+    assert t["torch_mean"]["same_kernel_as"] == "tensor_mean"
+
+
+@pytest.mark.nsys
+def test_nsys_square_attributes_every_kernel(tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("nsys", "square", "--size", "1e7", "--iters", "10", "-v", "mul,pow", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    t = _table(out)
+    for v in ("torch_square", "mul", "pow"):
+        assert t[v]["launches_per_iter"] == 1, t[v]
+    assert "pow" in t["torch_square"]["same_kernel_as"]
+    assert t["mul"]["same_kernel_as"] == ""

@@ -1,0 +1,91 @@
+"""The runner, in-process on the CPU: inputs, checks, skips, failures, samples, the trace."""
+import json
+
+import pytest
+
+from workloads.runner import RunnerUsageError, RunSpec, parse_shape, run
+
+
+def _run(tmp_path, **kw):
+    spec = RunSpec(out=tmp_path, device="cpu", iters=kw.pop("iters", 5), warmup=kw.pop("warmup", 1), **kw)
+    rc = run(spec)
+    return rc, json.loads((tmp_path / "workload.json").read_text())
+
+
+def _by_name(man):
+    return {v["name"]: v for v in man["variants"]}
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (1000,), (4097,), (33, 65)])
+def test_every_cpu_variant_is_correct(tmp_path, shape):
+    for wl in ("square", "mean"):
+        rc, man = _run(tmp_path / wl, workload=wl, shape=shape)
+        assert rc == 0 and man["status"] == "ok"
+        for v in man["variants"]:
+            if v["status"] == "ok":
+                assert v["check"]["passed"] and v["check"]["rel_error"] < 1e-6
+                assert len(v["time_samples_ns"]) == 5 and min(v["time_samples_ns"]) > 0
+
+
+def test_skips_say_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    rc, man = _run(tmp_path, workload="square", shape=(100,))
+    v = _by_name(man)
+    assert v["numba"]["status"] == "skipped" and "CUDA" in v["numba"]["reason"]
+    assert v["triton"]["status"] == "skipped" and "--triton-interpret" in v["triton"]["reason"]
+    assert man["env"]["peak_bandwidth_bytes_per_s"] is None
+    assert man["variants"][0]["bytes_moved"] == 800
+
+
+def test_triton_through_the_interpreter(tmp_path):
+    rc, man = _run(tmp_path, workload="triton-mean", shape=(64, 130), triton_interpret=True, iters=2)
+    v = _by_name(man)
+    assert rc == 0, man
+    for name in ("triton_lecture", "triton_fast"):
+        assert v[name]["status"] == "ok", v[name]
+        assert v[name]["check"]["rel_error"] < 1e-5
+
+
+def test_a_failing_variant_keeps_the_others(tmp_path):
+    rc, man = _run(tmp_path, workload="mean", shape=(100,), fail_variant="tensor_mean")
+    v = _by_name(man)
+    assert rc == 1 and man["status"] == "failed"
+    assert v["tensor_mean"]["status"] == "failed" and "injected failure" in v["tensor_mean"]["error"]
+    assert "Traceback" in v["tensor_mean"]["traceback"]
+    assert v["torch_mean"]["status"] == "ok" and v["sum_div_numel"]["status"] == "ok"
+
+
+def test_wrong_result_fails_the_check(tmp_path):
+    from workloads import registry
+    from workloads.registry import Variant, Workload
+
+    registry.register(Workload("wrong", "", [Variant("good", lambda a: a * a), Variant("bad", lambda a: a * a + 1)],
+                               reference=lambda x: x * x, bytes_moved=lambda n, s: n), replace=True)
+    rc, man = _run(tmp_path, workload="wrong", shape=(50,))
+    v = _by_name(man)
+    assert rc == 1 and v["bad"]["status"] == "failed" and "relative error" in v["bad"]["error"]
+    assert v["bad"]["check"]["passed"] is False and v["good"]["status"] == "ok"
+
+
+def test_too_large_is_refused_before_allocating(tmp_path):
+    with pytest.raises(RunnerUsageError, match="Choose a smaller --size"):
+        _run(tmp_path, workload="square", shape=(10**7, 10**7))
+
+
+def test_torch_trace_mode_writes_a_chrome_trace_with_our_labels(tmp_path):
+    rc, man = _run(tmp_path, workload="mean", shape=(1000,), mode="torch-trace", iters=3)
+    assert rc == 0 and man["trace"] == "trace.json"
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    names = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+    assert names.count("variant:torch_mean") == 1 and names.count("iter") == 9
+
+
+@pytest.mark.parametrize("text,shape", [("1e8", (10**8,)), ("10000x10000", (10000, 10000)), ("4097", (4097,))])
+def test_parse_shape(text, shape):
+    assert parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "1.5", "abc", "10x0", ""])
+def test_parse_shape_rejects(text):
+    with pytest.raises(ValueError):
+        parse_shape(text)
