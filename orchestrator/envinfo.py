@@ -1,7 +1,9 @@
 """What the orchestrator process can say about this machine without importing torch."""
 from __future__ import annotations
 
+import os
 import platform
+import re
 import shutil
 import subprocess
 from importlib import metadata
@@ -24,10 +26,12 @@ def git_commit(cwd: Path | None = None) -> str | None:
     """The checkout's commit (with -dirty), looked up beside the package, or None."""
     here = cwd or Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        if not sha:
-            return None
+        out = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5)
+        sha = out.stdout.strip()
+        if out.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", sha):
+            # a copy without .git (e.g. the tree sent to a GPU machine) says its commit here
+            return os.environ.get("GPROF_COMMIT") or None
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return sha + ("-dirty" if dirty else "")

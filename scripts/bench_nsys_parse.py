@@ -141,7 +141,7 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
             con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(rt_cols)}) "
                         f"SELECT {shifted(rt_cols, 'r.dend', 'r.dcorr')} FROM r JOIN CUPTI_ACTIVITY_KIND_RUNTIME t "
                         f"ON t.rowid IN ({tail_ids}) WHERE r.tmpl = {i}")
-        ncols = [f"t.start + r.dstart" if c == "start" else f"t.end + r.dend" if c == "end"
+        ncols = ["t.start + r.dstart" if c == "start" else "t.end + r.dend" if c == "end"
                  else "t.rangeId + r.idx + 1000" if c == "rangeId" else f"t.{c}" for c in n_cols]
         con.execute(f"INSERT INTO NVTX_EVENTS ({', '.join(n_cols)}) SELECT {', '.join(ncols)} "
                     f"FROM r JOIN NVTX_EVENTS t ON t.rowid = {t['range']} WHERE r.tmpl = {i}")
@@ -188,8 +188,13 @@ def machine() -> dict[str, str]:
     except (OSError, StopIteration):
         pass
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        git = ["git", "-C", str(ROOT)]
+        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip() or "none (no commit yet)"
+        dirty = subprocess.run(git + ["status", "--porcelain", "--", "orchestrator/parsers", "scripts"],
+                               capture_output=True, text=True).stdout.strip()
+        if dirty:
+            commit += " + uncommitted changes to the parser or scripts"
     except OSError:
         commit = "unknown"
     import pandas

@@ -72,6 +72,13 @@ def scrub(db: Path, replacements: dict[str, str]) -> None:
         con.close()
 
 
+def replacements(nsys: Path, work: Path) -> dict[str, str]:
+    """Machine paths -> neutral ones, longest first (the nsys install may sit inside the repo)."""
+    pairs = {str(nsys.resolve().parent.parent): "/opt/nsys", str(ROOT): "/repo", str(work): "/tmp/capture",
+             sys.base_prefix: "/opt/python", sys.prefix: "/opt/python"}
+    return dict(sorted(pairs.items(), key=lambda kv: -len(kv[0])))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nsys", type=Path, default=None)
@@ -99,8 +106,7 @@ def main() -> None:
         run([str(nsys), "export", "--type", "sqlite", "-o", "capture.sqlite", "--force-overwrite", "true",
              "capture.nsys-rep"], cwd=work, env=env)
         # longest paths first: the nsys install may sit inside the repo
-        scrub(work / "capture.sqlite", {str(nsys.resolve().parent.parent): "/opt/nsys",
-                                         str(ROOT): "/repo", str(work): "/tmp/capture"})
+        scrub(work / "capture.sqlite", replacements(nsys, work))
         size = (work / "capture.sqlite").stat().st_size
         if size > MAX_BYTES:
             sys.exit(f"capture.sqlite is {size} bytes, more than the {MAX_BYTES} a fixture may take")

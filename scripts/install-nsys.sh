@@ -172,6 +172,10 @@ printf 'nsight-systems %s from Debian %s non-free, unpacked by scripts/install-n
   "$DEB_VERSION" "$SUITE" > "$stage/.gprof-orch-nsys"
 
 "$stage/target-linux-x64/nsys" --version >/dev/null 2>&1 || die "the unpacked nsys does not run"
+# The importer (.qdstrm -> .nsys-rep) runs only at the end of `nsys profile`: check its libraries
+# now rather than let the first profile end with "No reports were generated".
+missing=$(ldd "$stage/host-linux-x64/QdstrmImporter" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+[[ -z $missing ]] || die "QdstrmImporter lacks system libraries: $missing(install them with apt)"
 
 rm -rf "$prefix"
 mkdir -p "$(dirname "$prefix")"

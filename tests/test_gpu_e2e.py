@@ -14,7 +14,7 @@ def _table(out):
 
 def test_time_square_on_the_gpu(tmp_path):
     out = tmp_path / "r"
-    res = run_cli("time", "square", "--size", "1e7", "--iters", "50", "-o", str(out))
+    res = run_cli("time", "square", "--size", "1e7", "--iters", "50", "-v", "mul,pow", "-o", str(out))
     assert res.returncode == 0, res.stderr
     t = _table(out)
     for v in ("torch_square", "mul", "pow"):

@@ -539,6 +539,8 @@ def test_live_capture_records_the_projects_ranges(tmp_path):
     with nvtx >= 0.2.13 and nsys 2023.4.4 they silently vanish."""
     pytest.importorskip("nvtx")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    if os.environ.get("PYTHONPATH"):  # where nvtx was installed beside the interpreter (the H200 run)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     prof = subprocess.run([str(NSYS), "profile", "-t", "nvtx", "--sample=none", "--cpuctxsw=none", "-o",
                            str(tmp_path / "live"), "--force-overwrite", "true", sys.executable, str(CPU_PROGRAM)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -558,3 +560,23 @@ def test_summarize_refuses_ranges_of_another_selection(variants):
     att = ns.attribute_kernels(variants, domain=None, prefix="")
     with pytest.raises(ValueError, match="same export, domain and prefix"):
         ns.summarize(att, ns.variant_ranges(variants, None, "D_"))
+
+
+def test_wide_correlation_ids_take_the_exact_path():
+    big = 2**33
+    ex = make_export(kernels=[(500, 510, big + 1), (520, 530, 5)],
+                     runtime=[(10, 20, 1, big + 1), (30, 40, 1, 5), (35, 45, 1, big + 1)],
+                     nvtx=[(0, 100, 59, "variant:a", 1)])
+    att = ns.attribute_kernels(ex)
+    assert att["variant"].tolist() == ["a", "a"] and att["launch_start"].tolist() == [10, 30]
+
+
+def test_non_integer_in_an_integer_column_is_a_parse_error(tmp_path):
+    p = tmp_path / "real.sqlite"
+    shutil.copyfile(VARIANTS, p)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 1.5 WHERE correlationId = 223")
+    con.commit()
+    con.close()
+    with pytest.raises(ParseError, match="other than integers"):
+        ns.read_export(p)

@@ -27,6 +27,7 @@ import os
 import sqlite3
 import struct
 import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -294,11 +295,11 @@ def _enum_labels(con: sqlite3.Connection, tables: frozenset[str], table: str,
 
 # Integer columns travel as one comma-separated string per column and chunk (SQLite's
 # group_concat) parsed by numpy in C: about 3x faster than fetchall(), which builds a Python
-# tuple per row (measured on 1e6 kernels and 2e6 runtime calls). The aggregates of one SELECT see
-# the same rows in the same order, so the columns of one task stay aligned; NULLs would be
-# skipped, hence every column is wrapped in ifnull(). Tasks (a few columns of a range of rowids)
-# run on worker threads, since sqlite3 releases the GIL while SQLite works; chunks keep each
-# string well below SQLite's 1e9-byte limit.
+# tuple per row (measured on 1e6 kernels). NULLs would be skipped, hence every column is wrapped
+# in ifnull(). Tasks (a few columns of a range of rowids) run on worker threads, since sqlite3
+# releases the GIL while SQLite works. The columns of different tasks line up because every task
+# walks the table's own b-tree in rowid order: NOT INDEXED keeps the planner off any index that
+# a later nsys might add. Chunks keep each string well below SQLite's 1e9-byte limit.
 _CHUNK_ROWS = 1 << 21
 _COLUMNS_PER_TASK = 4
 _NULL = -(2**63) + 1  # stands for NULL in nullable integer columns on the way through
@@ -336,7 +337,8 @@ class _Reader:
     def _fetch(self, table: str, exprs: list[str], first: int, last: int) -> tuple[int, list[str]]:
         select = ", ".join(f"group_concat({e})" for e in exprs)
         count, *texts = self._worker_con().execute(
-            f'SELECT count(*), {select} FROM "{table}" WHERE rowid >= ? AND rowid < ?', (first, last)).fetchone()
+            f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
+            (first, last)).fetchone()
         return count, texts
 
     def submit(self, table: str, spec: Spec) -> Callable[[], pd.DataFrame]:
@@ -361,16 +363,17 @@ class _Reader:
                     for g in groups] for first in range(lo, hi + 1, _CHUNK_ROWS)]
 
         def collect() -> pd.DataFrame:
-            chunks: list[np.ndarray] = []
+            chunks: list[list[np.ndarray]] = []
             for row in futures:
-                parts = []
+                parts: list[np.ndarray] = []
+                counts = set()
                 for fut in row:
                     count, strs = fut.result()
-                    arrays = [np.fromstring(t or "", dtype=np.int64, sep=",") for t in strs]
-                    if any(len(a) != count for a in arrays):
-                        raise sqlite3.DatabaseError(f"{table}: a column did not read back as {count} integers")
-                    parts.extend(arrays)
-                if count:
+                    counts.add(count)
+                    parts.extend(_parse_ints(t, count, table) for t in strs)
+                if len(counts) != 1:
+                    raise sqlite3.DatabaseError(f"{table}: column groups read different row counts {counts}")
+                if counts.pop():
                     chunks.append(parts)
             if not chunks:
                 return _empty(spec)
@@ -402,6 +405,20 @@ class _Reader:
             for con in self._conns:
                 con.close()
             self._conns.clear()
+
+
+def _parse_ints(text: str | None, count: int, table: str) -> np.ndarray:
+    """One group_concat string -> int64 array of exactly `count` values."""
+    with warnings.catch_warnings():
+        # numpy warns (and stops) at anything that is not an integer: make that an error here
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text or "", dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning) as exc:
+            raise sqlite3.DatabaseError(f"{table}: a column holds something other than integers ({exc})") from exc
+    if len(values) != count:
+        raise sqlite3.DatabaseError(f"{table}: a column read back {len(values)} integers, not {count}")
+    return values
 
 
 def _empty(spec: Spec) -> pd.DataFrame:
@@ -586,7 +603,13 @@ def _match_launches(pid: np.ndarray, corr: np.ndarray, runtime: pd.DataFrame) ->
     codes, _ = pd.factorize(np.concatenate([pid, r_pid]))
     a_code, r_code = codes[: len(pid)].astype(np.int64), codes[len(pid):].astype(np.int64)
     if corr.max(initial=0) >= 2**32 or r_corr.max(initial=0) >= 2**32:
-        raise ValueError("correlationId >= 2**32: not a CUPTI correlation id")
+        # CUPTI's ids are 32-bit; if a future export widens them, take the slower exact path
+        index = pd.MultiIndex.from_arrays([r_pid, r_corr])
+        keep = ~index.duplicated(keep="first")
+        pos = index[keep].get_indexer(pd.MultiIndex.from_arrays([pid, corr]))
+        out[pos >= 0] = np.flatnonzero(keep)[pos[pos >= 0]]
+        out[corr < 0] = -1
+        return out
     a_key = np.where(corr >= 0, (a_code << 32) | corr, -1)
     r_key = np.where(r_corr >= 0, (r_code << 32) | r_corr, -2)
     order = np.argsort(r_key, kind="stable")  # stable: a duplicated id keeps its first call

@@ -50,6 +50,13 @@ def sweep_configs() -> list[NumbaSquareConfig]:
 
 @functools.lru_cache(maxsize=None)
 def _numba_cuda():
+    import numpy as np
+
+    # numba-cuda 0.2x registers an overload of np.row_stack at import; NumPy 2.4 removed that
+    # alias (seen on the H200 image: numpy 2.5 + its numba-cuda fail to import). vstack is what
+    # row_stack always was.
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
     from numba import cuda
 
     return cuda

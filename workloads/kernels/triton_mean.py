@@ -132,18 +132,18 @@ def _kernels():
     @triton.jit
     def lecture_row_mean_kernel(x_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr,
                                 ACC_FP64: tl.constexpr):
-        # one program per row; a scalar accumulator; each chunk reduced before the next load
+        # The lecture's shape: one program per row, one scalar loop over the row's elements.
+        # Every load is a single 4-byte element and each iteration waits on the previous add,
+        # which is why it ran at 0.18 TB/s on the H200 (shared/NSIGHT.md): the gap the report
+        # exists to show. BLOCK_SIZE is kept for the lecture's signature; the loop ignores it.
         row = tl.program_id(0)
         row_ptr = x_ptr + row.to(tl.int64) * n_cols
         if ACC_FP64:
             acc = tl.full([], 0.0, tl.float64)
         else:
             acc = tl.full([], 0.0, tl.float32)
-        for col in range(0, n_cols, BLOCK_SIZE):
-            cols = col + tl.arange(0, BLOCK_SIZE)
-            mask = cols < n_cols
-            x = tl.load(row_ptr + cols, mask=mask, other=0.0)
-            acc += tl.sum(x.to(acc.dtype), axis=0)
+        for col in range(0, n_cols):
+            acc += tl.load(row_ptr + col).to(acc.dtype)
         tl.store(out_ptr + row, acc / n_cols)
 
     @triton.jit(do_not_specialize=["n"])
