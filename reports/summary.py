@@ -63,10 +63,11 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
             launches = k.groupby("kernel", sort=False)["value"].size()
             kernel_sets[name] = frozenset(launches.index)
+            other = sorted({m.split("_")[0] for m in g["metric"].unique() if m in ("memset_time_ns", "memcpy_time_ns")})
             bytes_moved = g.loc[g["metric"] == "bytes_moved", "value"]
             gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
             row.update(
-                kernels=", ".join(short_kernel_name(n) for n in launches.index),
+                kernels=", ".join([short_kernel_name(n) for n in launches.index] + [f"+{o}" for o in other]),
                 launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
                 time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
                 time_cv_pct=t["cv"] * 100, cpu_median_us=c["median"] / 1e3,
@@ -102,12 +103,13 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
 
 def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
     """GPU work outside every variant's range: kernel, launches, total time."""
-    k = frame[(frame["variant"] == OUTSIDE) & (frame["metric"] == "kernel_time_ns")]
+    k = frame[(frame["variant"] == OUTSIDE) & frame["metric"].isin(["kernel_time_ns", "memset_time_ns",
+                                                                    "memcpy_time_ns"])]
     if k.empty:
         return pd.DataFrame(columns=["kernel", "launches", "total_us"])
-    g = k.groupby("kernel", sort=False)["value"].agg(["size", "sum"]).reset_index()
-    return pd.DataFrame({"kernel": g["kernel"].map(short_kernel_name), "launches": g["size"],
-                         "total_us": g["sum"] / 1e3})
+    k = k.assign(short=k["kernel"].map(short_kernel_name))
+    g = k.groupby("short", sort=False)["value"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"kernel": g["short"], "launches": g["size"], "total_us": g["sum"] / 1e3})
 
 
 def warnings_for(table: pd.DataFrame) -> list[str]:

@@ -8,6 +8,10 @@ import pandas as pd
 from reports.schema import ALL_KERNELS, concat, make_frame
 
 
+# GPU activity kind -> the metric of each instance's duration
+ACTIVITY_METRIC = {"kernel": "kernel_time_ns", "memset": "memset_time_ns", "memcpy": "memcpy_time_ns"}
+
+
 class RowMaker:
     """Rows that share run, backend and workload."""
 
@@ -37,4 +41,15 @@ def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
         rows.add(v["name"], "iterations", wman.get("iters", 0), "count")
 
 
-__all__ = ["RowMaker", "variant_facts", "concat"]
+def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str) -> None:
+    """Each GPU activity's duration (ns) under its kind's metric, named by `name_col`, plus
+    the launching calls' CPU time per name where the frame has `launch_cpu_ns`."""
+    for (kind, name), g in act.groupby(["kind", name_col], sort=False):
+        metric = ACTIVITY_METRIC[kind]
+        rows.samples(variant, metric, g["duration_ns"], "ns", kernel=name)
+        if "launch_cpu_ns" in g:
+            rows.add(variant, "launch_cpu_time_ns", float(g["launch_cpu_ns"].astype("float64").sum()), "ns",
+                     kernel=name)
+
+
+__all__ = ["ACTIVITY_METRIC", "RowMaker", "activity_rows", "variant_facts", "concat"]

@@ -59,3 +59,21 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=full_env)
+
+
+@pytest.fixture
+def h200_run(tmp_path):
+    """Copy a committed H200 run folder (tests/fixtures/runs/h200/NAME) to a temporary place,
+    unpacking its .xz files, so load_run can rebuild its report there."""
+    import lzma
+
+    def copy(name: str) -> Path:
+        src = FIXTURES / "runs" / "h200" / name
+        dest = tmp_path / name
+        shutil.copytree(src, dest)
+        for xz in dest.rglob("*.xz"):
+            xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
+            xz.unlink()
+        return dest
+
+    return copy

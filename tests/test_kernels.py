@@ -457,10 +457,11 @@ def test_gpu_means_vs_torch(n, dtype):
 
     x = _rand(n, dtype, seed=7, device="cuda")
     ref = torch.mean(x, dtype=torch.float64).item()
-    for fn in (fast_mean, lecture_mean):
-        got = fn(x)
-        assert got.dtype == dtype and got.dim() == 0
-        assert abs(got.double().item() - ref) / abs(ref) < _tol(dtype), fn.__name__
+    # the lecture kernel walks a row with one scalar loop: a 1-D input is one row, minutes long
+    # at 1e8, so it gets the 2-D view below, like the lecture's matrix
+    got = fast_mean(x)
+    assert got.dtype == dtype and got.dim() == 0
+    assert abs(got.double().item() - ref) / abs(ref) < _tol(dtype)
     # deterministic: same bits twice; torch's own mean agrees
     assert torch.equal(fast_mean(x), fast_mean(x))
     assert abs(fast_mean(x).double().item() - torch.mean(x).double().item()) / abs(ref) < _tol(dtype)

@@ -160,13 +160,17 @@ def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, p
     rep = ncu_rep.load(path, domain=domain, prefix=prefix)
     rows = RowMaker(run, "ncu", wman["workload"])
     variant_facts(rows, wman)
-    k = rep.kernels
+    k = rep.kernels.copy()
+    # the demangled name tells torch's elementwise kernels apart (mul vs pow), the short one not
+    k["full_name"] = k["kernel_demangled"].where(k["kernel_demangled"].notna() & (k["kernel_demangled"] != ""),
+                                                 k["kernel"]) if "kernel_demangled" in k else k["kernel"]
+    full = dict(zip(k["id"], k["full_name"]))
     iters = int(wman.get("iters") or 1)
     for variant, g in k[k["variant"].notna()].groupby("variant", sort=False):
         for _, kr in g.iterrows():
             for col, (metric, unit) in KERNEL_METRICS.items():
                 if col in kr and pd.notna(kr[col]):
-                    rows.add(variant, metric, float(kr[col]), unit, kernel=kr["kernel"])
+                    rows.add(variant, metric, float(kr[col]), unit, kernel=kr["full_name"])
         if "duration_ns" in g:
             d = g["duration_ns"].to_numpy()
             from orchestrator.backends.nsys import per_iteration
@@ -177,5 +181,5 @@ def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, p
     if m is not None and not m.empty:
         for r in m[m["variant"].notna()].itertuples(index=False):
             if isinstance(r.value, (int, float)) and pd.notna(r.value):
-                rows.add(r.variant, f"ncu:{r.metric}", float(r.value), r.unit, kernel=r.kernel)
+                rows.add(r.variant, f"ncu:{r.metric}", float(r.value), r.unit, kernel=full.get(r.id, r.kernel))
     return rows.frame()

@@ -14,7 +14,7 @@ from orchestrator.errors import GprofError, InterruptedRunError, ParseError, Too
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import OUTSIDE
-from reports.unify import RowMaker, variant_facts
+from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
 SQLITE = "report.sqlite"
@@ -124,24 +124,21 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         rows.add(variant, "range_wall_ns", wall, "ns")
         if len(srow) and "gpu_busy_fraction" in srow:
             rows.add(variant, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
-        for kernel, g in act.groupby(_kernel_label(act), sort=False):
-            rows.samples(variant, "kernel_time_ns", g["duration_ns"], "ns", kernel=kernel)
-            rows.add(variant, "launch_cpu_time_ns", float(g["launch_cpu_ns"].sum()), "ns", kernel=kernel)
-        kernels = act[act["kind"] == "kernel"]
-        rows.samples(variant, "time_ns", per_iteration(kernels["duration_ns"].to_numpy(), iters) if on_gpu
+        activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
+        rows.samples(variant, "time_ns", per_iteration(act["duration_ns"].to_numpy(), iters) if on_gpu
                      else [wall / iters], "ns")
         rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")
     outside = attributed[attributed["variant"].isna()]
-    for kernel, g in outside.groupby(_kernel_label(outside), sort=False):
-        rows.samples(OUTSIDE, "kernel_time_ns", g["duration_ns"], "ns", kernel=kernel)
+    activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"),
+                  "label")
     return rows.frame()
 
 
 def _kernel_label(act: pd.DataFrame) -> pd.Series:
     """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills."""
     label = act["demangled_name"].fillna(act["name"]).astype("object")
-    other = act["kind"] != "kernel"
-    label[other] = "[" + act.loc[other, "kind"].astype(str) + "]"
+    other = (act["kind"] != "kernel").to_numpy()
+    label[other] = ("[" + act.loc[other, "kind"].astype(str) + "]").to_numpy()
     return label
 
 

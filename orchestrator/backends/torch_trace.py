@@ -7,7 +7,7 @@ import pandas as pd
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
 from reports.schema import OUTSIDE
-from reports.unify import RowMaker, variant_facts
+from reports.unify import RowMaker, activity_rows, variant_facts
 
 
 class TorchTraceBackend(Backend):
@@ -47,13 +47,11 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     for _, r in s["self_cpu_ns"].iterrows():
         if keep(r["variant"]):
             rows.add(r["variant"], "self_cpu_time_ns", r["self_cpu_ns"], "ns")
-    gpu = s["gpu"]
+    gpu = s["gpu"].rename(columns={"launch_ns": "launch_cpu_ns"})
     inside = gpu[gpu["variant"].notna()]
-    for (variant, kernel), grp in inside.groupby(["variant", "kernel"], sort=False):
+    for variant, g in inside.groupby("variant", sort=False):
         if keep(variant):
-            rows.samples(variant, "kernel_time_ns", grp["duration_ns"], "ns", kernel=kernel)
-            rows.add(variant, "launch_cpu_time_ns", float(grp["launch_ns"].sum()), "ns", kernel=kernel)
+            activity_rows(rows, variant, g, "kernel")
     outside = gpu[gpu["variant"].isna()]
-    for kernel, grp in outside.groupby("kernel", sort=False):
-        rows.samples(OUTSIDE, "kernel_time_ns", grp["duration_ns"], "ns", kernel=kernel)
+    activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
     return rows.frame()

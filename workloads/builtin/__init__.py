@@ -40,6 +40,12 @@ def _sum_div_numel(a):
 def _triton_lecture_mean(a):
     from workloads.kernels.triton_mean import lecture_mean
 
+    # the lecture's kernel takes a matrix, one program a row; a 1-D --size (1e8) is laid out
+    # as rows of 10000 (or the largest of these that divides it), as the lecture's 10000x10000
+    if a.dim() == 1:
+        for cols in (10000, 8192, 4096, 1000, 1024, 100):
+            if a.numel() % cols == 0 and a.numel() > cols:
+                return lecture_mean(a.view(-1, cols))
     return lecture_mean(a)
 
 

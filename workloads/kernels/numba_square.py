@@ -41,7 +41,7 @@ class NumbaSquareConfig:
         return f"t{self.threads}_k{self.blocks_per_sm}"
 
 
-DEFAULT_CONFIG = NumbaSquareConfig()
+DEFAULT_CONFIG = NumbaSquareConfig(threads=128, blocks_per_sm=0)
 
 
 def sweep_configs() -> list[NumbaSquareConfig]:
