@@ -88,6 +88,8 @@ def parse_args(argv=None):
     p.add_argument("--skip", default="", help="comma list of variant names to leave out")
     p.add_argument("--sweep-configs", action="store_true", help="also time every kernel configuration")
     p.add_argument("--sweep-only", action="store_true", help="only the configuration sweep")
+    p.add_argument("--sweep-families", type=lambda t: [s for s in t.split(",") if s], default=[],
+                   help="comma list: fast_mean, triton_square, cuda_square_fast, numba_square (default: all)")
     p.add_argument("--sweep-sizes", type=_size_list, default=None, help="default 1e6,1e8")
     p.add_argument("--sweep-reps", type=int, default=None, help="default 100")
     p.add_argument("--sweep-limit", type=int, default=None, help="at most this many configs per family")
@@ -576,6 +578,8 @@ def run_sweep(args, torch, device, timer, ext: ExtBuild | None) -> tuple[list[di
     rows: list[dict] = []
     notes: list[str] = []
     families = sweep_families(args, torch, device)
+    if args.sweep_families:
+        families = {k: v for k, v in families.items() if k in args.sweep_families}
     cases = make_cases(torch, device, args.sweep_sizes, [])
     for fam_name, variants in families.items():
         if time.monotonic() - T0 > args.time_budget:

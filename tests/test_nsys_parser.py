@@ -539,8 +539,9 @@ def test_live_capture_records_the_projects_ranges(tmp_path):
     with nvtx >= 0.2.13 and nsys 2023.4.4 they silently vanish."""
     pytest.importorskip("nvtx")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    if os.environ.get("PYTHONPATH"):  # where nvtx was installed beside the interpreter (the H200 run)
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    for var in ("PYTHONPATH", "LD_LIBRARY_PATH"):  # nvtx beside the interpreter, nsys's own libraries
+        if os.environ.get(var):                      # (both set so on the H200 by .device/setup.sh)
+            env[var] = os.environ[var]
     prof = subprocess.run([str(NSYS), "profile", "-t", "nvtx", "--sample=none", "--cpuctxsw=none", "-o",
                            str(tmp_path / "live"), "--force-overwrite", "true", sys.executable, str(CPU_PROGRAM)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)

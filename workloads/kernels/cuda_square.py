@@ -347,7 +347,7 @@ class CudaSquareConfig:
         raise TypeError(f"cannot make a CudaSquareConfig of {value!r}")
 
 
-DEFAULT_CONFIG = CudaSquareConfig()
+DEFAULT_CONFIG = CudaSquareConfig(threads=128, blocks_per_sm=1024, unroll=1)
 
 
 def sweep_configs() -> list[CudaSquareConfig]:
