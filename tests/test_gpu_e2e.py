@@ -46,3 +46,9 @@ def test_nsys_square_attributes_every_kernel(tmp_path):
         assert t[v]["launches_per_iter"] == 1, t[v]
     assert "pow" in t["torch_square"]["same_kernel_as"]
     assert t["mul"]["same_kernel_as"] == ""
+
+
+def test_size_too_large_for_the_gpu_is_refused(tmp_path):
+    res = run_cli("time", "square", "--size", "100000x100000x10", "-o", str(tmp_path / "r"))
+    assert res.returncode == 2 and "the GPU has" in res.stderr and "Choose a smaller --size" in res.stderr
+    assert "Traceback" not in res.stderr
