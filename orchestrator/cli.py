@@ -4,7 +4,6 @@ Kept free of torch, triton and pandas imports at module level so `--help` is ins
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import click
 
 from orchestrator import __version__
-from orchestrator.errors import EXIT_USAGE, GprofError
+from orchestrator.errors import GprofError
 
 EPILOG_RUN = """\b
 Examples:

@@ -91,3 +91,44 @@ class Backend:
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         raise NotImplementedError
+
+
+class ToolBackend(Backend):
+    """A backend that wraps an external profiler (`tool`: 'nsys' or 'ncu'), found by
+    orchestrator.tools from the request's explicit path (`req.<tool>`), its variable, PATH."""
+
+    tool = ""
+
+    def _explicit(self, req: Request | None) -> str | None:
+        return getattr(req, self.tool) if req is not None else None
+
+    def check(self, req: Request | None = None) -> Availability:
+        from orchestrator import tools
+        from orchestrator.errors import ToolNotFoundError
+
+        try:
+            t = tools.find(self.tool, self._explicit(req))
+        except ToolNotFoundError as exc:
+            return Availability(False, exc.render())
+        return Availability(True, f"{t.path} ({t.version})")
+
+    def require(self, req: Request) -> dict[str, str]:
+        from orchestrator import tools
+
+        t = tools.find(self.tool, self._explicit(req))
+        self._found = t
+        return {self.tool: str(t.path), f"{self.tool}_version": t.version, f"{self.tool}_found_via": t.found_via}
+
+    def exe(self, req: Request) -> str:
+        """The tool's path: the one require() found, else a lookup (for --dry-run), else as given."""
+        from orchestrator import tools
+        from orchestrator.errors import ToolNotFoundError
+
+        t = getattr(self, "_found", None)
+        if t is None:
+            try:
+                t = tools.find(self.tool, self._explicit(req), with_version=False)
+            except ToolNotFoundError:
+                return self._explicit(req) or self.tool
+        return str(t.path)
+

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from orchestrator import proc, tools
-from orchestrator.backends.base import Availability, Backend, Step
-from orchestrator.errors import (ParseError, PermissionDeniedError, ToolFailedError, ToolNotFoundError,
-                                 UsageError)
+from orchestrator import proc
+from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.unify import RowMaker, variant_facts
@@ -38,33 +37,13 @@ KERNEL_METRICS = {
 }
 
 
-class NcuBackend(Backend):
+class NcuBackend(ToolBackend):
     name = "ncu"
+    tool = "ncu"
     mode = "profile"
     default_iters = 3
     default_warmup = 3
     description = "Nsight Compute: per-kernel DRAM/SM throughput vs peak, occupancy, registers, bytes"
-
-    def check(self, req: Request | None = None) -> Availability:
-        try:
-            t = tools.find("ncu", req.ncu if req else None)
-        except ToolNotFoundError as exc:
-            return Availability(False, exc.render())
-        return Availability(True, f"{t.path} ({t.version})")
-
-    def require(self, req: Request) -> dict[str, str]:
-        t = tools.find("ncu", req.ncu)
-        self._tool = t
-        return {"ncu": str(t.path), "ncu_version": t.version, "ncu_found_via": t.found_via}
-
-    def _exe(self, req: Request) -> str:
-        t = getattr(self, "_tool", None)
-        if t is None:
-            try:
-                t = tools.find("ncu", req.ncu, with_version=False)
-            except ToolNotFoundError:
-                return req.ncu or "ncu"
-        return str(t.path)
 
     @staticmethod
     def nvtx_filters(req: Request) -> list[str]:
@@ -79,7 +58,7 @@ class NcuBackend(Backend):
         return out
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
-        argv = [self._exe(req), "--nvtx", *self.nvtx_filters(req)]
+        argv = [self.exe(req), "--nvtx", *self.nvtx_filters(req)]
         if req.ncu_set:
             argv += ["--set", req.ncu_set]
         sections = req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS))

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator import proc, tools
-from orchestrator.backends.base import Availability, Backend, Step
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError, ToolNotFoundError
+from orchestrator import proc
+from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import OUTSIDE
@@ -20,36 +20,16 @@ REPORT = "report.nsys-rep"
 SQLITE = "report.sqlite"
 
 
-class NsysBackend(Backend):
+class NsysBackend(ToolBackend):
     name = "nsys"
+    tool = "nsys"
     mode = "profile"
     default_iters = 20
     default_warmup = 3
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
-    def check(self, req: Request | None = None) -> Availability:
-        try:
-            t = tools.find("nsys", req.nsys if req else None)
-        except ToolNotFoundError as exc:
-            return Availability(False, exc.render())
-        return Availability(True, f"{t.path} ({t.version})")
-
-    def require(self, req: Request) -> dict[str, str]:
-        t = tools.find("nsys", req.nsys)
-        self._tool = t
-        return {"nsys": str(t.path), "nsys_version": t.version, "nsys_found_via": t.found_via}
-
-    def _exe(self, req: Request) -> str:
-        t = getattr(self, "_tool", None)
-        if t is None:
-            try:
-                t = tools.find("nsys", req.nsys, with_version=False)
-            except ToolNotFoundError:
-                return req.nsys or "nsys"
-        return str(t.path)
-
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
-        exe = self._exe(req)
+        exe = self.exe(req)
         trace = ["cuda", "nvtx"] if req.device != "cpu" else ["nvtx"]
         if req.trace_osrt or req.device == "cpu":
             trace.append("osrt")

@@ -93,3 +93,25 @@ def float_dtype_or_raise(x, allowed, what: str):
     if x.dtype not in allowed:
         names = ", ".join(str(d).replace("torch.", "") for d in allowed)
         raise TypeError(f"{what} supports {names}; got {str(x.dtype).replace('torch.', '')}")
+
+
+def as_matrix(x):
+    """x as a contiguous 2-D (rows, last dim) view: a scalar is 1x1, a vector one row. The
+    lecture's kernels take matrices."""
+    if x.dim() == 0:
+        m = x.reshape(1, 1)
+    elif x.dim() == 1:
+        m = x.reshape(1, -1)
+    else:
+        m = x.reshape(-1, x.shape[-1])
+    return m.contiguous()
+
+
+def pick_config(heuristic, numel: int):
+    """The config of the first (largest numel, config) row of `heuristic` that `numel` fits;
+    a limit of None matches everything."""
+    for limit, cfg in heuristic:
+        if limit is None or numel <= limit:
+            return cfg
+    return heuristic[-1][1]
+

@@ -39,7 +39,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from workloads.kernels._common import cdiv, compute_capability, num_sms, on_device
+from workloads.kernels._common import as_matrix, cdiv, compute_capability, num_sms, on_device
 
 # ----------------------------------------------------------------------------- sources
 
@@ -381,13 +381,7 @@ def lecture_square(x):
     import torch
 
     _check_input(x, "lecture_square")
-    if x.dim() == 0:
-        m = x.reshape(1, 1)
-    elif x.dim() == 1:
-        m = x.reshape(1, -1)
-    else:
-        m = x.reshape(-1, x.shape[-1])
-    m = m.contiguous()
+    m = as_matrix(x)
     height, width = m.shape
     if m.numel() >= 2**31:
         raise ValueError(f"lecture_square indexes with int: fewer than 2**31 elements, got {m.numel()}")

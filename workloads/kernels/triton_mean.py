@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 
 from workloads.kernels._common import (
+    as_matrix,
     cdiv,
     device_props,
     float_dtype_or_raise,
@@ -35,6 +36,7 @@ from workloads.kernels._common import (
     next_pow2,
     num_sms,
     on_device,
+    pick_config,
 )
 
 
@@ -101,10 +103,7 @@ _PARTIALS_PER_SM = 8
 
 
 def choose_config(numel: int) -> MeanConfig:
-    for limit, cfg in FAST_MEAN_HEURISTIC:
-        if limit is None or numel <= limit:
-            return cfg
-    return FAST_MEAN_HEURISTIC[-1][1]
+    return pick_config(FAST_MEAN_HEURISTIC, numel)
 
 
 def sweep_configs() -> list[MeanConfig]:
@@ -216,13 +215,7 @@ def lecture_mean(x, block_size: int = 1024, num_warps: int = 4):
     float_dtype_or_raise(x, _floating(torch), "lecture_mean")
     if x.numel() == 0:
         return _empty_mean(x)
-    if x.dim() == 0:
-        x2 = x.reshape(1, 1)
-    elif x.dim() == 1:
-        x2 = x.reshape(1, -1)
-    else:
-        x2 = x.reshape(-1, x.shape[-1])
-    x2 = x2.contiguous()
+    x2 = as_matrix(x)
     rows, cols = x2.shape
     acc_fp64 = x.dtype == torch.float64
     row_means = torch.empty(rows, dtype=torch.float64 if acc_fp64 else torch.float32, device=x.device)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from workloads.kernels._common import cdiv, float_dtype_or_raise, on_device
+from workloads.kernels._common import cdiv, float_dtype_or_raise, on_device, pick_config
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,7 @@ SQUARE_HEURISTIC: tuple[tuple[int | None, SquareConfig], ...] = (
 
 
 def choose_config(numel: int) -> SquareConfig:
-    for limit, cfg in SQUARE_HEURISTIC:
-        if limit is None or numel <= limit:
-            return cfg
-    return SQUARE_HEURISTIC[-1][1]
+    return pick_config(SQUARE_HEURISTIC, numel)
 
 
 def sweep_configs() -> list[SquareConfig]:
