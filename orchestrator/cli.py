@@ -23,10 +23,18 @@ Examples:
 """
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class Group(click.Group):
     """Turns every expected error into one message and its exit code, in one place."""
 
     def invoke(self, ctx: click.Context):
+        import signal
+
+        # SIGTERM stops a run the way Ctrl-C does: the child is told, the folder is kept
+        signal.signal(signal.SIGTERM, _terminate)
         try:
             return super().invoke(ctx)
         except GprofError as exc:
@@ -171,19 +179,30 @@ def list_cmd(workload_file, as_json) -> None:
 @main.command()
 @click.option("--nsys", default=None, help="Path to nsys.")
 @click.option("--ncu", default=None, help="Path to ncu.")
+@click.option("--check", is_flag=True, help="Also prove each tool works: a tiny real run of torch.profiler, nsys, ncu.")
 @click.option("--json", "as_json", is_flag=True)
-def doctor(nsys, ncu, as_json) -> None:
+def doctor(nsys, ncu, check, as_json) -> None:
     """Show what this machine has: GPU, driver, CUDA, torch, triton, nvtx, nsys, ncu,
-    and how to get what is missing.
+    and how to get what is missing. With --check, run each tool for real (exit 1 if one fails).
 
     \b
     Example:
       gprof-orch doctor
+      gprof-orch doctor --check
     """
     from orchestrator import doctor as doc
 
     report = doc.collect(nsys=nsys, ncu=ncu)
-    click.echo(json.dumps(report, indent=1) if as_json else doc.render(report))
+    if check:
+        report["checks"] = doc.check_tools(nsys=nsys, ncu=ncu)
+    if as_json:
+        click.echo(json.dumps(report, indent=1))
+    else:
+        click.echo(doc.render(report))
+        if check:
+            click.echo("checks:\n" + doc.render_checks(report["checks"]))
+    if check and any(c["ok"] is False for c in report["checks"]):
+        sys.exit(1)
 
 
 def _backend_command(name: str, help_text: str, extra=None):

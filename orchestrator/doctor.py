@@ -71,3 +71,129 @@ def render(report: dict[str, Any]) -> str:
         if item.get("fix") and not item.get("ok") or (key == "torch" and item.get("fix")):
             lines.append(f"            -> {item['fix']}")
     return "\n".join(lines)
+
+
+# -- doctor --check: a real run of each tool ------------------------------------------------------
+
+_TORCH_CHECK = """
+import torch
+from torch.profiler import profile, ProfilerActivity
+acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+x = torch.ones(1 << 20, device=dev)
+with profile(activities=acts) as prof:
+    (x * 2).sum().item()
+names = [e.name for e in prof.events()]
+kernels = [e for e in prof.events() if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)]
+print("CUDA" if torch.cuda.is_available() else "CPU", len(names), len(kernels))
+"""
+
+_NVTX_CHECK = """
+import time, nvtx
+with nvtx.annotate("variant:doctor-check", domain="gprof"):
+    time.sleep(0.01)
+"""
+
+_NCU_CHECK = "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item())"
+
+
+def _check(name: str, ok: bool | None, detail: str, fix: str | None = None) -> dict[str, Any]:
+    """ok: True passed, False failed, None skipped (not applicable here)."""
+    return {"check": name, "ok": ok, "detail": detail, "fix": fix if ok is False else None}
+
+
+def check_tools(nsys: str | None = None, ncu: str | None = None, timeout: float = 180) -> list[dict[str, Any]]:
+    """Prove each tool works here with a tiny real run; each failure comes with its fix."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from orchestrator import proc
+    from orchestrator.errors import GprofError
+
+    out: list[dict[str, Any]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
+    py = sys.executable
+    # torch.profiler
+    try:
+        res = proc.run([py, "-c", _TORCH_CHECK], log_dir=tmp, name="torch", timeout=timeout)
+        words = (proc.log_tail(res.stdout, 1) or "").split()
+        if res.returncode != 0 or len(words) != 3:
+            out.append(_check("torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}",
+                              "reinstall torch; see the log"))
+        elif words[0] == "CUDA":
+            ok = int(words[2]) > 0
+            out.append(_check("torch.profiler", ok, f"recorded {words[2]} CUDA kernel event(s)",
+                              "CUPTI could not trace kernels: check the driver matches torch's CUDA build"))
+        else:
+            out.append(_check("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events"))
+    except GprofError as exc:
+        out.append(_check("torch.profiler", False, exc.message, "see the log"))
+    has_cuda = bool(out and out[-1]["detail"].startswith("recorded"))
+    # nsys records an NVTX range of ours
+    try:
+        t = tools.find("nsys", nsys)
+        rep = tmp / "nsys-check"
+        res = proc.run([str(t.path), "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none",
+                        f"--output={rep}", "--force-overwrite=true", py, "-c", _NVTX_CHECK],
+                       log_dir=tmp, name="nsys", timeout=timeout)
+        exp = proc.run([str(t.path), "export", "--type=sqlite", f"--output={rep}.sqlite", "--force-overwrite=true",
+                        f"{rep}.nsys-rep"], log_dir=tmp, name="nsys-export", timeout=timeout)
+        if res.returncode != 0 or exp.returncode != 0:
+            out.append(_check("nsys", False, f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
+                              "see the logs in " + str(tmp)))
+        else:
+            from orchestrator.parsers import nsys_sqlite as ns
+
+            ex = ns.read_export(f"{rep}.sqlite")
+            ranges = ns.variant_ranges(ex)
+            if (ranges["variant"] == "doctor-check").any():
+                out.append(_check("nsys", True, f"nsys {t.version} recorded the NVTX range gprof@variant:doctor-check"))
+            else:
+                out.append(_check("nsys", False, f"nsys {t.version} ran but recorded no gprof range",
+                                  ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10"))
+    except ToolNotFoundError as exc:
+        out.append(_check("nsys", False, exc.message, exc.hint))
+    except GprofError as exc:
+        out.append(_check("nsys", False, exc.message, exc.hint))
+    # ncu reads a counter of a real kernel
+    if not has_cuda:
+        out.append(_check("ncu", None, "skipped: ncu needs a CUDA GPU"))
+    else:
+        try:
+            t = tools.find("ncu", ncu)
+            rep = tmp / "ncu-check.ncu-rep"
+            log = tmp / "ncu.log"
+            res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
+                            "--launch-count", "1", "--export", str(rep), "--force-overwrite", "--log-file", str(log),
+                            py, "-c", _NCU_CHECK], log_dir=tmp, name="ncu", timeout=timeout)
+            from orchestrator.parsers import ncu_rep
+
+            text = log.read_text(errors="replace") if log.exists() else res.tail(20)
+            kind = ncu_rep.classify_ncu_failure(text)
+            if kind == "permission":
+                out.append(_check("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
+                                  "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module"))
+            elif not rep.exists():
+                out.append(_check("ncu", False, f"ncu {t.version} wrote no report: "
+                                  + "; ".join(ncu_rep.ncu_errors(text)[:3]), "see " + str(log)))
+            else:
+                k = ncu_rep.load(rep, domain=None, prefix="").kernels
+                ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
+                out.append(_check("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
+                                  f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log)))
+        except ToolNotFoundError as exc:
+            out.append(_check("ncu", False, exc.message, exc.hint))
+        except GprofError as exc:
+            out.append(_check("ncu", False, exc.message, exc.hint))
+    return out
+
+
+def render_checks(checks: list[dict[str, Any]]) -> str:
+    lines = []
+    for c in checks:
+        mark = {True: "pass", False: "FAIL", None: "skip"}[c["ok"]]
+        lines.append(f"  [{mark}] {c['check']:<15} {c['detail']}")
+        if c.get("fix"):
+            lines.append(f"                  -> {c['fix']}")
+    return "\n".join(lines)

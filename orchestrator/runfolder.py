@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import ParseError, UsageError
+from orchestrator.errors import GprofError, ParseError, UsageError
 from reports.schema import SCHEMA_VERSION
 
 DEFAULT_ROOT = Path("gprof-runs")
@@ -133,9 +133,14 @@ class RunFolder:
 
     # -- updates -------------------------------------------------------------------------------
     def save(self) -> None:
+        """Write the manifest atomically (a crash leaves the previous one whole)."""
         tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
-        os.replace(tmp, self.path / MANIFEST)
+        try:
+            tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
+            os.replace(tmp, self.path / MANIFEST)
+        except OSError as exc:
+            raise GprofError(f"cannot write the run folder {self.path}: {exc.strerror}",
+                             hint="free some space or choose another --out") from exc
 
     def add_command(self, step: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         from orchestrator.proc import format_argv

@@ -27,7 +27,7 @@ from typing import Any
 from workloads import registry
 from workloads.devices import peak_bandwidth
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MANIFEST = "workload.json"
 TRACE = "trace.json"
 NVTX_DOMAIN = "gprof"
@@ -493,7 +493,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    # SIGTERM ends the run like Ctrl-C: what was measured is written, the status says so
+    signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     if args.command == "list":
         for w in registry.all_workloads().values():
@@ -519,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RunnerUsageError, ValueError) as exc:
         print(f"gprof-orch runner: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:  # the output folder: full, read-only, gone
+        print(f"gprof-orch runner: cannot write {exc.filename or args.out}: {exc.strerror}", file=sys.stderr)
+        return EXIT_CRASHED
     except Exception as exc:
         from orchestrator.errors import GprofError
 
@@ -526,16 +537,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gprof-orch runner: {exc.message}", file=sys.stderr)
             return exc.exit_code
         _mark(Path(args.out), "failed", f"{type(exc).__name__}: {exc}")
-        raise
+        traceback.print_exc()
+        print(f"gprof-orch runner: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
 
 
 def _mark(out: Path, status: str, error: str | None = None) -> None:
     path = out / MANIFEST
     try:
         data = json.loads(path.read_text())
+        data["status"] = status
+        if error:
+            data["error"] = error
+        Manifest(path, data)
     except (OSError, ValueError):
-        return
-    data["status"] = status
-    if error:
-        data["error"] = error
-    Manifest(path, data)
+        pass  # nothing written yet, or the folder cannot take it: the exit code still tells

@@ -2,6 +2,7 @@
 what they left (pure). `check()` says whether the backend can run here and why not."""
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator import proc
-from orchestrator.errors import ToolFailedError
+from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 
@@ -80,14 +81,22 @@ class Backend:
             return
         raise self.failure(step, res)
 
-    def failure(self, step: Step, res: proc.Result) -> ToolFailedError:
-        if step.name == "workload" and res.returncode == 2:
-            from orchestrator.errors import UsageError
-
-            msg = res.tail(5).strip().splitlines()
-            return UsageError(msg[-1].removeprefix("gprof-orch runner: ") if msg else "bad input", log=res.stderr)
-        return ToolFailedError(f"{step.name} exited with status {res.returncode}", argv=res.argv,
-                               returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
+    def failure(self, step: Step, res: proc.Result) -> GprofError:
+        """The error a runner (or a tool wrapping it) exit code stands for."""
+        rc = res.returncode
+        last = (res.tail(5).strip().splitlines() or [""])[-1].removeprefix("gprof-orch runner: ")
+        if rc == 2:
+            return UsageError(last or "bad input", log=res.stderr)
+        if rc == 130:
+            return InterruptedRunError(f"{step.name} was interrupted", log=res.stderr)
+        if rc < 0:
+            sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else str(-rc)
+            hint = "SIGKILL often means the machine ran out of memory: try a smaller --size" if -rc == 9 else None
+            return ToolFailedError(f"{step.name} was killed by {sig}", argv=res.argv, returncode=rc,
+                                   log_tail=res.tail(), hint=hint, log=res.stderr)
+        what = f"the workload runner crashed ({last})" if rc == 3 and step.name == "workload" else \
+            f"{step.name} exited with status {rc}"
+        return ToolFailedError(what, argv=res.argv, returncode=rc, log_tail=res.tail(), log=res.stderr)
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         raise NotImplementedError

@@ -11,7 +11,10 @@ top-level operators instead (aten::mean, aten::square, ...), so any trace can be
 """
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +22,11 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
+
+try:  # optional: a faster JSON parser; the standard library's gives the same result
+    import orjson as _orjson
+except ImportError:
+    _orjson = None
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
@@ -34,36 +42,97 @@ class TorchTrace:
 
 
 def read_trace(path: str | Path) -> TorchTrace:
-    """Read a Chrome trace written by torch.profiler's export_chrome_trace."""
+    """Read a Chrome trace written by torch.profiler's export_chrome_trace.
+
+    `events` holds the complete ('X') events: cat, name, pid and tid (as strings), start_ns
+    and end_ns (the microsecond timestamps rounded to integer ns), correlation (-1 if none).
+    A 200 MiB trace (850,000 events) reads in a few seconds: see
+    docs/torch-trace-parse-benchmark.md.
+
+    Example:
+        >>> trace = read_trace("tests/fixtures/runs/h200/torch-trace-square/trace.json")
+        >>> trace.events.groupby("cat").size()
+    """
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            data = json.load(fh)
+            raw = fh.read()
     except FileNotFoundError:
         raise ParseError(path, "no such file") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ParseError(path, f"not a JSON Chrome trace ({exc})",
                          hint="the profiler may have been stopped before it finished writing") from exc
-    if isinstance(data, list):  # the bare-array form of the Chrome trace format
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise ParseError(path, "no 'traceEvents' list: not a torch.profiler Chrome trace")
-    rows = []
-    for e in data["traceEvents"]:
-        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
-            continue
-        args = e.get("args") or {}
-        ts = float(e["ts"])
-        rows.append((e.get("cat", ""), e.get("name", ""), str(e.get("pid", "")), str(e.get("tid", "")),
-                     ts, ts + float(e.get("dur", 0.0)), args.get("correlation", -1)))
-    ev = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    # The parse creates millions of Python objects, none of them in a cycle: the cyclic GC
+    # would walk the growing heap again and again (half the time of a 200 MiB trace) and free
+    # nothing.
+    with _gc_paused():
+        data = _loads(path, raw)
+        del raw
+        if isinstance(data, list):  # the bare-array form of the Chrome trace format
+            data = {"traceEvents": data}
+        if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+            raise ParseError(path, "no 'traceEvents' list: not a torch.profiler Chrome trace")
+        columns = _complete_events(path, data["traceEvents"])
+        meta = {k: v for k, v in data.items() if k != "traceEvents"}
+        device_properties = data.get("deviceProperties") or []
+        del data  # the event dicts: the frame below holds all we keep of them
+    # no events: the columns take the dtypes an empty list of rows gives them
+    ev = pd.DataFrame(columns if len(columns["start_ns"]) else [], columns=EVENT_COLUMNS)
     # microseconds with a fractional part -> integer ns
     for col in ("start_ns", "end_ns"):
         ev[col] = np.rint(ev[col].to_numpy(dtype="float64") * 1000.0).astype("int64")
     ev["correlation"] = pd.to_numeric(ev["correlation"], errors="coerce").fillna(-1).astype("int64")
     ev = ev.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    meta = {k: v for k, v in data.items() if k != "traceEvents"}
-    return TorchTrace(path, ev, data.get("deviceProperties") or [], meta)
+    return TorchTrace(path, ev, device_properties, meta)
+
+
+def _loads(path: Path, raw: bytes) -> object:
+    """Parse JSON bytes: with orjson where it is installed (about twice as fast as json on
+    Kineto's output), else, or where orjson refuses what json accepts (NaN, Infinity, integers
+    over 64 bits, UTF-16, lone surrogates), with the standard library, whose error is the one
+    reported."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ParseError(path, f"not a JSON Chrome trace ({exc})",
+                         hint="the profiler may have been stopped before it finished writing") from exc
+
+
+def _complete_events(path: Path, events: list) -> dict[str, object]:
+    """The EVENT_COLUMNS of the complete ('X') events with a timestamp, in file order, one
+    list comprehension a column (no tuple per event); start_ns and end_ns still in us."""
+    x = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    no_args: dict = {}
+    try:  # float() of each, as Python would: ints, floats and numeric strings
+        ts = np.fromiter(map(float, [e["ts"] for e in x]), dtype=np.float64, count=len(x))
+        dur = np.fromiter(map(float, [e.get("dur", 0.0) for e in x]), dtype=np.float64, count=len(x))
+    except (TypeError, ValueError) as exc:
+        raise ParseError(path, f"an event's ts or dur is not a number ({exc})") from exc
+    return {
+        "cat": [e.get("cat", "") for e in x],
+        "name": [e.get("name", "") for e in x],
+        "pid": [str(e.get("pid", "")) for e in x],
+        "tid": [str(e.get("tid", "")) for e in x],
+        "start_ns": ts,
+        "end_ns": ts + dur,
+        "correlation": [(e.get("args") or no_args).get("correlation", -1) for e in x],
+    }
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Series:

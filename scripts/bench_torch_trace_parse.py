@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Benchmark gprof-orch's torch.profiler Chrome-trace parser on a large trace.
+
+Builds a trace of about --size-mb MiB by replicating the events of a real one captured on an
+H200 (tests/fixtures/runs/h200/torch-trace-square/trace.json: one ProfilerStep holding five
+variant ranges of 25 `iter` ranges each). Each replica is a whole profiler step, so every
+variant range keeps its iterations, operators, runtime calls and kernels nested as they were;
+its timestamps, correlation ids (args.correlation and the ac2g flow ids), External ids and
+Ev Idx are shifted by the same amount for every event of the replica, so launches stay inside
+their ranges and ids stay unique. Events are written in the layout torch.profiler (Kineto)
+writes: one key group a line, timestamps in microseconds with three decimals.
+
+Then it times `read_trace` + `summarize` on that file, median of --repeat runs, each a fresh
+process (interpreter start and imports included), measures each child's peak RSS with wait4,
+checks the per-variant kernel counts against replicas x the original's, and prints a markdown
+report (machine, date, git commit) to stdout.
+
+Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [--keep PATH]
+       [--no-orjson]  (time the standard-library json fallback)
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "tests/fixtures/runs/h200/torch-trace-square/trace.json"
+GOAL_S, GOAL_MIB = 20.0, 4096
+
+CHILD = """
+import json, sys, time
+if sys.argv[2] == "no-orjson":
+    sys.modules["orjson"] = None  # makes `import orjson` fail: times the json fallback
+t0 = time.perf_counter()
+from orchestrator.parsers import torch_trace as tt
+t1 = time.perf_counter()
+trace = tt.read_trace(sys.argv[1])
+t2 = time.perf_counter()
+s = tt.summarize(trace)
+t3 = time.perf_counter()
+gpu = s["gpu"]
+k = gpu[(gpu["kind"] == "kernel") & gpu["variant"].notna()]
+rows = {v: [int(len(g)), int(g["duration_ns"].sum())] for v, g in k.groupby("variant", sort=False)}
+print(json.dumps({"import": t1 - t0, "read": t2 - t1, "summarize": t3 - t2, "events": len(trace.events),
+                  "iterations": len(s["iterations"]), "rows": rows}))
+"""
+
+
+# ------------------------------------------------------------------------------------ building
+
+def _us(ns: int) -> str:
+    """Integer ns -> microseconds with three decimals, as Kineto writes timestamps."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _render(e: dict, ts_ns: int | None, dur_ns: int | None) -> str:
+    """One event in Kineto's layout."""
+    head = [f'"{k}": {json.dumps(v)}' for k, v in e.items() if k not in ("ts", "dur", "args")]
+    lines = ["  {", "    " + ", ".join(head) + ","]
+    times = []
+    if ts_ns is not None:
+        times.append(f'"ts": {_us(ts_ns)}')
+    if dur_ns is not None:
+        times.append(f'"dur": {_us(dur_ns)}')
+    args = e.get("args")
+    lines.append("    " + ", ".join(times) + ("," if args is not None else ""))
+    if args is not None:
+        lines.append('    "args": {')
+        lines.append("      " + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in args.items()))
+        lines.append("    }")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def _ns(x: float) -> int:
+    return round(float(x) * 1000)
+
+
+def build(dst: Path, size_mb: float, source: Path = SOURCE) -> dict[str, int]:
+    """Write the replicated trace to dst; return replicas, events and bytes."""
+    data = json.loads(source.read_text())
+    events = data["traceEvents"]
+    step = [e for e in events if e.get("ph") in ("X", "s", "f") and e.get("cat") != "Trace"]
+    once = [e for e in events if not (e.get("ph") in ("X", "s", "f") and e.get("cat") != "Trace")]
+    t_lo = min(_ns(e["ts"]) for e in step)
+    t_hi = max(_ns(e["ts"]) + _ns(e.get("dur", 0)) for e in step)
+    period = (math.ceil((t_hi - t_lo) / 1e6) + 1) * 1_000_000  # whole ms, at least 1 ms apart
+
+    def top(key: str) -> int:
+        vals = [(e.get("args") or {}).get(key, -1) for e in step]
+        if key == "correlation":
+            vals += [e["id"] for e in step if e.get("ph") in ("s", "f")]
+        return max(v for v in vals if isinstance(v, int)) + 1
+
+    strides = {"correlation": top("correlation"), "External id": top("External id"), "Ev Idx": top("Ev Idx")}
+
+    def replica(r: int) -> list[str]:
+        out = []
+        for e in step:
+            e2 = dict(e)
+            if "args" in e:
+                args = dict(e["args"])
+                for key, stride in strides.items():
+                    if isinstance(args.get(key), int) and args[key] >= 0:
+                        args[key] += r * stride
+                e2["args"] = args
+            if e.get("ph") in ("s", "f"):
+                e2["id"] = e["id"] + r * strides["correlation"]
+            if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"):
+                e2["name"] = f"ProfilerStep#{r + 1}"
+            out.append(_render(e2, _ns(e["ts"]) + r * period, _ns(e["dur"]) if "dur" in e else None))
+        return out
+
+    one = ",\n".join(replica(0)).encode()
+    n_rep = max(1, round(size_mb * 2**20 / (len(one) + 2)))
+    tail = []
+    for e in once:
+        dur = _ns(e["dur"]) + (n_rep - 1) * period if "dur" in e else None
+        ts = _ns(e["ts"]) + (n_rep - 1) * period if e.get("name") == "Record Window End" else _ns(e["ts"])
+        tail.append(_render(e, ts, dur))
+    head = {k: v for k, v in data.items() if k != "traceEvents"}
+    after = {k: head.pop(k) for k in list(head) if list(data).index(k) > list(data).index("traceEvents")}
+    with open(dst, "w") as fh:
+        fh.write(json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n')
+        for r in range(n_rep):
+            fh.write(",\n".join(replica(r)))
+            fh.write(",\n")
+        fh.write(",\n".join(tail))
+        fh.write("\n  ]" + "".join(f",\n  {json.dumps(k)}: {json.dumps(v)}" for k, v in after.items()) + "\n}\n")
+    return {"replicas": n_rep, "events": n_rep * len(step) + len(once), "bytes": dst.stat().st_size}
+
+
+# ------------------------------------------------------------------------------------- running
+
+def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MiB, stdout) of one child, measured with wait4 on it alone."""
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=ROOT)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out_f.seek(0)
+        err_f.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"failed ({proc.returncode}): {' '.join(argv)}\n{err_f.read().decode()[-2000:]}")
+        return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out_f.read().decode()
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        git = ["git", "-C", str(ROOT)]
+        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "none (no commit yet)"
+        dirty = subprocess.run(git + ["status", "--porcelain", "--", "orchestrator/parsers/torch_trace.py",
+                                      "scripts/bench_torch_trace_parse.py"],
+                               capture_output=True, text=True).stdout.strip()
+        if dirty:
+            commit += " + uncommitted changes to the parser or this script"
+    except OSError:
+        commit = "unknown"
+    import numpy
+    import pandas
+    try:
+        import orjson
+        orjson_v = orjson.__version__
+    except ImportError:
+        orjson_v = "not installed"
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM", "os": platform.platform(),
+            "python": platform.python_version(), "pandas": pandas.__version__, "numpy": numpy.__version__,
+            "orjson": orjson_v, "commit": commit,
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def expected_rows(source: Path) -> tuple[dict[str, list[int]], int]:
+    """Per variant [kernels, GPU ns] and the iteration count of the source trace itself."""
+    sys.path.insert(0, str(ROOT))
+    from orchestrator.parsers import torch_trace as tt
+    s = tt.summarize(tt.read_trace(source))
+    gpu = s["gpu"]
+    k = gpu[(gpu["kind"] == "kernel") & gpu["variant"].notna()]
+    return ({v: [int(len(g)), int(g["duration_ns"].sum())] for v, g in k.groupby("variant", sort=False)},
+            len(s["iterations"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=float, default=200, help="size of the built trace, MiB")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", type=Path, default=None, help="write the built trace here and keep it")
+    ap.add_argument("--no-orjson", action="store_true", help="time the standard-library json fallback")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="gprof-bench-") as tmp:
+        path = args.keep or Path(tmp) / "trace.json"
+        t0 = time.perf_counter()
+        built = build(path, args.size_mb)
+        print(f"built {path}: {built} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        mode = "no-orjson" if args.no_orjson else "default"
+        runs = []
+        for i in range(args.repeat):
+            runs.append(run_child([sys.executable, "-c", CHILD, str(path), mode], env))
+            print(f"rep {i + 1}: {runs[-1][0]:.2f} s, {runs[-1][2]:.0f} MiB", file=sys.stderr)
+
+    out = json.loads(runs[-1][3])
+    base, base_iters = expected_rows(SOURCE)
+    n = built["replicas"]
+    want_counts = {v: c * n for v, (c, _) in base.items()}
+    got_counts = {v: c for v, (c, _) in out["rows"].items()}
+    ok = got_counts == want_counts and out["iterations"] == base_iters * n
+    # shifted timestamps may round a kernel's start and end differently: at most 1 ns each
+    drift = {v: out["rows"][v][1] - base[v][1] * n for v in base if v in out["rows"]}
+    walls = [r[0] for r in runs]
+    wall, rss = statistics.median(walls), statistics.median(r[2] for r in runs)
+    m = machine()
+    json_lib = "json (stdlib, orjson blocked)" if args.no_orjson else f"orjson {m['orjson']} if importable"
+    print(f"## torch.profiler trace parsing: {built['bytes'] / 2**20:.0f} MiB, {built['events']:,} events\n")
+    print(f"- date: {m['date']}; commit: {m['commit']}")
+    print(f"- machine: {m['cpu']}; {m['os']}")
+    print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}; JSON: {json_lib}")
+    print(f"- trace: {n} replicas of {SOURCE.relative_to(ROOT)} ({built['events']:,} events, "
+          f"{built['bytes']:,} bytes)")
+    print(f"- median of {args.repeat} runs, each a fresh process\n")
+    print("| what | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB | goal |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    met = wall < GOAL_S and rss < GOAL_MIB
+    print(f"| read_trace + summarize (fresh process) | {wall:.2f} | {min(walls):.2f}..{max(walls):.2f} | "
+          f"{statistics.median(r[1] for r in runs):.2f} | {rss:.0f} | "
+          f"< {GOAL_S:.0f} s, < {GOAL_MIB} MiB: **{'met' if met else 'MISSED'}** |")
+    print(f"\nphases (last run): import {out['import']:.2f} s, read_trace {out['read']:.2f} s, "
+          f"summarize {out['summarize']:.2f} s; {out['events']:,} complete events")
+    print(f"\nper-variant kernel counts = {n} x the original's, iterations = {n} x {base_iters}: "
+          f"**{'yes' if ok else 'NO'}** ({json.dumps(got_counts)}); GPU ns minus {n} x the original's: "
+          f"{json.dumps(drift)}")
+    if not ok:
+        print(f"\nexpected: {json.dumps(want_counts)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

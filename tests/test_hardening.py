@@ -1,0 +1,220 @@
+"""Faults a profiling run can meet, driven for real: signals, concurrent runs, bad run folders,
+workloads that raise or crash. Each checks the exit code, the message, the folder's status,
+and that nothing is left running."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+SLOW_FILE = '''
+import time
+from workloads import Variant, Workload
+
+def slow(a):
+    time.sleep(0.05)
+    return a * a
+
+def boom(a):
+    raise MemoryError("simulated out of memory")
+
+WORKLOADS = [
+    Workload("slowsq", "a fast and a slow square", [Variant("fast", lambda a: a * a), Variant("slow", slow)],
+             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
+    Workload("oom", "one variant runs out of memory", [Variant("ok", lambda a: a * a), Variant("boom", boom)],
+             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
+    Workload("badinput", "its input cannot be made", [Variant("v", lambda a: a)],
+             reference=lambda x: x, bytes_moved=lambda n, s: n, cpu_default_shape=(10,),
+             make_input=lambda shape, dtype, device, seed: 1 / 0),
+]
+'''
+
+
+@pytest.fixture
+def slow_file(tmp_path):
+    p = tmp_path / "slow.py"
+    p.write_text(SLOW_FILE)
+    return p
+
+
+def _start(args, tmp_path):
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(pred, timeout=120):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _variant_done(out: Path, name: str) -> bool:
+    try:
+        man = json.loads((out / "workload.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(v["name"] == name and v["status"] == "ok" for v in man["variants"])
+
+
+def _leftovers(marker: str) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [ln for ln in ps.splitlines() if marker in ln and "ps -eo" not in ln]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
+    out = tmp_path / "run"
+    p = _start(["time", "slowsq", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "2000",
+                "--warmup", "1", "-o", str(out)], tmp_path)
+    assert _wait_for(lambda: _variant_done(out, "fast")), "the fast variant never finished"
+    time.sleep(0.3)  # inside the slow variant now
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=90)
+    assert p.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "interrupted"
+    table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    assert table["fast"]["status"] == "ok" and table["fast"]["time_median_us"] > 0
+    assert table["slow"]["status"] != "ok"
+    assert json.loads((out / "workload.json").read_text())["status"] == "interrupted"
+    assert _leftovers(str(out)) == []
+
+
+@pytest.mark.nsys
+def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
+    from orchestrator import tools
+
+    try:
+        tools.find("nsys", with_version=False)
+    except Exception:
+        pytest.skip("nsys not found")
+    out = tmp_path / "run"
+    p = _start(["nsys", "slowsq", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "2000",
+                "--warmup", "1", "-o", str(out)], tmp_path)
+    assert _wait_for(lambda: _variant_done(out, "fast"), timeout=180)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=180)
+    assert p.returncode == 130, stderr
+    assert (out / "report.nsys-rep").exists() and (out / "report.sqlite").exists()
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    ranges = ns.variant_ranges(ns.read_export(out / "report.sqlite"))
+    assert "fast" in set(ranges["variant"])
+    assert _leftovers(str(out)) == []
+
+
+def test_two_runs_on_one_out(tmp_path):
+    out = tmp_path / "same"
+    args = ["time", "square", "--device", "cpu", "--size", "1000", "--iters", "200", "-o", str(out)]
+    a, b = _start(args, tmp_path), _start(args, tmp_path)
+    ra, rb = a.communicate(timeout=120), b.communicate(timeout=120)
+    codes = sorted([a.returncode, b.returncode])
+    assert codes == [0, 2], (ra, rb)
+    loser = ra[1] if a.returncode == 2 else rb[1]
+    assert "in use by another run" in loser or "not empty" in loser
+    assert json.loads((out / "manifest.json").read_text())["status"] == "ok"
+
+
+def test_variant_out_of_memory(slow_file, tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("time", "oom", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "5", "-o", str(out))
+    assert res.returncode == 1 and "boom: MemoryError: simulated out of memory" in res.stderr
+    table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    assert table["ok"]["time_median_us"] > 0 and table["boom"]["status"] == "failed"
+
+
+def test_runner_crash(slow_file, tmp_path):
+    out = tmp_path / "r"
+    res = run_cli("time", "badinput", "--workload-file", str(slow_file), "--device", "cpu", "-o", str(out))
+    assert res.returncode == 1
+    assert "the workload runner crashed" in res.stderr and "ZeroDivisionError" in res.stderr
+    assert f"log: {out}/logs/workload.stderr.log" in res.stderr
+    assert json.loads((out / "manifest.json").read_text())["status"] == "failed"
+
+
+# -- run folders given to `report` ---------------------------------------------------------------
+
+def _good_run(h200_run):
+    return h200_run("time-mean")
+
+
+def _edit_manifest(path, **fields):
+    man = json.loads((path / "manifest.json").read_text())
+    man.update(fields)
+    (path / "manifest.json").write_text(json.dumps(man))
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("missing", "no such run folder"),
+    ("no_manifest", "not a gprof-orch run folder"),
+    ("corrupt_manifest", "corrupt manifest"),
+    ("empty_manifest", "corrupt manifest"),
+    ("newer_schema", "written by a newer gprof-orch"),
+    ("no_workload", "the workload never started"),
+    ("corrupt_workload", "corrupt"),
+])
+def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
+    path = _good_run(h200_run)
+    if damage == "missing":
+        shutil.rmtree(path)
+    elif damage == "no_manifest":
+        (path / "manifest.json").unlink()
+    elif damage == "corrupt_manifest":
+        (path / "manifest.json").write_text('{"schema_version": 1, "backend": ')
+    elif damage == "empty_manifest":
+        (path / "manifest.json").write_text("")
+    elif damage == "newer_schema":
+        _edit_manifest(path, schema_version=99)
+    elif damage == "no_workload":
+        (path / "workload.json").unlink()
+    elif damage == "corrupt_workload":
+        (path / "workload.json").write_text("{nope")
+    res = run_cli("report", str(path))
+    assert res.returncode == 4, res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_report_never_follows_a_path_outside_the_folder(h200_run, tmp_path):
+    path = h200_run("torch-trace-mean")
+    wman = json.loads((path / "workload.json").read_text())
+    wman["trace"] = "../../../../etc/passwd"
+    (path / "workload.json").write_text(json.dumps(wman))
+    res = run_cli("report", str(path))
+    assert res.returncode == 4 and "outside the run folder" in res.stderr
+
+
+def test_truncated_raw_report(h200_run):
+    path = h200_run("nsys-mean")
+    data = (path / "report.sqlite").read_bytes()
+    (path / "report.sqlite").write_bytes(data[: len(data) // 3])
+    res = run_cli("report", str(path))
+    assert res.returncode == 4 and "report.sqlite" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_full_output_folder(tmp_path):
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        (mnt / "filler").write_bytes(b"x" * 60_000)
+        res = run_cli("torch-trace", "mean", "--device", "cpu", "--size", "100000", "--iters", "50",
+                      "-o", str(mnt / "run"))
+        assert res.returncode in (1, 4), res.stderr
+        assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
+    finally:
+        subprocess.run(["umount", str(mnt)])
