@@ -91,14 +91,24 @@ def plan(req: Request) -> list:
     return backend.commands(req, Path(req.out or "<run-folder>").resolve() if req.out else Path("<run-folder>"))
 
 
-def profile(workload: str, backend: str = "time", **options: Any) -> Run:
+def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":
     """Run `workload` under `backend` and return the Run (see Request for the options).
+
+    backend="all" runs every backend available here into one folder; a comma-separated
+    size or dtype ("1e6,1e7,1e8", "float32,bfloat16") runs a sweep. Both return a MultiRun.
 
     Raises a GprofError subclass on failure; the run folder is kept, marked failed or
     interrupted, with whatever was collected, and the exception carries `.run` when a
     partial report could be built."""
     from orchestrator import envinfo
 
+    if backend == "all":
+        return profile_all(workload, **options)
+    sizes = [s for s in str(options.get("size") or "").split(",") if s]
+    dtypes = [d for d in str(options.get("dtype") or "").split(",") if d]
+    if len(sizes) > 1 or len(dtypes) > 1:
+        rest = {k: v for k, v in options.items() if k not in ("size", "dtype")}
+        return sweep(workload, backend, sizes, dtypes, **rest)
     argv = options.pop("argv", None)
     req = Request(workload=workload, backend=backend, **options).validate()
     be = backends.get(backend)
@@ -150,9 +160,228 @@ def profile(workload: str, backend: str = "time", **options: Any) -> Run:
     return run
 
 
-def load_run(path: str | Path) -> Run:
-    """Rebuild a Run from its folder (no GPU, no profiler needed)."""
+def load_run(path: str | Path) -> "Run | MultiRun":
+    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed."""
     rf = RunFolder.open(path)
+    if rf.manifest.get("kind") in ("all", "sweep"):
+        return _build_multi(rf)
     if rf.manifest.get("backend") not in backends.BACKENDS:
         raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
     return build_report(rf)
+
+
+# -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
+
+@dataclass
+class MultiRun:
+    """A parent run folder holding child runs: kind 'all' (one a backend) or 'sweep' (one a
+    size and dtype). `table` is the merged table (all) or the time-vs-size table (sweep)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    runs: dict[str, Run]
+    skipped: dict[str, str]
+    table: pd.DataFrame
+    kind: str
+
+    @property
+    def status(self) -> str:
+        return self.manifest.get("status", "")
+
+    @property
+    def backend(self) -> str:
+        return self.kind
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        from reports.schema import concat
+
+        return concat(r.frame for r in self.runs.values())
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return next(iter(self.runs.values())).workload if self.runs else {}
+
+    def title(self) -> str:
+        w = self.workload
+        dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
+        what = "all backends" if self.kind == "all" else "sweep"
+        return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
+
+    def footer(self) -> list[str]:
+        lines = [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
+        if self.kind == "all":
+            lines.append("events = CUDA events per call (time); torch-trace / nsys = kernel durations per "
+                         "iteration; ncu = kernel duration under replay. agreement flags medians >10% apart.")
+        return lines
+
+
+def _child_manifest(rf: RunFolder) -> dict[str, Any]:
+    return rf.manifest.setdefault("children", {})
+
+
+def profile_all(workload: str, backends_: list[str] | None = None, **options: Any) -> MultiRun:
+    """Every backend available here, one after another, into one parent folder; a backend that
+    cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason."""
+    from orchestrator import envinfo
+
+    argv = options.pop("argv", None)
+    req = Request(workload=workload, backend="all", **options).validate()
+    names = backends_ or ["time", "torch-trace", "nsys", "ncu"]
+    rf = RunFolder.create("all", workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
+    rf.update(machine=envinfo.machine(), kind="all")
+    children = _child_manifest(rf)
+    interrupted = None
+    for name in names:
+        be = backends.get(name)
+        avail = be.check(req)
+        if not avail.ok:
+            children[name] = {"status": "skipped", "reason": avail.detail.splitlines()[0]}
+            rf.save()
+            continue
+        if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
+            children[name] = {"status": "skipped", "reason": "ncu needs an NVIDIA GPU (none here, or --device cpu)"}
+            rf.save()
+            continue
+        child_opts = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend", "out", "root")}
+        child_opts["out"] = rf.path / name
+        try:
+            run = profile(workload, name, **child_opts)
+            children[name] = {"status": run.status, "folder": name}
+        except InterruptedRunError as exc:
+            children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
+            interrupted = exc
+        except GprofError as exc:
+            children[name] = {"status": "failed", "folder": name, "error": exc.message}
+        rf.save()
+        if interrupted:
+            break
+    multi = _build_multi(rf)
+    bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
+    status = "interrupted" if interrupted else "failed" if bad else "ok"
+    rf.finish(status)
+    multi.manifest = rf.manifest
+    if interrupted:
+        interrupted.run = multi  # type: ignore[attr-defined]
+        raise interrupted
+    if bad:
+        err = RunFailedError("; ".join(f"{n}: {c.get('error', c['status'])}" for n, c in bad.items()),
+                             hint=f"the other backends' results are in {rf.path}")
+        err.run = multi  # type: ignore[attr-defined]
+        raise err
+    return multi
+
+
+def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
+    """The workload at every (size, dtype) point, one child run (and process) each."""
+    from orchestrator import envinfo
+    from orchestrator.request import parse_size
+
+    argv = options.pop("argv", None)
+    sizes = [parse_size(s) for s in sizes] or [None]
+    dtypes = dtypes or ["float32"]
+    base = Request(workload=workload, backend=backend, size=sizes[0], dtype=dtypes[0], **options)
+    for d in dtypes:
+        Request(**{**base.__dict__, "dtype": d}).validate()
+    rf = RunFolder.create(f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(),
+                          argv=argv)
+    rf.update(machine=envinfo.machine(), kind="sweep", sweep_backend=backend, sizes=sizes, dtypes=dtypes)
+    children = _child_manifest(rf)
+    interrupted = None
+    for d in dtypes:
+        for s in sizes:
+            name = f"{s}-{d}"
+            opts = {k: v for k, v in base.to_json().items() if k not in ("workload", "backend", "out", "root",
+                                                                           "size", "dtype")}
+            try:
+                run = profile(workload, backend, size=s, dtype=d, out=rf.path / name, **opts)
+                children[name] = {"status": run.status, "folder": name}
+            except InterruptedRunError as exc:
+                children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
+                interrupted = exc
+            except GprofError as exc:
+                children[name] = {"status": "failed", "folder": name, "error": exc.message}
+            rf.save()
+            if interrupted:
+                break
+        if interrupted:
+            break
+    multi = _build_multi(rf)
+    bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
+    rf.finish("interrupted" if interrupted else "failed" if bad else "ok")
+    multi.manifest = rf.manifest
+    if interrupted or bad:
+        err = interrupted or RunFailedError("; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()),
+                                            hint=f"the other points are in {rf.path}")
+        err.run = multi  # type: ignore[attr-defined]
+        raise err
+    return multi
+
+
+def _build_multi(rf: RunFolder) -> MultiRun:
+    from reports import merge
+
+    kind = rf.manifest.get("kind", "all")
+    runs: dict[str, Run] = {}
+    skipped: dict[str, str] = {}
+    for name, child in (rf.manifest.get("children") or {}).items():
+        if child.get("status") == "skipped":
+            skipped[name] = child.get("reason", "")
+            continue
+        folder = rf.file(child.get("folder", name))
+        if (folder / "workload.json").exists():
+            runs[name] = build_report(RunFolder.open(folder))
+        else:
+            skipped[name] = child.get("error", "no results")
+    if kind == "all":
+        first = next(iter(runs.values())).workload if runs else {}
+        table = merge.merged_table({n: r.table for n, r in runs.items()}, first.get("baseline"),
+                                   on_gpu=first.get("device") == "cuda")
+    else:
+        points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
+        table = merge.sweep_table(points)
+    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind)
+    _write_multi(multi)
+    return multi
+
+
+def _write_multi(multi: MultiRun) -> None:
+    from reports import render
+
+    render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(),
+                     meta={"run": multi.path.name, "kind": multi.kind, "status": multi.status})
+    try:
+        from reports import html
+
+        sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
+        if multi.kind == "all":
+            sections.insert(0, ("merged", multi.table))
+        html.write_html(multi.path / "report.html", multi.title(), sections,
+                        sweep=multi.table if multi.kind == "sweep" else None,
+                        meta={"run": str(multi.path)}, notes=multi.footer())
+    except ImportError:
+        pass
+
+
+def compare(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, Run, Run]:
+    """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread."""
+    from orchestrator.errors import UsageError
+    from reports import merge
+
+    a, b = (_single(load_run(p)) for p in (path_a, path_b))
+    wa, wb = a.workload.get("workload"), b.workload.get("workload")
+    if wa != wb:
+        raise UsageError(f"cannot compare runs of different workloads: {path_a} is {wa!r}, {path_b} is {wb!r}")
+    table = merge.compare_runs(a.frame, b.frame, a.table, b.table)
+    if table.empty:
+        raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
+    return table, a, b
+
+
+def _single(run: "Run | MultiRun") -> Run:
+    """A run's own measurement: for an `all` folder its time run (else the first one)."""
+    if isinstance(run, MultiRun):
+        if not run.runs:
+            raise ParseError(run.path, "holds no completed run")
+        return run.runs.get("time") or next(iter(run.runs.values()))
+    return run

@@ -241,6 +241,44 @@ _backend_command("ncu", "Profile each variant's kernels, and only those, with Ns
 ])
 
 
+_backend_command("all", "Run every backend available here (time, torch-trace, nsys, ncu) into one folder and "
+                 "write the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag "
+                 "where backends disagree by more than 10%.", [
+    click.option("--nsys", default=None, help="Path to nsys."),
+    click.option("--ncu", default=None, help="Path to ncu."),
+])
+
+
+@main.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--fail-if-slower", type=float, default=None, metavar="PCT",
+              help="Exit 1 if a variant of B is slower than A by more than PCT percent, beyond the runs' spread.")
+@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--json", "as_json", is_flag=True)
+def compare(run_a, run_b, fail_if_slower, fmt, as_json) -> None:
+    """Compare two runs of one workload variant by variant: B's median over A's, and whether
+    the change is larger than the runs' own spread (IQR). For CI gates, --fail-if-slower.
+
+    \b
+    Example:
+      gprof-orch compare gprof-runs/before gprof-runs/after --fail-if-slower 5
+    """
+    from orchestrator import api
+    from reports import render
+
+    table, a, b = api.compare(run_a, run_b)
+    title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
+    footer = [] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"]
+    click.echo(render.render(table, "json" if as_json else fmt, title=title, footer=footer))
+    if fail_if_slower is not None:
+        worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
+        if not worse.empty:
+            click.echo(f"gprof-orch: slower than {fail_if_slower:g}%: " + ", ".join(
+                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples()), err=True)
+            sys.exit(1)
+
+
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))

@@ -151,6 +151,11 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _floats(series: pd.Series) -> np.ndarray:
+    """The column as float64, NaN where a value is missing or not a number."""
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
 def _missing(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
         return True
@@ -184,7 +189,7 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
 
 
 def _has_values(table: pd.DataFrame, col: str) -> bool:
-    return col in table.columns and bool(pd.to_numeric(table[col], errors="coerce").notna().any())
+    return col in table.columns and bool(np.isfinite(_floats(table[col])).any())
 
 
 def _row_labels(table: pd.DataFrame) -> list[str]:
@@ -225,7 +230,7 @@ def _column_format(col: str, series: pd.Series) -> tuple[str, Callable[[Any], st
 
 
 def _number_formatter(series: pd.Series) -> Callable[[Any], str]:
-    vals = pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64")
+    vals = _floats(series)
     vals = vals[np.isfinite(vals)]
     if vals.size == 0 or np.all(vals == np.round(vals)) and np.abs(vals).max() < 1e15:
         decimals = 0
@@ -255,6 +260,7 @@ def table_html(table: pd.DataFrame, caption: str = "") -> str:
     texts = {c: [formats[c][1](v) for v in table[c]] for c in cols}
     # text that would make a column wider than this wraps inside a bounded box
     long = {c for c in cols if not formats[c][2] and max(map(len, texts[c]), default=0) > 28}
+    speedups = _floats(table["speedup_vs_baseline"]) if "speedup_vs_baseline" in cols else None
     num = ' class="num"'
     head = "".join(f'<th scope="col" title="{_esc(c)}"{num if formats[c][2] else ""}>'
                    f"{_esc(formats[c][0])}</th>" for c in cols)
@@ -267,8 +273,11 @@ def table_html(table: pd.DataFrame, caption: str = "") -> str:
             classes = ["num" if numeric else "long" if c in long else "text"]
             if c == "status" and text in ("ok", "failed", "skipped"):
                 classes.append(f"status-{text}")
-            elif c == "speedup_vs_baseline" and not _missing(r[c]):
-                classes += ["faster"] if r[c] > SPEEDUP_FASTER else ["slower"] if r[c] < SPEEDUP_SLOWER else []
+            elif c == "speedup_vs_baseline" and speedups is not None:
+                if speedups[i] > SPEEDUP_FASTER:
+                    classes.append("faster")
+                elif speedups[i] < SPEEDUP_SLOWER:
+                    classes.append("slower")
             elif c == "note":
                 classes.append("note")
             tag = "th scope=\"row\"" if c == "variant" else "td"
@@ -285,8 +294,8 @@ def table_html(table: pd.DataFrame, caption: str = "") -> str:
 
 
 def _time_plot(name: str, labels: list[str], table: pd.DataFrame) -> str:
-    med = pd.to_numeric(table["time_median_us"], errors="coerce").to_numpy(dtype="float64")
-    iqr = (pd.to_numeric(table["time_iqr_us"], errors="coerce").to_numpy(dtype="float64")
+    med = _floats(table["time_median_us"])
+    iqr = (_floats(table["time_iqr_us"])
            if "time_iqr_us" in table.columns else None)
     status = table["status"].astype(str).tolist() if "status" in table.columns else [""] * len(table)
     tips, spoken = [], []
@@ -303,8 +312,8 @@ def _time_plot(name: str, labels: list[str], table: pd.DataFrame) -> str:
 
 
 def _peak_bw_plot(name: str, labels: list[str], table: pd.DataFrame) -> str:
-    pct = pd.to_numeric(table["pct_of_peak_bw"], errors="coerce").to_numpy(dtype="float64")
-    gbs = (pd.to_numeric(table["achieved_gb_s"], errors="coerce").to_numpy(dtype="float64")
+    pct = _floats(table["pct_of_peak_bw"])
+    gbs = (_floats(table["achieved_gb_s"])
            if "achieved_gb_s" in table.columns else np.full(len(pct), np.nan))
     status = table["status"].astype(str).tolist() if "status" in table.columns else [""] * len(table)
     tips = [f"{lab}: {p:.1f}% of peak bandwidth" + (f", {g:.0f} GB/s" if math.isfinite(g) else "")
@@ -443,7 +452,7 @@ def _sweep_html(sweep: pd.DataFrame) -> str:
         raise ValueError(f"the sweep frame lacks {', '.join(missing)} (it needs {', '.join(SWEEP_COLUMNS)})")
     out = ['<section class="gprof-section" id="sweep">', "<h2>Size sweep</h2>"]
     data = sweep.copy()
-    data["numel"] = pd.to_numeric(data["numel"], errors="coerce")
+    data["numel"] = _floats(data["numel"])
     # one colour a variant; with several dtypes, one marker and dash pattern a dtype
     variants = list(dict.fromkeys(data["variant"].astype(str)))
     dtypes = list(dict.fromkeys(data["dtype"].astype(str))) if "dtype" in data.columns else []
@@ -459,15 +468,15 @@ def _sweep_html(sweep: pd.DataFrame) -> str:
         for key, g in data.groupby(keys, sort=False):
             variant = str(key[0])
             dtype = str(key[1]) if multi_dtype else ""
-            g = g.assign(_y=pd.to_numeric(g[col], errors="coerce"))
+            g = g.assign(_y=_floats(g[col]))
             g = g[(g["numel"] > 0) & np.isfinite(g["_y"]) & ((g["_y"] > 0) if ylog else True)].sort_values("numel")
             if not len(g):
                 continue
             v, d = variants.index(variant), dtypes.index(dtype) if multi_dtype else 0
             style = _SeriesStyle(PALETTE[v % len(PALETTE)], MARKERS[(d if multi_dtype else v) % len(MARKERS)],
                                  DASHES[d % len(DASHES)])
-            series.append((f"{variant} ({dtype})" if multi_dtype else variant, g["numel"].to_numpy(dtype="float64"),
-                           g["_y"].to_numpy(dtype="float64"), style))
+            series.append((f"{variant} ({dtype})" if multi_dtype else variant, g["numel"].to_numpy(),
+                           g["_y"].to_numpy(), style))
         if series:
             aria = (f"{caption}: {ylabel} against size in elements, one line per variant: "
                     + "; ".join(f"{n} from {_num(ys[0])} at {xs[0]:.0f} to {_num(ys[-1])} at {xs[-1]:.0f} elements"

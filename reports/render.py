@@ -12,11 +12,24 @@ FORMATS = ("table", "csv", "json", "markdown")
 
 # what a person sees: column -> (header, format)
 DISPLAY = [
+    ("numel", "size", "{:.0f}"),
+    ("dtype", "dtype", "{}"),
     ("variant", "variant", "{}"),
     ("label", "label", "{}"),
     ("status", "status", "{}"),
     ("kernels", "kernels", "{}"),
     ("launches_per_iter", "launches/iter", "{:.3g}"),
+    ("events_us", "events us", "{:.2f}"),
+    ("torch_trace_us", "torch-trace us", "{:.2f}"),
+    ("nsys_us", "nsys us", "{:.2f}"),
+    ("ncu_us", "ncu us", "{:.2f}"),
+    ("a_median_us", "A median us", "{:.2f}"),
+    ("b_median_us", "B median us", "{:.2f}"),
+    ("a_iqr_us", "A IQR us", "{:.2f}"),
+    ("b_iqr_us", "B IQR us", "{:.2f}"),
+    ("ratio_b_over_a", "B/A", "{:.3f}"),
+    ("change_pct", "change %", "{:+.1f}"),
+    ("verdict", "verdict", "{}"),
     ("time_median_us", "median us", "{:.2f}"),
     ("time_iqr_us", "IQR us", "{:.2f}"),
     ("time_min_us", "min us", "{:.2f}"),
@@ -33,6 +46,7 @@ DISPLAY = [
     ("bound", "bound", "{}"),
     ("speedup_vs_baseline", "speedup", "{:.2f}x"),
     ("same_kernel_as", "same kernel as", "{}"),
+    ("agreement", "agreement", "{}"),
     ("note", "note", "{}"),
 ]
 

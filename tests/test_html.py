@@ -205,12 +205,16 @@ def test_a_merged_table_shows_every_column():
         "variant": ["torch_square", "triton", "torch_square"], "backend": ["time", "time", "nsys"],
         "time_median_us": [193.152, 193.088, 190.5], "time_median_us_ncu": [187.072, 186.816, np.nan],
         "launches": [1, 1, 2], "ratio": [1.0, 0.99967, 0.98631], "big": [4141.8, 12345.6, np.nan],
-        "tag": ["a", "", None]})
+        "tag": ["a", "", None], "count": pd.array([3, None, 5], dtype="Int64"),
+        "speedup_vs_baseline": [1.0, 1.2, "n/a"]})
     dom = Dom(table_html(merged))
     header, *rows = dom.tables[0]
-    assert header == ["variant", "backend", "median us", "median us [ncu]", "launches", "ratio", "big", "tag"]
-    assert rows[0] == ["torch_square", "time", "193.15", "187.07", "1", "1.000", "4142", "a"]
-    assert rows[2] == ["torch_square", "nsys", "190.50", "-", "2", "0.986", "-", "-"]
+    assert header == ["variant", "backend", "median us", "median us [ncu]", "launches", "ratio", "big", "tag",
+                      "count", "speedup"]
+    assert rows[0] == ["torch_square", "time", "193.15", "187.07", "1", "1.000", "4142", "a", "3", "1.00x"]
+    assert rows[1][-2:] == ["-", "1.20x"]
+    assert rows[2] == ["torch_square", "nsys", "190.50", "-", "2", "0.986", "-", "-", "5", "n/a"]
+    assert [a["class"] for t, a in dom.elements if t == "td" and "faster" in a["class"]] == ["num faster"]
     page = Dom(render_html("merged", [("merged", merged)]))
     assert [a["data-plot"] for _, a in page.having("gprof-plot")] == ["time_median_us"]
     # repeated variants are told apart by their backend in the plot
@@ -295,11 +299,11 @@ def test_chromium_renders_the_page(tmp_path, page):
 
     shot = ARTIFACTS / "html-report.png"
     shot.unlink(missing_ok=True)
-    _, err, requested = chromium(tmp_path, "--hide-scrollbars", "--window-size=1600,2600",
+    _, err, requested = chromium(tmp_path, "--hide-scrollbars", "--window-size=1600,2300",
                                  f"--screenshot={shot}", path.as_uri(), name="screenshot")
     assert console_problems(err) == [] and requested == []
     width, height, distinct = png_summary(shot)
-    assert (width, height) == (1600, 2600)
+    assert (width, height) == (1600, 2300)
     assert distinct > 50  # not a blank page: text, bars and lines in several colours
 
 

@@ -1,0 +1,86 @@
+"""One report across backends, comparisons and sweeps: from the committed H200 run folders
+(all four backends on square and mean) and real CPU runs."""
+import json
+
+import pytest
+
+from conftest import run_cli
+from orchestrator import api, load_run
+from reports import merge
+
+
+def _tables(h200_run, workload):
+    return {b: load_run(h200_run(f"{b}-{workload}")).table for b in ("time", "torch-trace", "nsys", "ncu")}
+
+
+def test_merged_square_from_four_backends(h200_run):
+    m = merge.merged_table(_tables(h200_run, "square"), "torch_square").set_index("variant")
+    assert m.loc["mul", "events_us"] == pytest.approx(193.072, abs=1e-3)
+    assert m.loc["mul", "torch_trace_us"] == pytest.approx(189.3435, abs=1e-4)
+    assert m.loc["mul", "nsys_us"] == pytest.approx(189.183, abs=1e-3)
+    assert m.loc["mul", "ncu_us"] == pytest.approx(186.88, abs=1e-3)
+    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.28, abs=0.01)
+    assert m.loc["mul", "agreement"] == "ok"                  # 186.9 .. 193.1: within 10%
+    assert m.loc["torch_square", "same_kernel_as"] == "pow"
+    assert m.loc["torch_square", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
+    # numba: events include its ~240 us of Python launch overhead per call
+    assert m.loc["numba", "agreement"].startswith("DISAGREE: time +33% over ncu")
+    assert "launch latency" in m.loc["numba", "agreement"] and "replays each kernel" in m.loc["numba", "agreement"]
+
+
+def test_merged_mean_counts_the_division(h200_run):
+    m = merge.merged_table(_tables(h200_run, "mean"), "torch_mean").set_index("variant")
+    assert m.loc["sum_div_numel", "launches_per_iter"] == 2
+    assert m.loc["torch_mean", "same_kernel_as"] == "tensor_mean"
+    # events 113.2 us (L2 flushed before each call, launch included) vs nsys's 101.8 us of
+    # kernel time: 11% apart, flagged with the reason
+    assert m.loc["torch_mean", "agreement"].startswith("DISAGREE: time +11% over nsys (CUDA events")
+    assert m.loc["sum_div_numel", "speedup_vs_baseline"] == pytest.approx(113.2 / 116.032, rel=1e-3)
+
+
+def test_compare_two_h200_runs(h200_run):
+    a, b = h200_run("torch-trace-square"), h200_run("time-square")
+    table, ra, rb = api.compare(a, b)
+    t = table.set_index("variant")
+    assert t.loc["mul", "ratio_b_over_a"] == pytest.approx(193.072 / 189.3435, rel=1e-4)
+    assert bool(t.loc["mul", "beyond_spread"]) and t.loc["mul", "verdict"] == "slower"
+    gate = run_cli("compare", str(a), str(b), "--fail-if-slower", "1")
+    assert gate.returncode == 1 and "slower than 1%" in gate.stderr and "mul +2.0%" in gate.stderr
+    assert run_cli("compare", str(a), str(b), "--fail-if-slower", "50").returncode == 0
+
+
+def test_compare_refuses_other_workloads_and_bad_folders(h200_run, tmp_path):
+    square = h200_run("time-square")
+    res = run_cli("compare", str(square), str(h200_run("time-mean")))
+    assert res.returncode == 2 and "different workloads" in res.stderr
+    res = run_cli("compare", str(square), str(tmp_path / "none"))
+    assert res.returncode == 4 and "no such run folder" in res.stderr
+
+
+def test_all_on_the_cpu(tmp_path):
+    out = tmp_path / "all"
+    res = run_cli("all", "mean", "--device", "cpu", "--size", "10000", "--iters", "5", "-o", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["kind"] == "all" and man["status"] == "ok"
+    assert man["children"]["time"]["status"] == "ok" and man["children"]["torch-trace"]["status"] == "ok"
+    assert man["children"]["ncu"]["status"] == "skipped"
+    rows = json.loads(res.stdout)["variants"]
+    assert [r["variant"] for r in rows] == ["torch_mean", "tensor_mean", "sum_div_numel"]
+    assert all(r["events_us"] > 0 and r["torch_trace_us"] > 0 for r in rows)
+    again = load_run(out)
+    assert set(again.runs) >= {"time", "torch-trace"} and "ncu" in again.skipped
+    assert (out / "report.html").exists()
+
+
+def test_sweep_on_the_cpu(tmp_path):
+    out = tmp_path / "sweep"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,100000", "--dtype", "float32,bfloat16",
+                  "--iters", "5", "-v", "mul", "-o", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["variants"]
+    pts = {(r["numel"], r["dtype"]) for r in rows}
+    assert pts == {(1000, "float32"), (100000, "float32"), (1000, "bfloat16"), (100000, "bfloat16")}
+    assert len(rows) == 8 and all(r["time_median_us"] > 0 for r in rows if r["status"] == "ok")
+    assert sorted(p.name for p in out.iterdir() if p.is_dir() and p.name != "logs") == [
+        "1000-bfloat16", "1000-float32", "100000-bfloat16", "100000-float32"]
