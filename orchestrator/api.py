@@ -78,9 +78,12 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None) -> Run:
     table = summary.variant_table(frame, wman)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
               summary.warnings_for(table))
-    render.write_all(table, frame, rf.path, title=run.title(), footer=run.footer(),
-                     meta={"run": rf.path.name, "backend": run.backend, "workload": wman.get("workload"),
-                           "status": rf.manifest.get("status")})
+    meta = {"run": rf.path.name, "backend": run.backend, "workload": wman.get("workload"),
+            "status": rf.manifest.get("status")}
+    render.write_all(table, frame, rf.path, title=run.title(), footer=run.footer(), meta=meta)
+    from reports import html
+
+    html.write_html(rf.path / "report.html", run.title(), [(run.backend, table)], meta=meta, notes=run.footer())
     return run
 
 
@@ -350,17 +353,14 @@ def _write_multi(multi: MultiRun) -> None:
 
     render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(),
                      meta={"run": multi.path.name, "kind": multi.kind, "status": multi.status})
-    try:
-        from reports import html
+    from reports import html
 
-        sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
-        if multi.kind == "all":
-            sections.insert(0, ("merged", multi.table))
-        html.write_html(multi.path / "report.html", multi.title(), sections,
-                        sweep=multi.table if multi.kind == "sweep" else None,
-                        meta={"run": str(multi.path)}, notes=multi.footer())
-    except ImportError:
-        pass
+    sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
+    if multi.kind == "all":
+        sections.insert(0, ("merged", multi.table))
+    html.write_html(multi.path / "report.html", multi.title(), sections,
+                    sweep=multi.table if multi.kind == "sweep" else None,
+                    meta={"run": str(multi.path)}, notes=multi.footer())
 
 
 def compare(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, Run, Run]:

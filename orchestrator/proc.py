@@ -19,6 +19,44 @@ INTERRUPT_GRACE_S = 60.0
 TERM_GRACE_S = 5.0
 
 
+class Progress:
+    """'  running nsys … 12 s' on stderr, refreshed each second, while a step runs: only on a
+    terminal (data stays on stdout, logs and pipes stay clean) and not with GPROF_NO_PROGRESS."""
+
+    def __init__(self, label: str):
+        import sys
+        import threading
+
+        self.label = label
+        self.enabled = sys.stderr.isatty() and not os.environ.get("GPROF_NO_PROGRESS")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True) if self.enabled else None
+
+    def _tick(self) -> None:
+        import sys
+
+        t0 = time.monotonic()
+        spin = "|/-\\"
+        i = 0
+        while not self._stop.wait(0.5 if i == 0 else 1.0):
+            sys.stderr.write(f"\r  {spin[i % 4]} {self.label} {time.monotonic() - t0:4.0f} s")
+            sys.stderr.flush()
+            i += 1
+        if i:
+            sys.stderr.write("\r" + " " * (len(self.label) + 14) + "\r")
+            sys.stderr.flush()
+
+    def __enter__(self) -> "Progress":
+        if self._thread:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread:
+            self._stop.set()
+            self._thread.join(timeout=2)
+
+
 @dataclass
 class Result:
     argv: list[str]
@@ -105,7 +143,8 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
             raise ToolNotFoundError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         pgid = proc.pid
         try:
-            rc = proc.wait(timeout=timeout)
+            with Progress(f"{name} ({os.path.basename(argv[0])})"):
+                rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _end_group(proc, pgid)
             raise ToolTimeoutError(

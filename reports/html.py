@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from reports import render
-from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER
+from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER, VERDICT_STYLES
 
 SWEEP_COLUMNS = ("variant", "numel", "dtype", "time_median_us", "achieved_gb_s")
 
@@ -278,6 +278,8 @@ def table_html(table: pd.DataFrame, caption: str = "") -> str:
                     classes.append("faster")
                 elif speedups[i] < SPEEDUP_SLOWER:
                     classes.append("slower")
+            elif c == "verdict" and text in VERDICT_STYLES:
+                classes.append(text)
             elif c == "note":
                 classes.append("note")
             tag = "th scope=\"row\"" if c == "variant" else "td"

@@ -120,6 +120,11 @@ def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: 
     paths = {"frame": folder / "frame.csv", "csv": folder / "report.csv", "json": folder / "report.json",
              "markdown": folder / "report.md"}
     frame.to_csv(paths["frame"], index=False)
+    try:  # Parquet where pyarrow is installed (pip install 'gprof-orch[parquet]')
+        frame.to_parquet(folder / "frame.parquet", index=False)
+        paths["parquet"] = folder / "frame.parquet"
+    except ImportError:
+        pass
     table.to_csv(paths["csv"], index=False)
     paths["json"].write_text(to_json(table, meta))
     paths["markdown"].write_text(to_markdown(table, title, footer))

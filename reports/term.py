@@ -27,6 +27,8 @@ SPEEDUP_SLOWER = 0.95
 RESET = "\x1b[0m"
 STYLES = {"bold": "\x1b[1m", "dim": "\x1b[2m", "red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m"}
 STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red"}
+# `compare`'s verdict on B against A
+VERDICT_STYLES = {"faster": "green", "slower": "red"}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -68,7 +70,8 @@ def strip_ansi(text: str) -> str:
 def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | None = None, *,
                     color: bool = True) -> str:
     """render.to_text's table, with the status column green / red / yellow (ok / failed /
-    skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, notes dim,
+    skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, a compare
+    verdict green / red (faster / slower), notes dim,
     the header bold and "warning:" footer lines yellow. `color=False` gives to_text's text.
 
     Example:
@@ -90,11 +93,13 @@ def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | No
             s = STATUS_STYLES.get(body[i][col_of["status"]])
             if s:
                 styles[col_of["status"]] = (s,)
+        if "verdict" in col_of and body[i][col_of["verdict"]] in VERDICT_STYLES:
+            styles[col_of["verdict"]] = (VERDICT_STYLES[body[i][col_of["verdict"]]],)
         if "speedup_vs_baseline" in col_of:
-            v = pd.to_numeric(pd.Series([row["speedup_vs_baseline"]]), errors="coerce").iloc[0]
-            if pd.notna(v) and v > SPEEDUP_FASTER:
+            v = _as_float(row["speedup_vs_baseline"])
+            if v > SPEEDUP_FASTER:
                 styles[col_of["speedup_vs_baseline"]] = ("green",)
-            elif pd.notna(v) and v < SPEEDUP_SLOWER:
+            elif v < SPEEDUP_SLOWER:
                 styles[col_of["speedup_vs_baseline"]] = ("red",)
         if "note" in col_of:
             styles[col_of["note"]] = ("dim",)
@@ -112,6 +117,13 @@ def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | No
         else:
             out.append(line)
     return "\n".join(out)
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _paint_cells(line: str, spans: list[tuple[int, int]], styles: dict[int, tuple[str, ...]]) -> str:

@@ -16,7 +16,9 @@ checks the per-variant kernel counts against replicas x the original's, and prin
 report (machine, date, git commit) to stdout.
 
 Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [--keep PATH]
-       [--no-orjson]  (time the standard-library json fallback)
+       [--no-orjson]   time the standard-library json fallback
+       [--root DIR]    time the parser of another checkout, e.g. an older commit unpacked with
+                       `git archive COMMIT orchestrator | tar -x -C DIR`
 """
 from __future__ import annotations
 
@@ -144,11 +146,11 @@ def build(dst: Path, size_mb: float, source: Path = SOURCE) -> dict[str, int]:
 
 # ------------------------------------------------------------------------------------- running
 
-def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
+def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[float, float, float, str]:
     """(wall s, CPU s, peak RSS MiB, stdout) of one child, measured with wait4 on it alone."""
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=cwd)
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -207,18 +209,21 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="write the built trace here and keep it")
     ap.add_argument("--no-orjson", action="store_true", help="time the standard-library json fallback")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose parser is timed")
     args = ap.parse_args()
+    root = args.root.resolve()
 
     with tempfile.TemporaryDirectory(prefix="gprof-bench-") as tmp:
         path = args.keep or Path(tmp) / "trace.json"
+        load_before = os.getloadavg()
         t0 = time.perf_counter()
         built = build(path, args.size_mb)
         print(f"built {path}: {built} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(root))
         mode = "no-orjson" if args.no_orjson else "default"
         runs = []
         for i in range(args.repeat):
-            runs.append(run_child([sys.executable, "-c", CHILD, str(path), mode], env))
+            runs.append(run_child([sys.executable, "-c", CHILD, str(path), mode], env, cwd=root))
             print(f"rep {i + 1}: {runs[-1][0]:.2f} s, {runs[-1][2]:.0f} MiB", file=sys.stderr)
 
     out = json.loads(runs[-1][3])
@@ -235,11 +240,15 @@ def main() -> None:
     json_lib = "json (stdlib, orjson blocked)" if args.no_orjson else f"orjson {m['orjson']} if importable"
     print(f"## torch.profiler trace parsing: {built['bytes'] / 2**20:.0f} MiB, {built['events']:,} events\n")
     print(f"- date: {m['date']}; commit: {m['commit']}")
+    if root != ROOT:
+        print(f"- parser timed: the checkout in {root}")
     print(f"- machine: {m['cpu']}; {m['os']}")
     print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}; JSON: {json_lib}")
     print(f"- trace: {n} replicas of {SOURCE.relative_to(ROOT)} ({built['events']:,} events, "
           f"{built['bytes']:,} bytes)")
-    print(f"- median of {args.repeat} runs, each a fresh process\n")
+    load = os.getloadavg()
+    print(f"- median of {args.repeat} runs, each a fresh process; load average before: "
+          f"{load_before[0]:.1f}, after: {load[0]:.1f} (1 min; {os.cpu_count()} cores)\n")
     print("| what | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB | goal |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     met = wall < GOAL_S and rss < GOAL_MIB

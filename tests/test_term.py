@@ -127,6 +127,16 @@ def test_status_speedup_and_note_cells(statuses):
     assert warning == f"{YELLOW}warning: slow: noisy{RESET}" and done == "done"
 
 
+def test_a_compare_verdict():
+    if "verdict" not in {c for c, _, _ in render.DISPLAY}:
+        pytest.skip("render.DISPLAY has no verdict column")
+    table = pd.DataFrame({"variant": ["a", "b", "c"], "ratio_b_over_a": [0.8, 1.3, 1.0],
+                          "verdict": ["faster", "slower", "same within spread"]})
+    lines = to_text_colored(table, color=True).split("\n")
+    assert f"{GREEN}faster{RESET}" in lines[2] and f"{RED}slower{RESET}" in lines[3] and "\x1b" not in lines[4]
+    assert strip_ansi("\n".join(lines)) == render.to_text(table)
+
+
 def test_colour_goes_on_the_text_not_the_padding(statuses):
     for line in to_text_colored(statuses, color=True).split("\n"):
         for code in (GREEN, RED, YELLOW, DIM, BOLD):
