@@ -113,15 +113,19 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
 
 
 def _print_run(run, fmt: str, to_err: bool = False) -> None:
-    from reports import render
+    from reports import render, term
 
-    text = render.render(run.table, fmt, title=run.title(), footer=run.footer(),
-                         meta={"run": str(run.path), "status": run.status, "backend": run.backend})
+    title, footer = run.title(), run.footer()
+    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
     if run.workload.get("device") == "cpu" and fmt == "table":
         click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
-    click.echo(text, err=to_err)
+    stream = sys.stderr if to_err else sys.stdout
+    if fmt == "table" and term.use_color(stream):
+        click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
+    else:
+        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta), err=to_err)
     if fmt == "table":
-        click.echo(f"saved: {run.path}/report.md, report.csv, report.json, frame.csv", err=True)
+        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.csv", err=True)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

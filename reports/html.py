@@ -199,7 +199,7 @@ def _row_labels(table: pd.DataFrame) -> list[str]:
     else:
         labels = [str(i) for i in table.index]
     if len(set(labels)) < len(labels):
-        extra = [c for c in ("backend", "run", "workload", "dtype", "label") if c in table.columns]
+        extra = [c for c in ("backend", "run", "workload", "numel", "dtype", "label") if c in table.columns]
         for c in extra:
             labels = [f"{lab} [{v}]" for lab, v in zip(labels, table[c].astype(str))]
             if len(set(labels)) == len(labels):

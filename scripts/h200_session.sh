@@ -5,7 +5,8 @@
 #   ../shared/device/prepare.sh 'ncu-report==2026.3.1'     # once, here: builds .device/
 #   device run (carry .device):  source .device/setup.sh && bash scripts/h200_session.sh [STAGES]
 #
-# STAGES (default: all): doctor tests time trace nsys ncu
+# STAGES (default: doctor tests time trace nsys ncu): also check (doctor --check), sigint (Ctrl-C
+# during nsys), all (every backend on square and mean), sweep (triton-mean at three sizes)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -37,6 +38,21 @@ if has ncu; then
     log "ncu $w"; g ncu "$w" -o "$RUNS/ncu-$w"
   done
 fi
+if has check; then log "doctor --check"; g doctor --check | tail -5; fi
+if has sigint; then
+  log "SIGINT during nsys"
+  python3 -m orchestrator nsys square -v mul --iters 100000 -o "$RUNS/nsys-sigint" > "$OUT/sigint.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 120); do grep -q '"status": "ok"' "$RUNS/nsys-sigint/workload.json" 2>/dev/null && break; sleep 0.5; done
+  sleep 2; kill -INT $pid; wait $pid; echo "exit code $?"
+  tail -4 "$OUT/sigint.log"
+  python3 -c "import json; print('status:', json.load(open('$RUNS/nsys-sigint/manifest.json'))['status'])"
+  ls "$RUNS/nsys-sigint"; g report "$RUNS/nsys-sigint" 2>&1 | head -8
+fi
+if has all; then
+  for w in mean square; do log "all $w"; g all "$w" -o "$RUNS/all-$w"; done
+fi
+if has sweep; then log "sweep triton-mean"; g time triton-mean --size 1e6,1e7,1e8 -o "$RUNS/sweep-triton-mean"; fi
 # pack: the run folders without the bulky nsys-rep (the sqlite export is what tests read)
 log pack
 (cd "$RUNS" && find . -name '*.nsys-rep' -delete; tar cf - . | xz -T0 -6 > "$OUT/runs.tar.xz")
