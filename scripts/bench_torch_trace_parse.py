@@ -17,6 +17,7 @@ report (machine, date, git commit) to stdout.
 
 Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [--keep PATH]
        [--no-orjson]   time the standard-library json fallback
+       [--no-pyarrow]  time pandas without pyarrow (its `str` columns then hold Python objects)
        [--root DIR]    time the parser of another checkout, e.g. an older commit unpacked with
                        `git archive COMMIT orchestrator | tar -x -C DIR`
 """
@@ -41,8 +42,8 @@ GOAL_S, GOAL_MIB = 20.0, 4096
 
 CHILD = """
 import json, sys, time
-if sys.argv[2] == "no-orjson":
-    sys.modules["orjson"] = None  # makes `import orjson` fail: times the json fallback
+for blocked in filter(None, sys.argv[2].split(",")):
+    sys.modules[blocked] = None  # makes `import orjson` / `import pyarrow` fail
 t0 = time.perf_counter()
 from orchestrator.parsers import torch_trace as tt
 t1 = time.perf_counter()
@@ -180,15 +181,16 @@ def machine() -> dict[str, str]:
         commit = "unknown"
     import numpy
     import pandas
-    try:
-        import orjson
-        orjson_v = orjson.__version__
-    except ImportError:
-        orjson_v = "not installed"
+    versions = {}
+    for mod in ("orjson", "pyarrow"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            versions[mod] = "not installed"
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM", "os": platform.platform(),
             "python": platform.python_version(), "pandas": pandas.__version__, "numpy": numpy.__version__,
-            "orjson": orjson_v, "commit": commit,
+            **versions, "commit": commit,
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -209,6 +211,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="write the built trace here and keep it")
     ap.add_argument("--no-orjson", action="store_true", help="time the standard-library json fallback")
+    ap.add_argument("--no-pyarrow", action="store_true", help="time pandas without pyarrow")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose parser is timed")
     args = ap.parse_args()
     root = args.root.resolve()
@@ -220,7 +223,7 @@ def main() -> None:
         built = build(path, args.size_mb)
         print(f"built {path}: {built} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         env = dict(os.environ, PYTHONPATH=str(root))
-        mode = "no-orjson" if args.no_orjson else "default"
+        mode = ",".join(m for m, on in (("orjson", args.no_orjson), ("pyarrow", args.no_pyarrow)) if on)
         runs = []
         for i in range(args.repeat):
             runs.append(run_child([sys.executable, "-c", CHILD, str(path), mode], env, cwd=root))
@@ -238,12 +241,13 @@ def main() -> None:
     wall, rss = statistics.median(walls), statistics.median(r[2] for r in runs)
     m = machine()
     json_lib = "json (stdlib, orjson blocked)" if args.no_orjson else f"orjson {m['orjson']} if importable"
+    arrow = "blocked" if args.no_pyarrow else m["pyarrow"]
     print(f"## torch.profiler trace parsing: {built['bytes'] / 2**20:.0f} MiB, {built['events']:,} events\n")
     print(f"- date: {m['date']}; commit: {m['commit']}")
     if root != ROOT:
         print(f"- parser timed: the checkout in {root}")
     print(f"- machine: {m['cpu']}; {m['os']}")
-    print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}; JSON: {json_lib}")
+    print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, pyarrow {arrow}; JSON: {json_lib}")
     print(f"- trace: {n} replicas of {SOURCE.relative_to(ROOT)} ({built['events']:,} events, "
           f"{built['bytes']:,} bytes)")
     load = os.getloadavg()

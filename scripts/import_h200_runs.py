@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-REBUILT = {"frame.csv", "report.csv", "report.json", "report.md", ".lock"}
+REBUILT = {"frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html", ".lock"}
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
             for f in run.rglob("*"):
-                if f.is_dir() or f.name in REBUILT or f.suffix == ".nsys-rep":
+                if f.is_dir() or f.name in REBUILT or f.suffix in (".nsys-rep", ".qdstrm"):
                     continue
                 rel = f.relative_to(run)
                 (dest / rel.parent).mkdir(parents=True, exist_ok=True)

@@ -84,3 +84,35 @@ def test_sweep_on_the_cpu(tmp_path):
     assert len(rows) == 8 and all(r["time_median_us"] > 0 for r in rows if r["status"] == "ok")
     assert sorted(p.name for p in out.iterdir() if p.is_dir() and p.name != "logs") == [
         "1000-bfloat16", "1000-float32", "100000-bfloat16", "100000-float32"]
+
+
+def test_all_square_captured_on_the_h200(h200_run):
+    multi = load_run(h200_run("all-square"))
+    assert list(multi.runs) == ["time", "torch-trace", "nsys", "ncu"] and multi.skipped == {}
+    m = multi.table.set_index("variant")
+    assert m.loc["mul", "events_us"] == pytest.approx(192.208, abs=1e-3)
+    assert m.loc["mul", "nsys_us"] == pytest.approx(188.416, abs=1e-3)
+    assert m.loc["mul", "ncu_us"] == pytest.approx(185.408, abs=1e-3)
+    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.96, abs=0.01)
+    assert (m.loc[["torch_square", "mul", "pow", "triton"], "agreement"] == "ok").all()
+    assert m.loc["numba", "agreement"].startswith("DISAGREE: time +46% over ncu")
+    assert m.loc["pow", "same_kernel_as"] == "torch_square"
+    assert (multi.path / "report.html").read_text().count('class="gprof-plot"') >= 5
+
+
+def test_all_mean_captured_on_the_h200_flags_the_event_overhead(h200_run):
+    m = load_run(h200_run("all-mean")).table.set_index("variant")
+    assert m.loc["torch_mean", "agreement"].startswith("DISAGREE: time +11% over torch-trace")
+    assert m.loc["sum_div_numel", "launches_per_iter"] == 2
+    assert m.loc["torch_mean", "ncu_us"] == pytest.approx(105.056, abs=1e-3)
+
+
+def test_sweep_captured_on_the_h200(h200_run):
+    multi = load_run(h200_run("sweep-triton-mean"))
+    t = multi.table.set_index(["numel", "variant"])
+    assert t.loc[(100_000_000, "triton_fast"), "time_median_us"] == pytest.approx(102.208, abs=1e-3)
+    assert t.loc[(100_000_000, "triton_lecture"), "achieved_gb_s"] == pytest.approx(183.65, abs=0.01)
+    # GB/s grows with size: launch-bound at 1e6, bandwidth-bound at 1e8
+    gbs = [t.loc[(n, "torch_mean"), "achieved_gb_s"] for n in (1_000_000, 10_000_000, 100_000_000)]
+    assert gbs == sorted(gbs) and gbs[-1] > 3000
+    assert 'data-plot="sweep_time"' in (multi.path / "report.html").read_text()

@@ -49,9 +49,17 @@ def json_lib(request, monkeypatch):
     return request.param
 
 
-def _same(path) -> tt.TorchTrace:
+def _same(path) -> tt.TorchTrace | None:
+    """read_trace gives the reference's frame, or fails as the reference fails (pandas backed
+    by pyarrow cannot store a lone surrogate, for one)."""
+    try:
+        want = reference_events(path)
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the fast path must fail alike
+        with pytest.raises(type(exc)):
+            tt.read_trace(path)
+        return None
     trace = tt.read_trace(path)
-    pd.testing.assert_frame_equal(trace.events, reference_events(path), check_exact=True)
+    pd.testing.assert_frame_equal(trace.events, want, check_exact=True)
     return trace
 
 

@@ -75,8 +75,17 @@ class NsysBackend(ToolBackend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
-        return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
-                                 domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
+        try:
+            return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
+                                     domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
+        except ParseError as exc:
+            # nsys says so in its log when it lost events (seen on the H200 with 100,000
+            # iterations: "Errors occurred while processing the raw events")
+            log = proc.log_tail(rf.logs / "nsys-profile.stdout.log", 40)
+            if "Errors occurred while processing the raw events" in log:
+                exc.hint = ("nsys reported errors while processing the raw events (logs/nsys-profile.stdout.log): "
+                            "events were lost; profile fewer --iters") + (f"; {exc.hint}" if exc.hint else "")
+            raise
 
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
