@@ -60,6 +60,24 @@ def test_times_round_trip_to_the_ns(fixtures, run):
     assert min(e["ts"] for e in trace["traceEvents"] if "ts" in e) == 0.0
 
 
+@pytest.mark.parametrize("run", RUNS)
+def test_complete_events_nest_on_every_track(fixtures, run):
+    """Perfetto drops 'X' slices that overlap without nesting on one thread: there are none
+    (ranges hold calls; one stream runs one thing at a time)."""
+    trace = nc.to_chrome_trace(_export(fixtures, run))
+    tracks: dict[tuple, list] = {}
+    for e in _events(trace, "X"):
+        tracks.setdefault((e["pid"], e["tid"]), []).append((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)))
+    assert len(tracks) == 2  # the Python thread, stream 7 of GPU 0
+    for spans in tracks.values():
+        stack: list[int] = []
+        for start, end in sorted(spans, key=lambda se: (se[0], -se[1])):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            assert not stack or end <= stack[-1]
+            stack.append(end)
+
+
 def test_kernel_args_and_variants(fixtures):
     ex = _export(fixtures, "nsys-square")
     trace = nc.to_chrome_trace(ex)

@@ -92,7 +92,7 @@ ODD = {
         {"ph": "X", "ts": 3.0004, "args": {"correlation": 12.7}},
         {"ph": "X", "ts": 2, "args": {"correlation": "zz"}}], "deviceProperties": None}),
     "nan_infinity": '{"traceEvents": [{"ph": "X", "ts": NaN, "dur": 1}, {"ph": "X", "ts": 1, "dur": Infinity}]}',
-    "int_over_64_bits": '{"traceEvents": [{"ph": "X", "ts": 1, "args": {"correlation": 123456789012345678901234567890}}]}',
+    "int_over_64_bits": '{"traceEvents": [{"ph": "X", "ts": 1, "args": {"correlation": %d}}]}' % 10**30,
     "lone_surrogate": '{"traceEvents": [{"ph": "X", "ts": 1, "name": "\\ud800"}]}',
 }
 

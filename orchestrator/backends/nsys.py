@@ -18,6 +18,7 @@ from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
 SQLITE = "report.sqlite"
+TRACE = "trace.json"
 
 
 class NsysBackend(ToolBackend):
@@ -68,9 +69,13 @@ class NsysBackend(ToolBackend):
             raise interrupted
 
     def _export(self, step: Step, rf: RunFolder) -> None:
+        from orchestrator.parsers import nsys_chrome
+
         rf.add_command(step.name, step.argv)
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
         proc.check(res, "nsys export")
+        # the timeline in the Chrome-trace format torch.profiler writes: Perfetto opens both
+        nsys_chrome.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         wman = rf.workload_manifest()

@@ -126,7 +126,7 @@ def write_chrome_trace(sqlite_path: str | Path, out_path: str | Path, *, domain:
     """
     out_path = Path(out_path)
     trace = to_chrome_trace(read_export(sqlite_path), domain=domain, prefix=prefix)
-    if _orjson is not None:  # 10x faster on a million events; the same JSON values
+    if _orjson is not None:  # 6x faster than json on a million events; the same JSON values
         data = _orjson.dumps(trace)
     else:
         data = json.dumps(trace, allow_nan=False, separators=(",", ":")).encode()

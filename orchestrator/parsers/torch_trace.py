@@ -46,8 +46,8 @@ def read_trace(path: str | Path) -> TorchTrace:
 
     `events` holds the complete ('X') events: cat, name, pid and tid (as strings), start_ns
     and end_ns (the microsecond timestamps rounded to integer ns), correlation (-1 if none).
-    A 200 MiB trace (850,000 events) reads in about 5 s on 2 cores, with a peak of 1.2 GiB:
-    see docs/torch-trace-parse-benchmark.md.
+    A 200 MiB trace (850,000 events) reads in about 5 s on 2 cores, peaking at 1.1 GiB (1.6 GiB
+    where orjson parses it): see docs/torch-trace-parse-benchmark.md.
 
     Example:
         >>> trace = read_trace("tests/fixtures/runs/h200/torch-trace-square/trace.json")
