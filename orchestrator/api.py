@@ -219,38 +219,17 @@ class MultiRun:
         return lines
 
 
-def _child_manifest(rf: RunFolder) -> dict[str, Any]:
-    return rf.manifest.setdefault("children", {})
-
-
-def profile_all(workload: str, backends_: list[str] | None = None, **options: Any) -> MultiRun:
-    """Every backend available here, one after another, into one parent folder; a backend that
-    cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason."""
-    from orchestrator import envinfo
-
-    argv = options.pop("argv", None)
-    req = Request(workload=workload, backend="all", **options).validate()
-    names = backends_ or ["time", "torch-trace", "nsys", "ncu"]
-    rf = RunFolder.create("all", workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
-    rf.update(machine=envinfo.machine(), kind="all")
-    children = _child_manifest(rf)
-    interrupted = None
-    for name in names:
-        be = backends.get(name)
-        avail = be.check(req)
-        if not avail.ok:
-            children[name] = {"status": "skipped", "reason": avail.detail.splitlines()[0]}
-            rf.save()
-            continue
-        if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
-            children[name] = {"status": "skipped", "reason": "ncu needs an NVIDIA GPU (none here, or --device cpu)"}
-            rf.save()
-            continue
-        child_opts = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend", "out", "root")}
-        child_opts["out"] = rf.path / name
+def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> MultiRun:
+    """Run each (name, job) into rf/<name> (a job returns a Run, or a string: the reason it is
+    skipped), recording each child's status in the parent manifest as it ends. Stops at an
+    interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
+    children = rf.manifest.setdefault("children", {})
+    interrupted: InterruptedRunError | None = None
+    for name, job in jobs:
         try:
-            run = profile(workload, name, **child_opts)
-            children[name] = {"status": run.status, "folder": name}
+            result = job(rf.path / name)
+            children[name] = ({"status": "skipped", "reason": result} if isinstance(result, str)
+                              else {"status": result.status, "folder": name})
         except InterruptedRunError as exc:
             children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
             interrupted = exc
@@ -261,18 +240,39 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
             break
     multi = _build_multi(rf)
     bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
-    status = "interrupted" if interrupted else "failed" if bad else "ok"
-    rf.finish(status)
+    rf.finish("interrupted" if interrupted else "failed" if bad else "ok")
     multi.manifest = rf.manifest
-    if interrupted:
-        interrupted.run = multi  # type: ignore[attr-defined]
-        raise interrupted
-    if bad:
-        err = RunFailedError("; ".join(f"{n}: {c.get('error', c['status'])}" for n, c in bad.items()),
-                             hint=f"the other backends' results are in {rf.path}")
+    if interrupted or bad:
+        err = interrupted or RunFailedError("; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()),
+                                            hint=f"the other {what} are in {rf.path}")
         err.run = multi  # type: ignore[attr-defined]
         raise err
     return multi
+
+
+def profile_all(workload: str, backends_: list[str] | None = None, **options: Any) -> MultiRun:
+    """Every backend available here, one after another, into one parent folder; a backend that
+    cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason."""
+    from orchestrator import envinfo
+
+    argv = options.pop("argv", None)
+    req = Request(workload=workload, backend="all", **options).validate()
+    rf = RunFolder.create("all", workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
+    rf.update(machine=envinfo.machine(), kind="all")
+    child_opts = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend", "out", "root")}
+
+    def job(name: str):
+        def run(out: Path) -> "Run | str":
+            avail = backends.get(name).check(req)
+            if not avail.ok:
+                return avail.detail.splitlines()[0]
+            if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
+                return "ncu needs an NVIDIA GPU (none here, or --device cpu)"
+            return profile(workload, name, out=out, **child_opts)
+        return run
+
+    names = backends_ or ["time", "torch-trace", "nsys", "ncu"]
+    return _run_children(rf, [(n, job(n)) for n in names], "backends' results")
 
 
 def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
@@ -289,36 +289,12 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     rf = RunFolder.create(f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(),
                           argv=argv)
     rf.update(machine=envinfo.machine(), kind="sweep", sweep_backend=backend, sizes=sizes, dtypes=dtypes)
-    children = _child_manifest(rf)
-    interrupted = None
-    for d in dtypes:
-        for s in sizes:
-            name = f"{s}-{d}"
-            opts = {k: v for k, v in base.to_json().items() if k not in ("workload", "backend", "out", "root",
-                                                                           "size", "dtype")}
-            try:
-                run = profile(workload, backend, size=s, dtype=d, out=rf.path / name, **opts)
-                children[name] = {"status": run.status, "folder": name}
-            except InterruptedRunError as exc:
-                children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
-                interrupted = exc
-            except GprofError as exc:
-                children[name] = {"status": "failed", "folder": name, "error": exc.message}
-            rf.save()
-            if interrupted:
-                break
-        if interrupted:
-            break
-    multi = _build_multi(rf)
-    bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
-    rf.finish("interrupted" if interrupted else "failed" if bad else "ok")
-    multi.manifest = rf.manifest
-    if interrupted or bad:
-        err = interrupted or RunFailedError("; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()),
-                                            hint=f"the other points are in {rf.path}")
-        err.run = multi  # type: ignore[attr-defined]
-        raise err
-    return multi
+    opts = {k: v for k, v in base.to_json().items() if k not in ("workload", "backend", "out", "root", "size", "dtype")}
+
+    def job(size: str, dtype: str):
+        return lambda out: profile(workload, backend, size=size, dtype=dtype, out=out, **opts)
+
+    return _run_children(rf, [(f"{s}-{d}", job(s, d)) for d in dtypes for s in sizes], "points")
 
 
 def _build_multi(rf: RunFolder) -> MultiRun:
