@@ -91,7 +91,7 @@ def plan(req: Request) -> list:
     """The exact commands a request would run, without running them (--dry-run)."""
     req.validate()
     backend = backends.get(req.backend)
-    return backend.commands(req, Path(req.out or "<run-folder>").resolve() if req.out else Path("<run-folder>"))
+    return backend.commands(req, Path(req.out).resolve() if req.out else Path("<run-folder>"))
 
 
 def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":

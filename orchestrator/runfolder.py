@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -175,6 +174,3 @@ class RunFolder:
         except ValueError as exc:
             raise ParseError(p, f"corrupt ({exc})") from exc
 
-
-def elapsed(t0: float) -> float:
-    return round(time.monotonic() - t0, 3)

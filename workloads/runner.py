@@ -60,18 +60,13 @@ class RunSpec:
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """'10000x10000' -> (10000, 10000); '1e8' -> (100000000,); positive integers only."""
-    parts = str(text).lower().replace("*", "x").split("x")
-    shape = []
-    for p in parts:
-        p = p.strip().replace("_", "")
-        try:
-            f = float(p)
-        except ValueError:
-            raise ValueError(f"size {text!r} is not a positive integer or AxB shape") from None
-        if f != int(f) or f < 1 or f > 2**62:
-            raise ValueError(f"size {text!r} is not a positive integer or AxB shape")
-        shape.append(int(f))
-    return tuple(shape)
+    from orchestrator.errors import UsageError
+    from orchestrator.request import parse_size
+
+    try:
+        return tuple(int(d) for d in parse_size(text).split("x"))
+    except UsageError as exc:
+        raise ValueError(exc.message) from None
 
 
 # -- environment -------------------------------------------------------------------------------
@@ -348,7 +343,7 @@ def run(spec: RunSpec) -> int:
     if spec.mode == "time":
         _run_timed(spec, ready, x, entries, ranges, man)
     elif spec.mode == "profile":
-        _run_profiled(spec, ready, x, entries, ranges, man, label_fn=None)
+        _run_profiled(spec, ready, x, entries, ranges, man)
     else:
         _run_torch_trace(spec, ready, x, entries, ranges, man)
 
@@ -430,7 +425,7 @@ def _run_variant_block(spec, v, x, ranges) -> None:
         ranges.pop()
 
 
-def _run_profiled(spec, variants, x, entries, ranges, man, label_fn=None) -> None:
+def _run_profiled(spec, variants, x, entries, ranges, man) -> None:
     for v in variants:
         e = entries[v.name]
         try:

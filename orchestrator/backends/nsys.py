@@ -2,7 +2,6 @@
 through the runtime call that launched it."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -145,6 +144,3 @@ def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray:
         return durations.reshape(iters, -1).sum(axis=1).astype("float64")
     return np.array([durations.sum() / iters], dtype="float64")
 
-
-def nvtx_available() -> bool:
-    return importlib.util.find_spec("nvtx") is not None
