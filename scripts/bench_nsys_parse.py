@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from benchlib import run_child  # noqa: E402
 SOURCE = ROOT / "tests/fixtures/nsys/h200_nvtx_variants_nvtx0217/nvtx_variants_nvtx0217.sqlite"
 TEMPLATES = ("D_torch_push", "E_torch_startend")
 
@@ -152,21 +154,6 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
     con.execute("DROP TABLE r")
     con.close()
     return counts
-
-
-def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak RSS MiB, stdout) of one child, measured with wait4 on it alone."""
-    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=ROOT)
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out_f.seek(0)
-        err_f.seek(0)
-        if proc.returncode != 0:
-            sys.exit(f"failed ({proc.returncode}): {' '.join(argv)}\n{err_f.read().decode()[-2000:]}")
-        return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out_f.read().decode()
 
 
 def nsys_rows(csv_text: str) -> dict[str, list[int]]:

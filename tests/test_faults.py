@@ -1,7 +1,6 @@
 """Faults of the profilers, driven for real with stand-in nsys/ncu executables on PATH that
 fail the ways the real ones do (their log lines are ncu's and nsys's own wording)."""
 import os
-import signal
 import stat
 import sys
 import textwrap

@@ -57,13 +57,16 @@ DEFAULT_PREFIX = "variant:"
 # reads as the default; the nullable ids default to -1 so the frames stay plain int64, which the
 # 1e6-row attribution relies on for speed. A default of None keeps NULL (nullable dtypes only).
 Spec = list[tuple[str, str, str, object]]
-_KERNEL_SPEC: Spec = [
+# every GPU activity table (kernels, memcpy, memset) starts with these
+_GPU_ACTIVITY_SPEC: Spec = [
     ("start", "start", "int64", -1),
     ("end", "end", "int64", -1),
     ("device_id", "deviceId", "int64", -1),
     ("stream_id", "streamId", "int64", -1),
     ("correlation_id", "correlationId", "int64", -1),
     ("global_pid", "globalPid", "int64", -1),
+]
+_KERNEL_SPEC: Spec = _GPU_ACTIVITY_SPEC + [
     ("name_id", "shortName", "int64", -1),
     ("demangled_id", "demangledName", "int64", -1),
     ("grid_x", "gridX", "int64", 0),
@@ -83,23 +86,11 @@ _RUNTIME_SPEC: Spec = [
     ("correlation_id", "correlationId", "int64", -1),
     ("name_id", "nameId", "int64", -1),
 ]
-_MEMCPY_SPEC: Spec = [
-    ("start", "start", "int64", -1),
-    ("end", "end", "int64", -1),
-    ("device_id", "deviceId", "int64", -1),
-    ("stream_id", "streamId", "int64", -1),
-    ("correlation_id", "correlationId", "int64", -1),
-    ("global_pid", "globalPid", "int64", -1),
+_MEMCPY_SPEC: Spec = _GPU_ACTIVITY_SPEC + [
     ("bytes", "bytes", "int64", 0),
     ("copy_kind_id", "copyKind", "int64", 0),
 ]
-_MEMSET_SPEC: Spec = [
-    ("start", "start", "int64", -1),
-    ("end", "end", "int64", -1),
-    ("device_id", "deviceId", "int64", -1),
-    ("stream_id", "streamId", "int64", -1),
-    ("correlation_id", "correlationId", "int64", -1),
-    ("global_pid", "globalPid", "int64", -1),
+_MEMSET_SPEC: Spec = _GPU_ACTIVITY_SPEC + [
     ("bytes", "bytes", "int64", 0),
     ("value", "value", "int64", 0),
     ("mem_kind_id", "memKind", "int64", 7),

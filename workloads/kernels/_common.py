@@ -115,3 +115,17 @@ def pick_config(heuristic, numel: int):
             return cfg
     return heuristic[-1][1]
 
+
+def coerce_config(cls, value, from_name):
+    """An instance of the frozen config dataclass `cls` from an instance, a dict of its fields,
+    a tuple in field order, or a name string (`from_name(str) -> cls`, e.g. 'b4096_w8_p4')."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        return cls(**value)
+    if isinstance(value, (tuple, list)):
+        return cls(*value)
+    if isinstance(value, str):
+        return from_name(value)
+    raise TypeError(f"cannot make a {cls.__name__} of {value!r}")
+

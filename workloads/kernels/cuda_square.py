@@ -39,7 +39,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from workloads.kernels._common import as_matrix, cdiv, compute_capability, num_sms, on_device
+from workloads.kernels._common import as_matrix, cdiv, coerce_config, compute_capability, num_sms, on_device
 
 # ----------------------------------------------------------------------------- sources
 
@@ -334,17 +334,12 @@ class CudaSquareConfig:
 
     @classmethod
     def parse(cls, value) -> "CudaSquareConfig":
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            return cls(**value)
-        if isinstance(value, (tuple, list)):
-            return cls(*value)
-        if isinstance(value, str):
-            parts = value.split("_")
+        def from_name(text: str) -> "CudaSquareConfig":
+            parts = text.split("_")
             kv = dict((p[0], int(p[1:])) for p in parts if p[0] in "tku" and p[1:].isdigit())
             return cls(kv["t"], kv["k"], kv["u"], "cs" in parts)
-        raise TypeError(f"cannot make a CudaSquareConfig of {value!r}")
+
+        return coerce_config(cls, value, from_name)
 
 
 DEFAULT_CONFIG = CudaSquareConfig(threads=128, blocks_per_sm=1024, unroll=1)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from workloads.kernels._common import (
     as_matrix,
     cdiv,
+    coerce_config,
     device_props,
     float_dtype_or_raise,
     max_programs_per_sm,
@@ -74,16 +75,11 @@ class MeanConfig:
     def parse(cls, value) -> "MeanConfig":
         """A MeanConfig from a MeanConfig, a dict, a (block, warps, pps[, stages]) tuple or a
         name like 'b4096_w8_p4' / 'b4096_w8_p4_s2'."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            return cls(**value)
-        if isinstance(value, (tuple, list)):
-            return cls(*value)
-        if isinstance(value, str):
-            parts = dict((p[0], int(p[1:])) for p in value.split("_"))
+        def from_name(text: str) -> "MeanConfig":
+            parts = dict((p[0], int(p[1:])) for p in text.split("_"))
             return cls(parts["b"], parts["w"], parts["p"], parts.get("s", 1))
-        raise TypeError(f"cannot make a MeanConfig of {value!r}")
+
+        return coerce_config(cls, value, from_name)
 
 
 # Heuristic: (largest numel the row applies to, config); the first row that fits is used.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from workloads.kernels._common import cdiv, float_dtype_or_raise, on_device, pick_config
+from workloads.kernels._common import cdiv, coerce_config, float_dtype_or_raise, on_device, pick_config
 
 
 @dataclass(frozen=True)
@@ -40,17 +40,12 @@ class SquareConfig:
 
     @classmethod
     def parse(cls, value) -> "SquareConfig":
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            return cls(**value)
-        if isinstance(value, (tuple, list)):
-            return cls(*value)
-        if isinstance(value, str):
-            parts = value.split("_")
+        def from_name(text: str) -> "SquareConfig":
+            parts = text.split("_")
             kv = dict((p[0], int(p[1:])) for p in parts if p[0] in "bw" and p[1:].isdigit())
             return cls(kv["b"], kv["w"], "nohint" not in parts)
-        raise TypeError(f"cannot make a SquareConfig of {value!r}")
+
+        return coerce_config(cls, value, from_name)
 
 
 # (largest numel the row applies to, config). On the H200 (2026-12-02, docs/kernels-h200.md)
