@@ -19,7 +19,7 @@ import pandas as pd
 from orchestrator import backends
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError
 from orchestrator.request import Request
-from orchestrator.runfolder import RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 
 @dataclass
@@ -52,6 +52,9 @@ class Run:
 
     def footer(self) -> list[str]:
         lines = []
+        if self.status not in ("ok", None):
+            err = self.manifest.get("error")
+            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the table holds what was collected")
         w = self.workload
         env = w.get("env") or {}
         if w.get("device") == "cpu":
@@ -73,11 +76,12 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None) -> Run:
     from reports import render, summary
 
     wman = rf.workload_manifest()
+    backend = backends.get(rf.manifest["backend"])
     if frame is None:
-        frame = backends.get(rf.manifest["backend"]).parse(rf)
+        frame = backend.parse(rf)
     table = summary.variant_table(frame, wman)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
-              summary.warnings_for(table))
+              summary.warnings_for(table) + backend.warnings(rf))
     meta = {"run": rf.path.name, "backend": run.backend, "workload": wman.get("workload"),
             "status": rf.manifest.get("status")}
     render.write_all(table, frame, rf.path, title=run.title(), footer=run.footer(), meta=meta)
@@ -129,7 +133,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     rf.update(wall_s=round(time.monotonic() - t0, 3))
     run = None
     try:
-        if (rf.path / "workload.json").exists():
+        if (rf.path / WORKLOAD_MANIFEST).exists():
             run = build_report(rf)
     except GprofError as exc:
         error = error or exc
@@ -308,7 +312,7 @@ def _build_multi(rf: RunFolder) -> MultiRun:
             skipped[name] = child.get("reason", "")
             continue
         folder = rf.file(child.get("folder", name))
-        if (folder / "workload.json").exists():
+        if (folder / WORKLOAD_MANIFEST).exists():
             runs[name] = build_report(RunFolder.open(folder))
         else:
             skipped[name] = child.get("error", "no results")

@@ -1,6 +1,9 @@
 """The one way gprof-orch runs a tool: argv as a list (never a shell), its own process group,
-stdout and stderr into log files, a timeout that ends the whole group, and Ctrl-C forwarded to
-the group's leader only, so a profiler can stop its target and still write its report.
+stdout and stderr into log files, a timeout that ends the whole group, and Ctrl-C handled so
+that a profiler still writes its report: by default it is forwarded to the group's leader only;
+a caller can instead have the first Ctrl-C stop the workload under the profiler (the profiler
+then sees its target exit and writes everything), or only wait while the profiler finishes
+(`OnInterrupt`). A second Ctrl-C always goes to the leader.
 """
 from __future__ import annotations
 
@@ -11,12 +14,24 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from orchestrator.errors import InterruptedRunError, ToolFailedError, ToolNotFoundError, ToolTimeoutError
 
 # after SIGINT to the leader, how long it may take to finish writing (nsys merges its report)
 INTERRUPT_GRACE_S = 60.0
+# after the first Ctrl-C stopped only the workload (or nothing), how long the profiler may take
+# to write its whole report before it is ended (a second Ctrl-C ends it sooner)
+REPORT_WAIT_S = 600.0
 TERM_GRACE_S = 5.0
+
+
+@dataclass
+class OnInterrupt:
+    """What the first Ctrl-C does instead of signalling the tool: SIGINT `pid` (the workload
+    under the tool), or, with pid None, nothing but wait. `message` tells the user which."""
+    message: str
+    pid: int | None = None
 
 
 class Progress:
@@ -123,13 +138,44 @@ def _end_group(proc: subprocess.Popen, pgid: int) -> None:
         time.sleep(0.05)
 
 
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _interrupt(proc: subprocess.Popen, pgid: int, policy: OnInterrupt | None, grace: float) -> None:
+    """The first Ctrl-C arrived: apply `policy` (None: SIGINT the leader), wait for the leader;
+    a second Ctrl-C goes to the leader; then end whatever is left of the group."""
+    import sys
+
+    try:
+        if policy is None:
+            _send(proc.pid, signal.SIGINT)
+            proc.wait(timeout=grace)
+        else:
+            print(f"gprof-orch: {policy.message} (Ctrl-C again to stop it now)", file=sys.stderr, flush=True)
+            if policy.pid is not None:
+                _send(policy.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=REPORT_WAIT_S)
+            except KeyboardInterrupt:
+                _send(proc.pid, signal.SIGINT)
+                proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    _end_group(proc, pgid)
+
+
 def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = None,
         env: dict[str, str] | None = None, cwd: Path | None = None,
-        interrupt_grace: float = INTERRUPT_GRACE_S) -> Result:
+        interrupt_grace: float = INTERRUPT_GRACE_S,
+        on_interrupt: Callable[[], OnInterrupt | None] | None = None) -> Result:
     """Run argv to completion. Returns its Result whatever the exit code (the caller decides
     what a non-zero exit means); raises ToolTimeoutError after ending the group on timeout,
-    InterruptedRunError on Ctrl-C (after the leader had `interrupt_grace` seconds to finish),
-    ToolNotFoundError when argv[0] cannot be executed."""
+    InterruptedRunError on Ctrl-C (after the leader had `interrupt_grace` seconds to finish, or
+    what `on_interrupt()` chose), ToolNotFoundError when argv[0] cannot be executed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.stdout.log", log_dir / f"{name}.stderr.log"
     full_env = dict(os.environ)
@@ -153,15 +199,7 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
                 hint="raise --timeout, or use a smaller --size / fewer --iters") from None
         except KeyboardInterrupt:
             # the child is in its own session, so the terminal's SIGINT reached only us
-            try:
-                os.kill(proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=interrupt_grace)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                pass
-            _end_group(proc, pgid)
+            _interrupt(proc, pgid, on_interrupt() if on_interrupt else None, interrupt_grace)
             raise InterruptedRunError(f"interrupted while running {os.path.basename(argv[0])}",
                                       log=err_path) from None
         finally:

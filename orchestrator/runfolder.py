@@ -24,6 +24,7 @@ from reports.schema import SCHEMA_VERSION
 
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
+WORKLOAD_MANIFEST = "workload.json"  # written by the runner (workloads/runner.py)
 STATUSES = ("running", "ok", "failed", "interrupted")
 
 
@@ -166,7 +167,7 @@ class RunFolder:
         self.save()
 
     def workload_manifest(self) -> dict[str, Any]:
-        p = self.path / "workload.json"
+        p = self.path / WORKLOAD_MANIFEST
         if not p.is_file():
             raise ParseError(self.path, "the workload never started (no workload.json); see logs/")
         try:

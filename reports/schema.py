@@ -18,6 +18,10 @@ COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value",
 ALL_KERNELS = "*"
 # variant value for GPU work outside every variant's range (input creation, warm-up, checks)
 OUTSIDE = "(outside variants)"
+# metric of a variant the workload ran but the profiler's report does not hold; its value says
+# what is missing: its range, or (on a GPU) any GPU activity in its range
+NOT_IN_REPORT = "not_in_report"
+NO_RANGE, NO_ACTIVITY = 1, 2
 
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

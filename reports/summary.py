@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from reports.names import short_kernel_name
-from reports.schema import ALL_KERNELS, OUTSIDE
+from reports.schema import ALL_KERNELS, NO_RANGE, NOT_IN_REPORT, OUTSIDE
 
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
@@ -57,7 +57,12 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
         g = by_variant.get(name)
         row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
         note = v.get("reason") or v.get("error") or ""
-        if g is not None and not g.empty:
+        lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
+        if len(lost):
+            row["status"] = "not in report"
+            what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
+            note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
+        elif g is not None and not g.empty:
             t = sample_stats(g.loc[g["metric"] == "time_ns", "value"].to_numpy())
             c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
             k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]

@@ -39,18 +39,34 @@ if has ncu; then
   done
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
-if has sigint; then
-  log "SIGINT during nsys"
+# sigint_case NAME TOOL ITERS CONDITION: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
+# SIGINT to gprof-orch once CONDITION (python, on the workload.json dict `w`) holds
+sigint_case() {
+  local run="$RUNS/$1" tool=$2 iters=$3 cond=$4
+  log "SIGINT during $tool: $1"
   # job control on: a non-interactive shell starts background jobs with SIGINT ignored, and
   # Python keeps it ignored (seen on the H200: the run went on to the end)
   set -m
-  python3 -m orchestrator nsys square -v mul --iters 20000 -o "$RUNS/nsys-sigint" > "$OUT/sigint.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 120); do grep -q '"status": "ok"' "$RUNS/nsys-sigint/workload.json" 2>/dev/null && break; sleep 0.5; done
-  sleep 1; kill -INT $pid; wait $pid; echo "exit code $?"; set +m
-  tail -4 "$OUT/sigint.log"
-  python3 -c "import json; print('status:', json.load(open('$RUNS/nsys-sigint/manifest.json'))['status'])"
-  ls "$RUNS/nsys-sigint"; g report "$RUNS/nsys-sigint" 2>&1 | head -8
+  python3 -m orchestrator "$tool" square -v mul,pow --iters "$iters" -o "$run" > "$OUT/$1.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do
+    python3 -c "import json,sys; w=json.load(open('$run/workload.json')); sys.exit(not ($cond))" 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "SIGINT at $(date -u +%H:%M:%S.%N | cut -c1-12)"; kill -INT $pid; wait $pid; echo "exit code $?"; set +m
+  tail -6 "$OUT/$1.log"
+  echo "processes left: $(ps -eo pid,args | grep -c "[s]igint-")"
+  python3 -c "import json; print('status:', json.load(open('$run/manifest.json'))['status'])"
+  ls "$run"; g report "$run" 2>&1 | head -12
+}
+if has sigint; then
+  # while the workload measures its second variant: the workload is stopped, nsys keeps all
+  mul_done="any(v['name'] == 'mul' and v['status'] == 'ok' for v in w['variants'])"
+  sigint_case nsys-sigint-measuring nsys 20000 "$mul_done"
+  # once the workload has ended, while nsys writes its report: gprof-orch waits for it
+  sigint_case nsys-sigint-writing nsys 20000 "w['status'] == 'ok'"
+  # under ncu (each kernel replayed): the workload is stopped, ncu saves the kernels it profiled
+  sigint_case ncu-sigint-measuring ncu 100 "$mul_done"
 fi
 if has all; then
   for w in mean square; do log "all $w"; g all "$w" -o "$RUNS/all-$w"; done

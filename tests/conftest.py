@@ -63,12 +63,13 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
 
 @pytest.fixture
 def h200_run(tmp_path):
-    """Copy a committed H200 run folder (tests/fixtures/runs/h200/NAME) to a temporary place,
-    unpacking its .xz files, so load_run can rebuild its report there."""
+    """Copy a committed H200 run folder (tests/fixtures/runs/h200/NAME; runs/h200-faults/NAME
+    for the runs that went wrong on purpose) to a temporary place, unpacking its .xz files, so
+    load_run can rebuild its report there."""
     import lzma
 
-    def copy(name: str) -> Path:
-        src = FIXTURES / "runs" / "h200" / name
+    def copy(name: str, group: str = "h200") -> Path:
+        src = FIXTURES / "runs" / group / name
         dest = tmp_path / name
         shutil.copytree(src, dest)
         for xz in dest.rglob("*.xz"):

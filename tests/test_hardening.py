@@ -107,6 +107,8 @@ def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=180)
     assert p.returncode == 130, stderr
+    # the workload was stopped, not nsys: nsys saw its target exit and wrote everything
+    assert "stopping the workload; nsys keeps what it recorded" in stderr
     assert (out / "report.nsys-rep").exists() and (out / "report.sqlite").exists()
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     from orchestrator.parsers import nsys_sqlite as ns
@@ -114,6 +116,63 @@ def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
     ranges = ns.variant_ranges(ns.read_export(out / "report.sqlite"))
     assert "fast" in set(ranges["variant"])
     assert _leftovers(str(out)) == []
+
+
+WRAPPED_NSYS = """#!{python}
+# the real nsys, but `profile` takes 4 s more to write its report once the workload has ended,
+# and notes each SIGINT it gets (a SIGINT then makes nsys 2023.4 lose what it had buffered)
+import os, signal, subprocess, sys, time
+real, args, mark = {real!r}, sys.argv[1:], {mark!r}
+if args[:1] != ["profile"]:
+    os.execv(real, [real, *args])
+signal.signal(signal.SIGINT, lambda *_: open(mark, "a").write("SIGINT\\n"))
+rc = subprocess.call([real, *args])
+time.sleep(4)
+sys.exit(rc)
+"""
+
+
+@pytest.mark.nsys
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path):
+    """Once the workload has ended, the first Ctrl-C only waits for nsys's report (all variants
+    in it); a second one goes to nsys itself."""
+    from orchestrator import tools
+
+    try:
+        real = tools.find("nsys", with_version=False).path
+    except Exception:
+        pytest.skip("nsys not found")
+    wrapper, mark = tmp_path / "nsys", tmp_path / "sigints"
+    wrapper.write_text(WRAPPED_NSYS.format(python=sys.executable, real=str(real), mark=str(mark)))
+    wrapper.chmod(0o755)
+    out = tmp_path / "run"
+    p = _start(["nsys", "slowsq", "--workload-file", str(slow_file), "--nsys", str(wrapper), "--device", "cpu",
+                "--iters", "20", "--warmup", "1", "-o", str(out)], tmp_path)
+
+    def ended():
+        try:
+            return json.loads((out / "workload.json").read_text())["status"] == "ok"
+        except (OSError, ValueError, KeyError):
+            return False
+
+    assert _wait_for(ended, timeout=180)
+    p.send_signal(signal.SIGINT)
+    if presses == 2:
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=180)
+    assert p.returncode == 130, stderr
+    assert "the workload has ended and nsys is writing its report; waiting for it" in stderr
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    assert _leftovers(str(out)) == []
+    if presses == 1:
+        assert not mark.exists(), "nsys was signalled while it wrote its report"
+        from orchestrator.parsers import nsys_sqlite as ns
+
+        assert set(ns.variant_ranges(ns.read_export(out / "report.sqlite"))["variant"]) == {"fast", "slow"}
+    else:
+        assert mark.read_text() == "SIGINT\n"
 
 
 def test_two_runs_on_one_out(tmp_path):
@@ -218,3 +277,23 @@ def test_full_output_folder(tmp_path):
         assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_report_of_an_nsys_run_that_lost_its_events(h200_run):
+    """A real H200 folder: SIGINT reached nsys 2023.4 (before the fix that stops the workload
+    instead) after the workload had ended but before its CUDA activity was flushed. The export
+    holds one range and no kernels; the report keeps every row and says what is missing."""
+    from orchestrator import load_run
+
+    run = load_run(h200_run("nsys-sigint-lost", group="h200-faults"))
+    assert run.status == "interrupted"
+    t = run.table.set_index("variant")
+    assert list(t.index) == ["torch_square", "mul", "pow"]
+    assert (t["status"] == "not in report").all()
+    assert "no GPU activity in its range" in t.loc["torch_square", "note"]
+    assert "no range for it" in t.loc["mul", "note"] and "no range for it" in t.loc["pow", "note"]
+    footer = "\n".join(run.footer())
+    assert "run interrupted: interrupted while running nsys" in footer
+    assert "nsys reported errors while processing the raw events (logs/nsys-profile.stderr.log)" in footer
+    res = run_cli("report", str(run.path))
+    assert res.returncode == 0 and "not in report" in res.stdout and "Traceback" not in res.stderr

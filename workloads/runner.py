@@ -289,6 +289,8 @@ def run(spec: RunSpec) -> int:
         "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
         "env": env,
         "status": "running",
+        # the process to tell when the run is interrupted under a profiler (see orchestrator.proc)
+        "pid": os.getpid(),
         "variants": [
             {"name": v.name, "label": v.label, "description": v.description, "needs": sorted(v.needs),
              "bytes_moved": workload.bytes_moved(numel, itemsize), "status": "pending"}

@@ -2,6 +2,7 @@
 what they left (pure). `check()` says whether the backend can run here and why not."""
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
 from orchestrator.request import Request
-from orchestrator.runfolder import RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 RUNNER_MODULE = "workloads"
 
@@ -100,6 +101,38 @@ class Backend:
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         raise NotImplementedError
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        """What the tool's own logs say that the reader of the table must know."""
+        return []
+
+
+def stop_workload_first(run_dir: Path, tool: str):
+    """The Ctrl-C policy under a profiler (see proc.OnInterrupt): while the workload measures,
+    stop it, not the profiler, so the profiler sees its target exit and writes all it recorded
+    (a SIGINT to nsys while CUDA activity is still buffered loses the kernels; seen on the H200);
+    once the workload has ended, only wait while the profiler writes its report. Before the
+    workload has started, None: the profiler itself is told."""
+    def policy() -> proc.OnInterrupt | None:
+        try:
+            wman = json.loads((run_dir / WORKLOAD_MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        pid = wman.get("pid")
+        if wman.get("status") == "running" and isinstance(pid, int) and _is_runner(pid, run_dir):
+            return proc.OnInterrupt(f"interrupted: stopping the workload; {tool} keeps what it recorded", pid)
+        return proc.OnInterrupt(f"interrupted: the workload has ended and {tool} is writing its report; "
+                                "waiting for it")
+    return policy
+
+
+def _is_runner(pid: int, run_dir: Path) -> bool:
+    """Whether pid is still this run's workload runner (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return RUNNER_MODULE.encode() in cmdline and str(run_dir).encode() in cmdline
 
 
 class ToolBackend(Backend):

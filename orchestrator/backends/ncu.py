@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator import proc
-from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -78,7 +78,8 @@ class NcuBackend(ToolBackend):
         rf.update(ncu_settings={"clock_control": req.clock_control, "cache_control": req.cache_control,
                                 "set": req.ncu_set, "sections": req.ncu_sections or
                                 ([] if req.ncu_set else list(DEFAULT_SECTIONS))})
-        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout)
+        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout,
+                       on_interrupt=stop_workload_first(rf.path.resolve(), "ncu"))
         self.check_result(res, rf)
 
     def check_result(self, res: proc.Result, rf: RunFolder) -> None:

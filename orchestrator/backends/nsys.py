@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 
 from orchestrator import proc
-from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import OUTSIDE
+from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE
 from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
@@ -45,9 +45,10 @@ class NsysBackend(ToolBackend):
         rf.add_command(profile.name, profile.argv)
         interrupted: GprofError | None = None
         try:
-            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout)
+            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout,
+                           on_interrupt=stop_workload_first(rf.path.resolve(), "nsys"))
         except InterruptedRunError as exc:
-            interrupted = exc  # nsys had its grace period to write the report: export what it wrote
+            interrupted = exc  # nsys had its time to write the report: export what it wrote
             res = None
         except ToolFailedError as exc:  # timeout: keep whatever report nsys managed to write
             if (rf.path / REPORT).exists():
@@ -83,13 +84,20 @@ class NsysBackend(ToolBackend):
             return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
                                      domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
         except ParseError as exc:
-            # nsys says so in its log when it lost events (seen on the H200 with 100,000
-            # iterations: "Errors occurred while processing the raw events")
-            log = proc.log_tail(rf.logs / "nsys-profile.stdout.log", 40)
-            if "Errors occurred while processing the raw events" in log:
-                exc.hint = ("nsys reported errors while processing the raw events (logs/nsys-profile.stdout.log): "
-                            "events were lost; profile fewer --iters") + (f"; {exc.hint}" if exc.hint else "")
+            if self.warnings(rf):
+                exc.hint = self.warnings(rf)[0] + (f"; {exc.hint}" if exc.hint else "")
             raise
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        # nsys says so in its log when it lost events (seen on the H200 with 100,000 iterations,
+        # and when a SIGINT reached nsys before the workload's CUDA activity was flushed)
+        for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):
+            if "Errors occurred while processing the raw events" in proc.log_tail(rf.logs / name, 40):
+                why = ("the run was interrupted" if rf.manifest.get("status") == "interrupted"
+                       else "profile fewer --iters")
+                return [f"nsys reported errors while processing the raw events (logs/{name}): events were "
+                        f"lost; {why}"]
+        return []
 
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
@@ -101,7 +109,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)
     ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
     missing = [v for v in ran if v not in set(ranges["variant"])]
-    if ran and missing:
+    if ran and len(missing) == len(ran):
         hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
         raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",
                          hint=hint)
@@ -110,8 +118,17 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
+    for variant in missing:
+        # the workload ran it, the report lost it (nsys stopped before it wrote everything):
+        # the table says so on its row and keeps the variants that are there
+        rows.add(variant, NOT_IN_REPORT, NO_RANGE, "flag")
     for variant in ran:
+        if variant in missing:
+            continue
         act = attributed[attributed["variant"] == variant].sort_values("launch_start", kind="stable")
+        if on_gpu and act.empty:
+            rows.add(variant, NOT_IN_REPORT, NO_ACTIVITY, "flag")
+            continue
         srow = summary[summary["variant"] == variant]
         wall = float(srow["range_wall_ns"].iloc[0]) if len(srow) else float("nan")
         rows.add(variant, "range_wall_ns", wall, "ns")
