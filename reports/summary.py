@@ -12,6 +12,9 @@ import pandas as pd
 
 from reports.names import short_kernel_name
 from reports.schema import ALL_KERNELS, NO_RANGE, NOT_IN_REPORT, OUTSIDE
+from reports.unify import ACTIVITY_METRIC
+
+ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
 
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
@@ -62,6 +65,15 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             row["status"] = "not in report"
             what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
             note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
+        elif g is not None and not g.empty and row["status"] != "ok":
+            # stopped part-way (interrupted, or failed): what the profiler caught, no per-iteration numbers
+            k = g[g["metric"].isin(ACTIVITY_METRICS) & (g["kernel"] != ALL_KERNELS)]
+            if len(k):
+                names = k.groupby("kernel", sort=False)["value"].size()
+                row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
+                note = (note + "; " if note else "") + (
+                    f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
+                    f"per-iteration numbers (the rows are in frame.csv)")
         elif g is not None and not g.empty:
             t = sample_stats(g.loc[g["metric"] == "time_ns", "value"].to_numpy())
             c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())

@@ -6,7 +6,7 @@
 #   device run (carry .device):  source .device/setup.sh && bash scripts/h200_session.sh [STAGES]
 #
 # STAGES (default: doctor tests time trace nsys ncu): also check (doctor --check), sigint (Ctrl-C
-# during nsys), all (every backend on square and mean), sweep (triton-mean at three sizes)
+# during nsys and ncu), nsys-limit (launches nsys processes), all (every backend on square and mean), sweep (triton-mean at three sizes)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -39,22 +39,22 @@ if has ncu; then
   done
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
-# sigint_case NAME TOOL ITERS CONDITION: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
+# sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
 # SIGINT to gprof-orch once CONDITION (python, on the workload.json dict `w`) holds
 sigint_case() {
-  local run="$RUNS/$1" tool=$2 iters=$3 cond=$4
+  local run="$RUNS/$1" tool=$2 cond=$3; shift 3
   log "SIGINT during $tool: $1"
   # job control on: a non-interactive shell starts background jobs with SIGINT ignored, and
   # Python keeps it ignored (seen on the H200: the run went on to the end)
   set -m
-  python3 -m orchestrator "$tool" square -v mul,pow --iters "$iters" -o "$run" > "$OUT/$1.log" 2>&1 &
+  python3 -m orchestrator "$tool" square -v mul,pow "$@" -o "$run" > "$OUT/$(basename "$run").log" 2>&1 &
   local pid=$!
   for _ in $(seq 600); do
     python3 -c "import json,sys; w=json.load(open('$run/workload.json')); sys.exit(not ($cond))" 2>/dev/null && break
     sleep 0.1
   done
   echo "SIGINT at $(date -u +%H:%M:%S.%N | cut -c1-12)"; kill -INT $pid; wait $pid; echo "exit code $?"; set +m
-  tail -6 "$OUT/$1.log"
+  tail -6 "$OUT/$(basename "$run").log"
   echo "processes left: $(ps -eo pid,args | grep -c "[s]igint-")"
   python3 -c "import json; print('status:', json.load(open('$run/manifest.json'))['status'])"
   ls "$run"; g report "$run" 2>&1 | head -12
@@ -62,11 +62,22 @@ sigint_case() {
 if has sigint; then
   # while the workload measures its second variant: the workload is stopped, nsys keeps all
   mul_done="any(v['name'] == 'mul' and v['status'] == 'ok' for v in w['variants'])"
-  sigint_case nsys-sigint-measuring nsys 20000 "$mul_done"
+  # 4e8 float32 (~0.8 ms a call) x 2000: ~1.6 s a variant, 6000 launches in all (nsys 2023.4.4
+  # fails to process 60,000: see nsys-limit)
+  sigint_case nsys-sigint-measuring nsys "$mul_done" --size 4e8 --iters 2000
   # once the workload has ended, while nsys writes its report: gprof-orch waits for it
-  sigint_case nsys-sigint-writing nsys 20000 "w['status'] == 'ok'"
+  sigint_case nsys-sigint-writing nsys "w['status'] == 'ok'" --size 4e8 --iters 2000
   # under ncu (each kernel replayed): the workload is stopped, ncu saves the kernels it profiled
-  sigint_case ncu-sigint-measuring ncu 100 "$mul_done"
+  sigint_case ncu-sigint-measuring ncu "$mul_done" --iters 30
+fi
+if has nsys-limit; then
+  # how many launches nsys 2023.4.4 processes here: one variant, N iterations
+  for n in 5000 10000 20000 40000; do
+    log "nsys limit: $n"
+    g nsys square -v torch_square --iters $n -o "$RUNS/nsys-limit-$n" > "$OUT/nsys-limit-$n.log" 2>&1
+    echo "iters $n: exit $?; $(grep -ho 'Errors occurred[^*]*\|AnalysisFailed' "$RUNS/nsys-limit-$n"/logs/nsys-profile.* | sort -u | tr '\n' ' ')"
+    tail -3 "$OUT/nsys-limit-$n.log"
+  done
 fi
 if has all; then
   for w in mean square; do log "all $w"; g all "$w" -o "$RUNS/all-$w"; done

@@ -86,7 +86,7 @@ def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
     assert man["status"] == "interrupted"
     table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
     assert table["fast"]["status"] == "ok" and table["fast"]["time_median_us"] > 0
-    assert table["slow"]["status"] != "ok"
+    assert table["slow"]["status"] == "interrupted"
     assert json.loads((out / "workload.json").read_text())["status"] == "interrupted"
     assert _leftovers(str(out)) == []
 
@@ -297,3 +297,16 @@ def test_report_of_an_nsys_run_that_lost_its_events(h200_run):
     assert "nsys reported errors while processing the raw events (logs/nsys-profile.stderr.log)" in footer
     res = run_cli("report", str(run.path))
     assert res.returncode == 0 and "not in report" in res.stdout and "Traceback" not in res.stderr
+
+
+def test_an_interrupt_marks_each_variant(tmp_path):
+    """The variant being measured becomes interrupted; those not started, skipped with the reason."""
+    from workloads import runner
+
+    (tmp_path / "workload.json").write_text(json.dumps({"status": "running", "variants": [
+        {"name": "a", "status": "ok"}, {"name": "b", "status": "measuring"}, {"name": "c", "status": "pending"}]}))
+    runner._mark(tmp_path, "interrupted")
+    w = json.loads((tmp_path / "workload.json").read_text())
+    assert w["status"] == "interrupted"
+    assert [(v["name"], v["status"]) for v in w["variants"]] == [("a", "ok"), ("b", "interrupted"), ("c", "skipped")]
+    assert w["variants"][2]["reason"] == "not run: the run stopped before it"

@@ -355,6 +355,12 @@ def run(spec: RunSpec) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _measuring(entry: dict, man: Manifest) -> None:
+    """Say which variant is being measured: an interrupt marks it interrupted (see _mark)."""
+    entry["status"] = "measuring"
+    man.save()
+
+
 def _record_failure(entry: dict, exc: BaseException) -> None:
     entry.update(status="failed", error=f"{type(exc).__name__}: {exc}",
                  traceback="".join(traceback.format_exception(exc)))
@@ -378,6 +384,7 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
     flush = _l2_flusher(spec)
     for v in variants:
         e = entries[v.name]
+        _measuring(e, man)
         try:
             gpu_ns: list[float] = []
             cpu_ns: list[int] = []
@@ -430,6 +437,7 @@ def _run_variant_block(spec, v, x, ranges) -> None:
 def _run_profiled(spec, variants, x, entries, ranges, man) -> None:
     for v in variants:
         e = entries[v.name]
+        _measuring(e, man)
         try:
             t0 = time.perf_counter_ns()
             _run_variant_block(spec, v, x, ranges)
@@ -546,6 +554,11 @@ def _mark(out: Path, status: str, error: str | None = None) -> None:
         data["status"] = status
         if error:
             data["error"] = error
+        for v in data.get("variants", []):
+            if v.get("status") == "measuring":
+                v["status"] = status  # what it recorded so far may be in the profiler's output
+            elif v.get("status") == "pending":
+                v.update(status="skipped", reason="not run: the run stopped before it")
         Manifest(path, data)
     except (OSError, ValueError):
         pass  # nothing written yet, or the folder cannot take it: the exit code still tells

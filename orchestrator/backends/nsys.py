@@ -138,6 +138,11 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         rows.samples(variant, "time_ns", per_iteration(act["duration_ns"].to_numpy(), iters) if on_gpu
                      else [wall / iters], "ns")
         rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")
+    # variants stopped part-way (interrupted, failed): the GPU work their range caught
+    stopped = [v["name"] for v in wman.get("variants", []) if v.get("status") in ("interrupted", "failed")]
+    for variant in (v for v in stopped if v in set(ranges["variant"])):
+        act = attributed[attributed["variant"] == variant]
+        activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
     outside = attributed[attributed["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"),
                   "label")
