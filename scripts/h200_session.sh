@@ -5,8 +5,10 @@
 #   ../shared/device/prepare.sh 'ncu-report==2026.3.1'     # once, here: builds .device/
 #   device run (carry .device):  source .device/setup.sh && bash scripts/h200_session.sh [STAGES]
 #
-# STAGES (default: doctor tests time trace nsys ncu): also check (doctor --check), sigint (Ctrl-C
-# during nsys and ncu), nsys-limit (launches nsys processes), all (every backend on square and mean), sweep (triton-mean at three sizes)
+# STAGES (default: doctor tests time trace nsys ncu); also: check (doctor --check), sigint (Ctrl-C
+# during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
+# the limit with --cuda-flush-interval), all (every backend on square and mean), sweep
+# (triton-mean at three sizes)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -42,19 +44,19 @@ if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
 # SIGINT to gprof-orch once CONDITION (python, on the workload.json dict `w`) holds
 sigint_case() {
-  local run="$RUNS/$1" tool=$2 cond=$3; shift 3
-  log "SIGINT during $tool: $1"
+  local name=$1 run="$RUNS/$1" tool=$2 cond=$3; shift 3
+  log "SIGINT during $tool: $name"
   # job control on: a non-interactive shell starts background jobs with SIGINT ignored, and
   # Python keeps it ignored (seen on the H200: the run went on to the end)
   set -m
-  python3 -m orchestrator "$tool" square -v mul,pow "$@" -o "$run" > "$OUT/$(basename "$run").log" 2>&1 &
+  python3 -m orchestrator "$tool" square -v mul,pow "$@" -o "$run" > "$OUT/$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 600); do
     python3 -c "import json,sys; w=json.load(open('$run/workload.json')); sys.exit(not ($cond))" 2>/dev/null && break
     sleep 0.1
   done
   echo "SIGINT at $(date -u +%H:%M:%S.%N | cut -c1-12)"; kill -INT $pid; wait $pid; echo "exit code $?"; set +m
-  tail -6 "$OUT/$(basename "$run").log"
+  tail -6 "$OUT/$name.log"
   echo "processes left: $(ps -eo pid,args | grep -c "[s]igint-")"
   python3 -c "import json; print('status:', json.load(open('$run/manifest.json'))['status'])"
   ls "$run"; g report "$run" 2>&1 | head -12
@@ -77,6 +79,15 @@ if has nsys-limit; then
     g nsys square -v torch_square --iters $n -o "$RUNS/nsys-limit-$n" > "$OUT/nsys-limit-$n.log" 2>&1
     echo "iters $n: exit $?; $(grep -ho 'Errors occurred[^*]*\|AnalysisFailed' "$RUNS/nsys-limit-$n"/logs/nsys-profile.* | sort -u | tr '\n' ' ')"
     tail -3 "$OUT/nsys-limit-$n.log"
+  done
+fi
+if has nsys-flush; then
+  # does a CUDA flush interval get nsys 2023.4.4 past the limit? 20,000 launches, one variant
+  for ms in 100 1000; do
+    log "nsys 20000 launches, --cuda-flush-interval=$ms"
+    g nsys square -v torch_square --iters 20000 --nsys-arg=--cuda-flush-interval=$ms -o "$RUNS/nsys-flush-$ms" \
+      > "$OUT/nsys-flush-$ms.log" 2>&1
+    echo "flush $ms ms: exit $?"; head -3 "$OUT/nsys-flush-$ms.log"
   done
 fi
 if has all; then

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import REPO, run_cli
@@ -280,9 +281,10 @@ def test_full_output_folder(tmp_path):
 
 
 def test_report_of_an_nsys_run_that_lost_its_events(h200_run):
-    """A real H200 folder: SIGINT reached nsys 2023.4 (before the fix that stops the workload
-    instead) after the workload had ended but before its CUDA activity was flushed. The export
-    holds one range and no kernels; the report keeps every row and says what is missing."""
+    """A real H200 folder: 60,000 launches (3 variants x 20,000), past what nsys 2023.4.4
+    processes, and a SIGINT sent to nsys while it processed them (before gprof-orch stopped the
+    workload instead). The export holds one range and no kernels; the report keeps every row
+    and says what is missing."""
     from orchestrator import load_run
 
     run = load_run(h200_run("nsys-sigint-lost", group="h200-faults"))
@@ -310,3 +312,74 @@ def test_an_interrupt_marks_each_variant(tmp_path):
     assert w["status"] == "interrupted"
     assert [(v["name"], v["status"]) for v in w["variants"]] == [("a", "ok"), ("b", "interrupted"), ("c", "skipped")]
     assert w["variants"][2]["reason"] == "not run: the run stopped before it"
+
+
+@pytest.mark.parametrize("name, tool", [("nsys-sigint-measuring", "nsys"), ("ncu-sigint-measuring", "ncu")])
+def test_h200_sigint_while_measuring(name, tool, h200_run):
+    """Real H200 runs, SIGINT sent while the third variant ran (scripts/h200_session.sh sigint):
+    the two measured variants are complete, the third is marked interrupted with what was caught."""
+    from orchestrator import load_run
+
+    run = load_run(h200_run(name, group="h200-faults"))
+    assert run.status == "interrupted"
+    t = run.table.set_index("variant")
+    assert list(t["status"]) == ["ok", "ok", "interrupted"]
+    # 4e8 float32 under nsys (~752 us), 1e8 under ncu (~187 us), at ~88% of the 4.8 TB/s peak
+    expect_us = 752.5 if tool == "nsys" else 187.0
+    for v in ("torch_square", "mul"):
+        assert t.loc[v, "time_median_us"] == pytest.approx(expect_us, rel=0.01)
+        assert 85 < t.loc[v, "pct_of_peak_bw"] < 92
+    assert pd.isna(t.loc["pow", "time_median_us"]) and pd.isna(t.loc["pow", "speedup_vs_baseline"])
+    assert t.loc["pow", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
+    caught = len(run.frame[(run.frame["variant"] == "pow") & (run.frame["metric"] == "kernel_time_ns")])
+    assert 0 < caught < int(run.workload["iters"])
+    assert t.loc["pow", "note"].startswith(f"interrupted part-way: {caught} GPU activities recorded")
+    assert f"interrupted while running {tool}" in run.footer()[0]
+
+
+def test_h200_sigint_while_nsys_writes(h200_run):
+    """Real H200 run, SIGINT once the workload had ended: gprof-orch waited for nsys, so every
+    variant is in the report, and the folder still says interrupted."""
+    from orchestrator import load_run
+
+    run = load_run(h200_run("nsys-sigint-writing", group="h200-faults"))
+    assert run.status == "interrupted"
+    t = run.table.set_index("variant")
+    assert (t["status"] == "ok").all() and list(t.index) == ["torch_square", "mul", "pow"]
+    assert t["time_median_us"].between(745, 760).all()
+    assert t.loc["torch_square", "same_kernel_as"] == "pow"
+
+
+def test_nsys_analysis_failure_is_named(tmp_path):
+    """nsys 2023.4.4's own stderr when it could not process 20,000 launches on the H200."""
+    from test_faults import fake_tool
+
+    text = (REPO / "tests/fixtures/nsys/h200-analysis-failed.stderr.log").read_text()
+    nsys = fake_tool(tmp_path, "nsys", text, code=1, run_workload=True)
+    res = run_cli("nsys", "square", "--nsys", str(nsys), "--device", "cpu", "--size", "1000", "--iters", "2",
+                  "-o", str(tmp_path / "run"))
+    assert res.returncode == 1, res.stderr
+    assert ("nsys could not process the events it recorded (Wrong event order has been detected when adding "
+            "events to the collection)") in res.stderr
+    assert "past about 10,000 kernel launches" in res.stderr and "Traceback" not in res.stderr
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_nsys_warns_before_too_many_launches(capsys):
+    from types import SimpleNamespace
+
+    from orchestrator.backends.nsys import NsysBackend
+    from orchestrator.request import Request
+
+    be = NsysBackend()
+    be._found = SimpleNamespace(version="2023.4.4.54")
+    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=4000,
+                                          variants=["mul", "pow"]))
+    assert ("warning: at least 12,000 kernel launches (3 variants x 4000 iterations): nsys 2023.4.4.54 failed "
+            "to process 20,000 on the H200 (10,000 worked)") in capsys.readouterr().err
+    for quiet in (dict(iters=3000, variants=["mul", "pow"]), dict(iters=20000, device="cpu")):
+        be._warn_if_too_many_launches(Request(workload="square", backend="nsys", **{"device": "cuda", **quiet}))
+        assert capsys.readouterr().err == ""
+    be._found = SimpleNamespace(version="2025.1.1")
+    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=20000))
+    assert capsys.readouterr().err == ""

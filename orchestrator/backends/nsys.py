@@ -2,6 +2,8 @@
 through the runtime call that launched it."""
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,9 @@ from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE
 from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
+# measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): one variant of
+# 10,000 iterations was processed, 20,000 ended in "Status: AnalysisFailed" (no report)
+SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
 SQLITE = "report.sqlite"
 TRACE = "trace.json"
 
@@ -41,6 +46,7 @@ class NsysBackend(ToolBackend):
         return [Step("nsys-profile", profile, ok_codes=(0, 1)), Step("nsys-export", export)]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
+        self._warn_if_too_many_launches(req)
         profile, export = self.commands(req, rf.path.resolve())
         rf.add_command(profile.name, profile.argv)
         interrupted: GprofError | None = None
@@ -59,14 +65,28 @@ class NsysBackend(ToolBackend):
             if res.returncode == 2 and not (rf.path / REPORT).exists():
                 raise self.failure(Step("workload", profile.argv), res)
             if "No reports were generated" in log or not (rf.path / REPORT).exists():
-                raise ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
-                                      returncode=res.returncode, log_tail=log, log=res.stderr)
+                raise _no_report(res, log)
             if res.returncode not in profile.ok_codes:
                 raise self.failure(profile, res)
         if (rf.path / REPORT).exists():
             self._export(export, rf)
         if interrupted:
             raise interrupted
+
+    def _warn_if_too_many_launches(self, req: Request) -> None:
+        """nsys 2023.4 cannot process runs past about 10,000 launches here: say so before it runs."""
+        from workloads import registry
+
+        found = getattr(self, "_found", None)
+        if req.device == "cpu" or found is None or not str(found.version).startswith("2023."):
+            return
+        n = len(registry.get(req.workload).select(req.variants))
+        launches = (req.iters or self.default_iters) * n
+        if launches > SAFE_LAUNCHES:
+            print(f"gprof-orch: warning: at least {launches:,} kernel launches ({n} variants x "
+                  f"{req.iters or self.default_iters} iterations): nsys {found.version} failed to process "
+                  f"{ANALYSIS_FAILED_AT:,} on the H200 ({SAFE_LAUNCHES:,} worked); use fewer --iters",
+                  file=sys.stderr, flush=True)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         from orchestrator.parsers import nsys_chrome
@@ -98,6 +118,23 @@ class NsysBackend(ToolBackend):
                 return [f"nsys reported errors while processing the raw events (logs/{name}): events were "
                         f"lost; {why}"]
         return []
+
+
+def _no_report(res: proc.Result, log: str) -> ToolFailedError:
+    """nsys ended without a report. When its analysis failed (nsys 2023.4.4 on the H200 past
+    about 10,000 launches: "Wrong event order has been detected"), say that, with its own words."""
+    text = proc.log_tail(res.stderr, 400) + "\n" + proc.log_tail(res.stdout, 400)
+    said = re.search(r'ErrorText\s+Value: "([^"\\]+)', text)
+    if "AnalysisFailed" in text or said:
+        detail = said.group(1).strip().rstrip(":") if said else "Status: AnalysisFailed"
+        return ToolFailedError(
+            f"nsys could not process the events it recorded ({detail})", argv=res.argv,
+            returncode=res.returncode, log_tail=said.group(0) if said else log, log=res.stderr,
+            hint=f"nsys 2023.4.4 fails so on the H200 past about {SAFE_LAUNCHES:,} kernel launches in one run "
+                 f"({ANALYSIS_FAILED_AT:,} failed): profile fewer --iters or variants; workload.json holds the "
+                 "workload's own results and report.qdstrm nsys's raw events")
+    return ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
+                           returncode=res.returncode, log_tail=log, log=res.stderr)
 
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
