@@ -98,8 +98,9 @@ def test_nsys_argv_is_pinned(tmp_path):
     res = run_cli("nsys", "square", "--nsys", str(nsys), "--device", "cuda", "--nsys-arg=--cuda-memory-usage=true",
                   "--dry-run", "-o", str(tmp_path / "r"))
     lines = res.stdout.splitlines()
-    assert lines[0].split()[:7] == [str(nsys), "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
-                                    f"--output={tmp_path}/r/report", "--force-overwrite=true"]
+    assert lines[0].split()[:8] == [str(nsys), "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+                                    "--cuda-flush-interval=1000", f"--output={tmp_path}/r/report",
+                                    "--force-overwrite=true"]
     assert "--cuda-memory-usage=true" in lines[0]
     assert lines[1].split() == [str(nsys), "export", "--type=sqlite", f"--output={tmp_path}/r/report.sqlite",
                                 "--force-overwrite=true", f"{tmp_path}/r/report.nsys-rep"]

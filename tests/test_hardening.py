@@ -365,21 +365,29 @@ def test_nsys_analysis_failure_is_named(tmp_path):
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "failed"
 
 
-def test_nsys_warns_before_too_many_launches(capsys):
+def test_nsys_flush_interval_and_launch_warning(capsys):
     from types import SimpleNamespace
 
     from orchestrator.backends.nsys import NsysBackend
     from orchestrator.request import Request
 
     be = NsysBackend()
-    be._found = SimpleNamespace(version="2023.4.4.54")
+    be._found = SimpleNamespace(version="2023.4.4.54", path="/opt/nsys")
+    zero = ["--cuda-flush-interval=0"]
     be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=4000,
-                                          variants=["mul", "pow"]))
-    assert ("warning: at least 12,000 kernel launches (3 variants x 4000 iterations): nsys 2023.4.4.54 failed "
-            "to process 20,000 on the H200 (10,000 worked)") in capsys.readouterr().err
-    for quiet in (dict(iters=3000, variants=["mul", "pow"]), dict(iters=20000, device="cpu")):
+                                          variants=["mul", "pow"], nsys_args=zero))
+    assert ("warning: at least 12,000 kernel launches (3 variants x 4000 iterations): nsys 2023.4.4.54 with "
+            "--cuda-flush-interval=0 failed to process 20,000 on the H200 (10,000 worked)") in capsys.readouterr().err
+    for quiet in (dict(iters=3000, variants=["mul", "pow"], nsys_args=zero), dict(iters=20000, nsys_args=zero,
+                  device="cpu"), dict(iters=20000), dict(iters=20000, nsys_args=["--cuda-flush-interval", "500"])):
         be._warn_if_too_many_launches(Request(workload="square", backend="nsys", **{"device": "cuda", **quiet}))
         assert capsys.readouterr().err == ""
-    be._found = SimpleNamespace(version="2025.1.1")
-    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=20000))
+    be._found = SimpleNamespace(version="2025.1.1", path="/opt/nsys")
+    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=20000,
+                                          nsys_args=zero))
     assert capsys.readouterr().err == ""
+    # the flag gprof-orch sets by default, unless the user sets it
+    argv = be.commands(Request(workload="square", backend="nsys", device="cuda"), Path("/r"))[0].argv
+    assert "--cuda-flush-interval=1000" in argv
+    argv = be.commands(Request(workload="square", backend="nsys", device="cuda", nsys_args=zero), Path("/r"))[0].argv
+    assert "--cuda-flush-interval=1000" not in argv and zero[0] in argv

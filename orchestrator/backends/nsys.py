@@ -18,9 +18,11 @@ from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE
 from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
-# measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): one variant of
-# 10,000 iterations was processed, 20,000 ended in "Status: AnalysisFailed" (no report)
+# measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
+# --cuda-flush-interval=0, one variant of 10,000 iterations was processed and 20,000 ended in
+# "Status: AnalysisFailed" (no report); with a flush interval (nsys-flush) 20,000 were processed
 SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
+CUDA_FLUSH_MS = 1000
 SQLITE = "report.sqlite"
 TRACE = "trace.json"
 
@@ -38,7 +40,10 @@ class NsysBackend(ToolBackend):
         trace = ["cuda", "nvtx"] if req.device != "cpu" else ["nvtx"]
         if req.trace_osrt or req.device == "cpu":
             trace.append("osrt")
-        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none",
+        # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
+        # otherwise fails to order the events (see SAFE_LAUNCHES)
+        flush = [] if "cuda" not in trace or _sets_flush(req.nsys_args) else [f"--cuda-flush-interval={CUDA_FLUSH_MS}"]
+        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
                    f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args,
                    *self.runner_argv(req, run_dir)]
         export = [exe, "export", "--type=sqlite", f"--output={run_dir / SQLITE}", "--force-overwrite=true",
@@ -78,15 +83,16 @@ class NsysBackend(ToolBackend):
         from workloads import registry
 
         found = getattr(self, "_found", None)
-        if req.device == "cpu" or found is None or not str(found.version).startswith("2023."):
+        if req.device == "cpu" or found is None or not str(found.version).startswith("2023.") \
+                or not _sets_flush(req.nsys_args, to_zero=True):
             return
         n = len(registry.get(req.workload).select(req.variants))
         launches = (req.iters or self.default_iters) * n
         if launches > SAFE_LAUNCHES:
             print(f"gprof-orch: warning: at least {launches:,} kernel launches ({n} variants x "
-                  f"{req.iters or self.default_iters} iterations): nsys {found.version} failed to process "
-                  f"{ANALYSIS_FAILED_AT:,} on the H200 ({SAFE_LAUNCHES:,} worked); use fewer --iters",
-                  file=sys.stderr, flush=True)
+                  f"{req.iters or self.default_iters} iterations): nsys {found.version} with "
+                  f"--cuda-flush-interval=0 failed to process {ANALYSIS_FAILED_AT:,} on the H200 "
+                  f"({SAFE_LAUNCHES:,} worked); drop that flag or use fewer --iters", file=sys.stderr, flush=True)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         from orchestrator.parsers import nsys_chrome
@@ -120,6 +126,15 @@ class NsysBackend(ToolBackend):
         return []
 
 
+def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
+    """Whether the user's --nsys-arg flags set --cuda-flush-interval (to 0, with to_zero)."""
+    for i, a in enumerate(nsys_args):
+        if a.startswith("--cuda-flush-interval"):
+            value = a.partition("=")[2] or (nsys_args[i + 1] if i + 1 < len(nsys_args) else "")
+            return value.strip() == "0" if to_zero else True
+    return False
+
+
 def _no_report(res: proc.Result, log: str) -> ToolFailedError:
     """nsys ended without a report. When its analysis failed (nsys 2023.4.4 on the H200 past
     about 10,000 launches: "Wrong event order has been detected"), say that, with its own words."""
@@ -130,9 +145,10 @@ def _no_report(res: proc.Result, log: str) -> ToolFailedError:
         return ToolFailedError(
             f"nsys could not process the events it recorded ({detail})", argv=res.argv,
             returncode=res.returncode, log_tail=said.group(0) if said else log, log=res.stderr,
-            hint=f"nsys 2023.4.4 fails so on the H200 past about {SAFE_LAUNCHES:,} kernel launches in one run "
-                 f"({ANALYSIS_FAILED_AT:,} failed): profile fewer --iters or variants; workload.json holds the "
-                 "workload's own results and report.qdstrm nsys's raw events")
+            hint=f"nsys 2023.4.4 with --cuda-flush-interval=0 fails so on the H200 past about {SAFE_LAUNCHES:,} "
+                 f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
+                 f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
+                 "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events")
     return ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
                            returncode=res.returncode, log_tail=log, log=res.stderr)
 
