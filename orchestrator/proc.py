@@ -188,19 +188,21 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
         except (FileNotFoundError, PermissionError) as exc:
             raise ToolNotFoundError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         pgid = proc.pid
+        # what the messages call it: the step "workload" is gprof-orch's own runner, not "python"
+        what = "the workload runner" if name == "workload" else os.path.basename(argv[0])
         try:
             with Progress(f"{name} ({os.path.basename(argv[0])})"):
                 rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _end_group(proc, pgid)
             raise ToolTimeoutError(
-                f"{os.path.basename(argv[0])} ran past the timeout of {timeout:g} s; its process group was ended",
+                f"{what} ran past the timeout of {timeout:g} s; its process group was ended",
                 argv=argv, returncode=None, log_tail=log_tail(err_path) or log_tail(out_path), log=err_path,
                 hint="raise --timeout, or use a smaller --size / fewer --iters") from None
         except KeyboardInterrupt:
             # the child is in its own session, so the terminal's SIGINT reached only us
             _interrupt(proc, pgid, on_interrupt() if on_interrupt else None, interrupt_grace)
-            raise InterruptedRunError(f"interrupted while running {os.path.basename(argv[0])}",
+            raise InterruptedRunError(f"interrupted while running {what}",
                                       log=err_path) from None
         finally:
             if proc.poll() is None:

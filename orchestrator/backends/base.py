@@ -95,9 +95,13 @@ class Backend:
             hint = "SIGKILL often means the machine ran out of memory: try a smaller --size" if -rc == 9 else None
             return ToolFailedError(f"{step.name} was killed by {sig}", argv=res.argv, returncode=rc,
                                    log_tail=res.tail(), hint=hint, log=res.stderr)
-        what = f"the workload runner crashed ({last})" if rc == 3 and step.name == "workload" else \
-            f"{step.name} exited with status {rc}"
-        return ToolFailedError(what, argv=res.argv, returncode=rc, log_tail=res.tail(), log=res.stderr)
+        if rc == 3 and step.name == "workload":
+            # where it failed and why, not the whole traceback (that stays in the log)
+            return ToolFailedError(f"the workload runner crashed: {last.removeprefix('crashed: ')}", argv=res.argv,
+                                   returncode=rc, log_tail=traceback_summary(res.tail(60)), log=res.stderr,
+                                   hint="the whole traceback is in the log")
+        return ToolFailedError(f"{step.name} exited with status {rc}", argv=res.argv, returncode=rc,
+                               log_tail=res.tail(), log=res.stderr)
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         raise NotImplementedError
@@ -107,11 +111,21 @@ class Backend:
         return []
 
 
+def traceback_summary(text: str) -> str:
+    """The innermost frame of the last Python traceback in `text` and its exception line."""
+    lines = text.splitlines()
+    frames = [i for i, ln in enumerate(lines) if ln.lstrip().startswith('File "')]
+    if not frames:
+        return text
+    i = frames[-1]
+    exc = next((ln for ln in lines[i + 1:] if ln and not ln.startswith((" ", "\t"))), "")
+    return "\n".join([lines[i].strip(), exc])
+
+
 def stop_workload_first(run_dir: Path, tool: str):
     """The Ctrl-C policy under a profiler (see proc.OnInterrupt): while the workload measures,
-    stop it, not the profiler, so the profiler sees its target exit and writes all it recorded
-    (a SIGINT to nsys while CUDA activity is still buffered loses the kernels; seen on the H200);
-    once the workload has ended, only wait while the profiler writes its report. Before the
+    stop it, not the profiler, so the profiler sees its target exit as in any run and writes
+    all it recorded (the runner catches the SIGINT and exits cleanly); once the workload has ended, only wait while the profiler writes its report. Before the
     workload has started, None: the profiler itself is told."""
     def policy() -> proc.OnInterrupt | None:
         try:

@@ -20,7 +20,8 @@ from reports.unify import RowMaker, activity_rows, variant_facts
 REPORT = "report.nsys-rep"
 # measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
 # --cuda-flush-interval=0, one variant of 10,000 iterations was processed and 20,000 ended in
-# "Status: AnalysisFailed" (no report); with a flush interval (nsys-flush) 20,000 were processed
+# "Status: AnalysisFailed" (no report); with --cuda-flush-interval=1000 (nsys-flush, nsys-limit)
+# 20,000, 40,000, 60,000 (three variants) and 100,000 were processed
 SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
 CUDA_FLUSH_MS = 1000
 SQLITE = "report.sqlite"
