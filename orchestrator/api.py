@@ -64,7 +64,9 @@ class Run:
                          f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
                          f"variant must move.")
         if self.backend == "time" and w.get("timer"):
-            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}")
+            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}"
+                         + (f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
+                            if w.get("gpu_sleep_us") else ""))
         if not self.outside.empty:
             desc = ", ".join(f"{r.kernel} x{r.launches}" for r in self.outside.itertuples())
             lines.append(f"outside the variants' ranges (input, warm-up, checks; not counted): {desc}")

@@ -51,6 +51,8 @@ class Request:
     warmup: int | None = None
     seed: int = 0
     flush_l2: bool = True
+    # `time` on a GPU: GPU sleep after each L2 flush, so the host's launch cost is not timed
+    gpu_sleep_us: float = 100.0
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None
@@ -91,6 +93,8 @@ class Request:
             v = getattr(self, name)
             if v is not None and (v < (1 if name == "iters" else 0)):
                 raise UsageError(f"--{name} must be {'>= 1' if name == 'iters' else '>= 0'}, not {v}")
+        if not 0 <= self.gpu_sleep_us <= 10_000:
+            raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"--timeout must be positive, not {self.timeout}")
         for m in self.ncu_metrics:

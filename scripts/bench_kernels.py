@@ -199,20 +199,12 @@ class Timer:
                 self.sleep_cycles = self._calibrate_sleep(slack_us)
 
     def _calibrate_sleep(self, slack_us: float) -> int:
-        torch = self.torch
-        if not hasattr(torch.cuda, "_sleep"):
+        from workloads.runner import sleep_cycles_per_us
+
+        if not hasattr(self.torch.cuda, "_sleep"):
             log("torch.cuda._sleep missing: no GPU slack before timed calls")
             return 0
-        cycles = 200_000
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(cycles)  # warm
-        torch.cuda.synchronize()
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        us = start.elapsed_time(end) * 1000.0
-        per_us = cycles / us if us > 0 else 2000.0
+        per_us = sleep_cycles_per_us()
         log(f"GPU sleep: {per_us:.0f} cycles/us; {slack_us:.0f} us of slack before each timed call")
         return int(per_us * slack_us)
 

@@ -7,8 +7,8 @@
 #
 # STAGES (default: doctor tests time trace nsys ncu); also: check (doctor --check), sigint (Ctrl-C
 # during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
-# the limit with --cuda-flush-interval), all (every backend on square and mean), sweep
-# (triton-mean at three sizes)
+# the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
+# (every backend on square and mean), sweep (triton-mean at three sizes)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -91,6 +91,15 @@ if has nsys-flush; then
     g nsys square -v torch_square --iters 20000 --nsys-arg=--cuda-flush-interval=$ms -o "$RUNS/nsys-flush-$ms" \
       > "$OUT/nsys-flush-$ms.log" 2>&1
     echo "flush $ms ms: exit $?"; head -3 "$OUT/nsys-flush-$ms.log"
+  done
+fi
+if has gpu-sleep; then
+  # the time backend with and without the GPU sleep that keeps the host's launch out of the timing
+  for us in 0 100; do
+    log "time, --gpu-sleep $us"
+    g time triton-square --size 1e6,1e7,1e8 --iters 200 --gpu-sleep $us -o "$RUNS/gpu-sleep-$us" 2>&1 | grep -v "^saved"
+    g time triton-mean -v triton_fast --size 1e6,1e8 --iters 200 --gpu-sleep $us -o "$RUNS/gpu-sleep-mean-$us" 2>&1 \
+      | grep -v "^saved"
   done
 fi
 if has all; then

@@ -66,6 +66,8 @@ def test_time_end_to_end_on_the_cpu(tmp_path):
     assert man["status"] == "ok" and man["backend"] == "time" and man["schema_version"] == 1
     assert man["machine"]["packages"]["torch"]
     assert "-m workloads run square --mode time" in (out / "commands.sh").read_text()
+    wman = json.loads((out / "workload.json").read_text())
+    assert wman["gpu_sleep_us"] == 0 and wman["flush_l2"] is False  # neither applies on the CPU
     table = json.loads((out / "report.json").read_text())["variants"]
     ok = [r for r in table if r["status"] == "ok"]
     assert [r["variant"] for r in ok] == ["torch_square", "mul", "pow"]
@@ -108,6 +110,7 @@ def test_torch_trace_end_to_end_on_the_cpu(tmp_path):
     (["time", "square", "--dtype", "int8"], "--dtype 'int8' unknown"),
     (["time", "load-inline-square", "--dtype", "float16"], "supports --dtype float32"),
     (["time", "square", "--iters", "0"], "--iters must be >= 1"),
+    (["time", "square", "--gpu-sleep", "-5"], "--gpu-sleep must be between 0 and 10000 us, not -5"),
     (["ncu", "square", "--metrics", "dram bytes; rm -rf"], "is not a metric name"),
 ])
 def test_bad_input_is_exit_2_without_traceback(args, message):
@@ -164,7 +167,9 @@ def test_dry_run_prints_the_exact_command():
     res = run_cli("time", "square", "--device", "cpu", "--size", "1e6", "--dry-run")
     assert res.returncode == 0
     assert "-m workloads run square --mode time --out '<run-folder>' --device cpu --iters 100 --warmup 10" in res.stdout
-    assert "--size 1000000" in res.stdout
+    assert "--size 1000000" in res.stdout and "--gpu-sleep-us" not in res.stdout  # the default is the runner's
+    res = run_cli("time", "square", "--device", "cpu", "--gpu-sleep", "0", "--dry-run")
+    assert res.returncode == 0 and res.stdout.rstrip().endswith("--gpu-sleep-us 0")
 
 
 def test_two_runs_never_share_a_folder(tmp_path):

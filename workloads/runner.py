@@ -52,6 +52,7 @@ class RunSpec:
     seed: int = 0
     mode: str = "time"
     flush_l2: bool = True
+    gpu_sleep_us: float = 100.0
     out: Path = Path(".")
     workload_file: str | None = None
     triton_interpret: bool = False
@@ -285,6 +286,7 @@ def run(spec: RunSpec) -> int:
         "warmup": spec.warmup,
         "seed": spec.seed,
         "flush_l2": spec.flush_l2 and spec.device == "cuda" and spec.mode == "time",
+        "gpu_sleep_us": spec.gpu_sleep_us if spec.device == "cuda" and spec.mode == "time" else 0,
         "timer": ("cuda-event" if spec.device == "cuda" else "perf_counter") if spec.mode == "time" else None,
         "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
         "env": env,
@@ -378,10 +380,38 @@ def _l2_flusher(spec: RunSpec):
     return buf.zero_
 
 
+def sleep_cycles_per_us() -> float:
+    """How many cycles of torch.cuda._sleep make one microsecond on this GPU (measured)."""
+    import torch
+
+    cycles = 200_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)  # warm
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    us = start.elapsed_time(end) * 1000.0
+    return cycles / us if us > 0 else 2000.0
+
+
+def _gpu_sleeper(spec: RunSpec):
+    """A GPU busy-wait of spec.gpu_sleep_us before each timed call: the host queues the call's
+    launch meanwhile, so the events time the GPU's work, not the launch (a Triton kernel's
+    Python launcher costs ~40 us; at 1e6 elements that was 6x the kernel on the H200)."""
+    import torch
+
+    if spec.device != "cuda" or spec.gpu_sleep_us <= 0 or not hasattr(torch.cuda, "_sleep"):
+        return None
+    n = max(1, int(sleep_cycles_per_us() * spec.gpu_sleep_us))
+    return lambda: torch.cuda._sleep(n)
+
+
 def _run_timed(spec, variants, x, entries, ranges, man) -> None:
     import torch
 
     flush = _l2_flusher(spec)
+    sleep = _gpu_sleeper(spec)
     for v in variants:
         e = entries[v.name]
         _measuring(e, man)
@@ -396,6 +426,8 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
                     for i in range(spec.iters):
                         if flush is not None:
                             flush()
+                        if sleep is not None:
+                            sleep()
                         starts[i].record()
                         t0 = time.perf_counter_ns()
                         v.fn(x)
@@ -490,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--mode", default="time", choices=MODES)
     r.add_argument("--no-flush-l2", dest="flush_l2", action="store_false")
+    r.add_argument("--gpu-sleep-us", type=float, default=100.0,
+                   help="time mode on a GPU: sleep the GPU this long before each timed call (0: no sleep)")
     r.add_argument("--out", default=".", help="folder for workload.json (and trace.json)")
     r.add_argument("--workload-file", default=None)
     r.add_argument("--triton-interpret", action="store_true")
@@ -520,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
             variants=[s for s in args.variants.split(",") if s],
             shape=parse_shape(args.size) if args.size else None,
             dtype=args.dtype, device=args.device, iters=args.iters, warmup=args.warmup,
-            seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, out=Path(args.out),
+            seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, gpu_sleep_us=args.gpu_sleep_us,
+            out=Path(args.out),
             workload_file=args.workload_file, triton_interpret=args.triton_interpret,
             fail_variant=args.fail_variant,
         )

@@ -60,6 +60,8 @@ class Backend:
             argv += ["--size", req.size]
         if not req.flush_l2:
             argv.append("--no-flush-l2")
+        if self.mode == "time" and req.gpu_sleep_us != Request.gpu_sleep_us:
+            argv += ["--gpu-sleep-us", f"{req.gpu_sleep_us:g}"]
         if req.workload_file:
             argv += ["--workload-file", str(Path(req.workload_file).resolve())]
         if req.triton_interpret:
