@@ -25,18 +25,19 @@ def test_time_square_on_the_gpu(tmp_path):
 
 
 def test_gpu_sleep_keeps_the_launch_out_of_the_timing(tmp_path):
-    """Triton's Python launcher (~40 us) is longer than the 1e6-element kernel: without the GPU
-    sleep the events time the launch too. Side by side, one session."""
+    """The fast Triton mean's host side (launch and output allocation) takes longer than its
+    kernel at 1e6 elements: without the GPU sleep the events time the host too (65.5 us vs
+    7.8 us on the H200, docs/time-gpu-sleep-h200.md). Side by side, one session."""
     medians = {}
     for sleep in ("0", "100"):
         out = tmp_path / f"s{sleep}"
-        res = run_cli("time", "triton-square", "--size", "1e6", "--iters", "200", "-v", "triton",
+        res = run_cli("time", "triton-mean", "--size", "1e6", "--iters", "200", "-v", "triton_fast",
                       "--gpu-sleep", sleep, "-o", str(out))
         assert res.returncode == 0, res.stderr
         assert json.loads((out / "workload.json").read_text())["gpu_sleep_us"] == float(sleep)
-        medians[sleep] = _table(out)["triton"]["time_median_us"]
-    assert medians["100"] < 0.6 * medians["0"], medians
-    assert medians["100"] < 15, medians  # 8 MB in and out at ~4 TB/s is ~2 us, plus launch/tail
+        medians[sleep] = _table(out)["triton_fast"]["time_median_us"]
+    assert medians["100"] < 0.5 * medians["0"], medians
+    assert medians["100"] < 15, medians
 
 
 def test_torch_trace_mean_attributes_kernels(tmp_path):
