@@ -23,7 +23,11 @@ def package_versions() -> dict[str, str | None]:
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
-    """The checkout's commit (with -dirty), looked up beside the package, or None."""
+    """$GPROF_COMMIT when set (a copy of the tree sent to a GPU machine may carry a stale .git:
+    seen on the H200, whose copy reported a commit four behind), else the checkout's commit
+    (with -dirty), looked up beside the package, or None."""
+    if os.environ.get("GPROF_COMMIT"):
+        return os.environ["GPROF_COMMIT"]
     here = cwd or Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=here, capture_output=True, text=True,

@@ -179,3 +179,14 @@ def test_two_runs_never_share_a_folder(tmp_path):
     b = RunFolder.create("time", "square", root=tmp_path)
     assert a.path != b.path and a.path.parent == b.path.parent
     assert b.path.name.startswith(a.path.name)
+
+
+def test_git_commit_prefers_the_callers_word(monkeypatch):
+    import re
+
+    from orchestrator import envinfo
+
+    monkeypatch.setenv("GPROF_COMMIT", "abc1234")
+    assert envinfo.git_commit() == "abc1234"
+    monkeypatch.delenv("GPROF_COMMIT")
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", envinfo.git_commit() or "")
