@@ -37,27 +37,6 @@ if {run}:
 sys.exit({code})
 '''
 
-SLOW = '''
-import time
-from workloads import Variant, Workload
-
-def slow(a):
-    time.sleep(0.05)
-    return a * a
-
-def boom(a):
-    raise MemoryError("simulated out of memory")
-
-WORKLOADS = [
-    Workload("slowsq", "fast and slow", [Variant("fast", lambda a: a * a), Variant("slow", slow)],
-             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
-    Workload("oom", "one runs out of memory", [Variant("ok", lambda a: a * a), Variant("boom", boom)],
-             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
-    Workload("badinput", "its input cannot be made", [Variant("v", lambda a: a)],
-             reference=lambda x: x, bytes_moved=lambda n, s: n, cpu_default_shape=(10,),
-             make_input=lambda shape, dtype, device, seed: 1 / 0),
-]
-'''
 
 
 def fake(tmp: Path, tool: str, text: str = "", code: int = 1, run: bool = False, hang: bool = False) -> str:
@@ -92,8 +71,7 @@ def interrupted(args: list[str], out: Path, sig: int) -> subprocess.CompletedPro
 
 
 def cases(tmp: Path):
-    slow = tmp / "slow.py"
-    slow.write_text(SLOW)
+    slow = REPO / "tests/fixtures/workloads/faults.py"
     wf = ["--workload-file", str(slow)]
     o = lambda name: ["-o", str(tmp / name)]  # noqa: E731
     h200 = REPO / "tests/fixtures/runs/h200"

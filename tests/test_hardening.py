@@ -15,33 +15,12 @@ import pytest
 
 from conftest import REPO, run_cli
 
-SLOW_FILE = '''
-import time
-from workloads import Variant, Workload
-
-def slow(a):
-    time.sleep(0.05)
-    return a * a
-
-def boom(a):
-    raise MemoryError("simulated out of memory")
-
-WORKLOADS = [
-    Workload("slowsq", "a fast and a slow square", [Variant("fast", lambda a: a * a), Variant("slow", slow)],
-             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
-    Workload("oom", "one variant runs out of memory", [Variant("ok", lambda a: a * a), Variant("boom", boom)],
-             reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,)),
-    Workload("badinput", "its input cannot be made", [Variant("v", lambda a: a)],
-             reference=lambda x: x, bytes_moved=lambda n, s: n, cpu_default_shape=(10,),
-             make_input=lambda shape, dtype, device, seed: 1 / 0),
-]
-'''
-
 
 @pytest.fixture
 def slow_file(tmp_path):
+    """slowsq (a fast and a slow square), oom (a variant raises MemoryError), badinput."""
     p = tmp_path / "slow.py"
-    p.write_text(SLOW_FILE)
+    shutil.copy(REPO / "tests/fixtures/workloads/faults.py", p)
     return p
 
 
