@@ -224,8 +224,8 @@ _backend_command("time", "Time each variant with CUDA events (median, IQR, min, 
                  [click.option("--flush-l2/--no-flush-l2", default=True, show_default=True,
                                help="Write a buffer twice the L2 before every iteration."),
                   click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=100.0, show_default=True,
-                               metavar="US", help="GPU sleep after each flush, so the host's launch cost "
-                               "(~40 us for a Triton kernel) is not timed; 0 times it too.")])
+                               metavar="US", help="GPU sleep after each flush, so a slow host side (a Triton "
+                               "launcher, an allocation) is not timed; 0 times it too.")])
 _backend_command("torch-trace", "Run the workload under torch.profiler; keep the Chrome trace; "
                  "report kernels, self CPU and CUDA time per variant.")
 _backend_command("nsys", "Profile the workload under Nsight Systems; attribute every kernel to its variant "

@@ -397,8 +397,8 @@ def sleep_cycles_per_us() -> float:
 
 def _gpu_sleeper(spec: RunSpec):
     """A GPU busy-wait of spec.gpu_sleep_us before each timed call: the host queues the call's
-    launch meanwhile, so the events time the GPU's work, not the launch (a Triton kernel's
-    Python launcher costs ~40 us; at 1e6 elements that was 6x the kernel on the H200)."""
+    launch meanwhile, so the events time the GPU's work, not the host side (on the H200 the
+    fast Triton mean at 1e6 read 65.5 us without it, 7.8 us with it)."""
     import torch
 
     if spec.device != "cuda" or spec.gpu_sleep_us <= 0 or not hasattr(torch.cuda, "_sleep"):

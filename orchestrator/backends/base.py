@@ -127,8 +127,9 @@ def traceback_summary(text: str) -> str:
 def stop_workload_first(run_dir: Path, tool: str):
     """The Ctrl-C policy under a profiler (see proc.OnInterrupt): while the workload measures,
     stop it, not the profiler, so the profiler sees its target exit as in any run and writes
-    all it recorded (the runner catches the SIGINT and exits cleanly); once the workload has ended, only wait while the profiler writes its report. Before the
-    workload has started, None: the profiler itself is told."""
+    all it recorded (the runner catches the SIGINT and exits cleanly); once the workload has
+    ended, only wait while the profiler writes its report. Before the workload has started,
+    None: the profiler itself is told."""
     def policy() -> proc.OnInterrupt | None:
         try:
             wman = json.loads((run_dir / WORKLOAD_MANIFEST).read_text())

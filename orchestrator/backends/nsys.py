@@ -43,7 +43,8 @@ class NsysBackend(ToolBackend):
             trace.append("osrt")
         # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
         # otherwise fails to order the events (see SAFE_LAUNCHES)
-        flush = [] if "cuda" not in trace or _sets_flush(req.nsys_args) else [f"--cuda-flush-interval={CUDA_FLUSH_MS}"]
+        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if "cuda" in trace and not _sets_flush(req.nsys_args) \
+            else []
         profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
                    f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args,
                    *self.runner_argv(req, run_dir)]
@@ -116,8 +117,8 @@ class NsysBackend(ToolBackend):
             raise
 
     def warnings(self, rf: RunFolder) -> list[str]:
-        # nsys says so in its log when it lost events (seen on the H200 with 100,000 iterations,
-        # and when a SIGINT reached nsys before the workload's CUDA activity was flushed)
+        # nsys says so in its log when it lost events (seen on the H200 past its launch limit
+        # without a CUDA flush interval: see SAFE_LAUNCHES)
         for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):
             if "Errors occurred while processing the raw events" in proc.log_tail(rf.logs / name, 40):
                 why = ("the run was interrupted" if rf.manifest.get("status") == "interrupted"
@@ -173,7 +174,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
     for variant in missing:
-        # the workload ran it, the report lost it (nsys stopped before it wrote everything):
+        # the workload ran it, the report lost it (nsys lost events):
         # the table says so on its row and keeps the variants that are there
         rows.add(variant, NOT_IN_REPORT, NO_RANGE, "flag")
     for variant in ran:
