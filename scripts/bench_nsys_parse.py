@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import io
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import statistics
@@ -38,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from benchlib import run_child  # noqa: E402
+from benchlib import machine, run_child  # noqa: E402
 SOURCE = ROOT / "tests/fixtures/nsys/h200_nvtx_variants_nvtx0217/nvtx_variants_nvtx0217.sqlite"
 TEMPLATES = ("D_torch_push", "E_torch_startend")
 
@@ -168,30 +166,6 @@ def nsys_rows(csv_text: str) -> dict[str, list[int]]:
     return rows
 
 
-def machine() -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    try:
-        git = ["git", "-C", str(ROOT)]
-        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or "none (no commit yet)"
-        dirty = subprocess.run(git + ["status", "--porcelain", "--", "orchestrator/parsers", "scripts"],
-                               capture_output=True, text=True).stdout.strip()
-        if dirty:
-            commit += " + uncommitted changes to the parser or scripts"
-    except OSError:
-        commit = "unknown"
-    import pandas
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM", "os": platform.platform(),
-            "python": platform.python_version(), "pandas": pandas.__version__, "numpy": np.__version__,
-            "sqlite": sqlite3.sqlite_version, "commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=1_000_000)
@@ -230,7 +204,7 @@ def main() -> None:
     nsys_r = nsys_rows(theirs_out)
     same = mine == nsys_r
     med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
-    m = machine()
+    m = machine(["orchestrator/parsers", "scripts"], "the parser or scripts", sqlite=sqlite3.sqlite_version)
     rows = [("gprof-orch: read_export + attribute_kernels + summarize (fresh process)", ours),
             ("nsys stats --report nvtx_kern_sum --format csv", theirs)]
     print(f"## nsys SQLite parsing: {args.kernels:,} kernels in {args.kernels // args.per_range:,} NVTX ranges\n")

@@ -24,13 +24,10 @@ Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [-
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from benchlib import run_child  # noqa: E402
+from benchlib import machine, run_child  # noqa: E402
 SOURCE = ROOT / "tests/fixtures/runs/h200/torch-trace-square/trace.json"
 GOAL_S, GOAL_MIB = 20.0, 4096
 
@@ -149,38 +146,6 @@ def build(dst: Path, size_mb: float, source: Path = SOURCE) -> dict[str, int]:
 
 # ------------------------------------------------------------------------------------- running
 
-def machine() -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    try:
-        git = ["git", "-C", str(ROOT)]
-        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or "none (no commit yet)"
-        dirty = subprocess.run(git + ["status", "--porcelain", "--", "orchestrator/parsers/torch_trace.py",
-                                      "scripts/bench_torch_trace_parse.py"],
-                               capture_output=True, text=True).stdout.strip()
-        if dirty:
-            commit += " + uncommitted changes to the parser or this script"
-    except OSError:
-        commit = "unknown"
-    import numpy
-    import pandas
-    versions = {}
-    for mod in ("orjson", "pyarrow"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except ImportError:
-            versions[mod] = "not installed"
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM", "os": platform.platform(),
-            "python": platform.python_version(), "pandas": pandas.__version__, "numpy": numpy.__version__,
-            **versions, "commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-
-
 def expected_rows(source: Path) -> tuple[dict[str, list[int]], int]:
     """Per variant [kernels, GPU ns] and the iteration count of the source trace itself."""
     sys.path.insert(0, str(ROOT))
@@ -231,7 +196,14 @@ def main() -> None:
     base, base_iters = expected_rows(SOURCE)
     n = built["replicas"]
     want_counts = {v: c * n for v, (c, _) in base.items()}
-    m = machine()
+    versions = {}
+    for mod in ("orjson", "pyarrow"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            versions[mod] = "not installed"
+    m = machine(["orchestrator/parsers/torch_trace.py", "scripts/bench_torch_trace_parse.py"],
+                "the parser or this script", **versions)
     print(f"## torch.profiler trace parsing: {built['bytes'] / 2**20:.0f} MiB, {built['events']:,} events\n")
     print(f"- date: {m['date']}; commit: {m['commit']}")
     print(f"- machine: {m['cpu']}; {m['os']}")

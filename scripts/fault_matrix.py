@@ -133,7 +133,7 @@ def cases(tmp: Path):
 
 
 def first_line(res: subprocess.CompletedProcess) -> str:
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("gprof-orch: error") or ln.startswith("gprof-orch:")]
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("gprof-orch:")]
     line = lines[0] if lines else (res.stderr.strip().splitlines() or ["(no message)"])[0]
     if "Traceback" in res.stderr:
         line += " [TRACEBACK]"

@@ -112,8 +112,9 @@ class NsysBackend(ToolBackend):
             return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
                                      domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
         except ParseError as exc:
-            if self.warnings(rf):
-                exc.hint = self.warnings(rf)[0] + (f"; {exc.hint}" if exc.hint else "")
+            said = self.warnings(rf)
+            if said:
+                exc.hint = said[0] + (f"; {exc.hint}" if exc.hint else "")
             raise
 
     def warnings(self, rf: RunFolder) -> list[str]:
@@ -163,7 +164,8 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     attributed = ns.attribute_kernels(export, domain=domain, prefix=prefix)
     ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)
     ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
-    missing = [v for v in ran if v not in set(ranges["variant"])]
+    recorded = set(ranges["variant"])
+    missing = [v for v in ran if v not in recorded]
     if ran and len(missing) == len(ran):
         hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
         raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",
@@ -195,7 +197,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")
     # variants stopped part-way (interrupted, failed): the GPU work their range caught
     stopped = [v["name"] for v in wman.get("variants", []) if v.get("status") in ("interrupted", "failed")]
-    for variant in (v for v in stopped if v in set(ranges["variant"])):
+    for variant in (v for v in stopped if v in recorded):
         act = attributed[attributed["variant"] == variant]
         activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
     outside = attributed[attributed["variant"].isna()]
