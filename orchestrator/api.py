@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolTimeoutError
 from orchestrator.request import Request
-from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
 
 
 @dataclass
@@ -33,6 +33,8 @@ class Run:
     table: pd.DataFrame
     outside: pd.DataFrame = field(default_factory=pd.DataFrame)
     warnings: list[str] = field(default_factory=list)
+    # False when the folder could not take the reports (read-only): nothing was written into it
+    saved: bool = True
 
     @property
     def status(self) -> str:
@@ -74,8 +76,9 @@ class Run:
         return lines
 
 
-def build_report(rf: RunFolder, frame: pd.DataFrame | None = None) -> Run:
-    from reports import render, summary
+def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
+    """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
+    from reports import summary
 
     wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
@@ -83,14 +86,26 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None) -> Run:
         frame = backend.parse(rf)
     table = summary.variant_table(frame, wman)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
-              summary.warnings_for(table) + backend.warnings(rf))
-    meta = {"run": rf.path.name, "backend": run.backend, "workload": wman.get("workload"),
-            "status": rf.manifest.get("status")}
-    render.write_all(table, frame, rf.path, title=run.title(), footer=run.footer(), meta=meta)
-    from reports import html
-
-    html.write_html(rf.path / "report.html", run.title(), [(run.backend, table)], meta=meta, notes=run.footer())
+              summary.warnings_for(table) + backend.warnings(rf), saved=False)
+    if write:
+        write_report(run)
     return run
+
+
+def write_report(run: Run) -> None:
+    """report.md/.json/.csv/.html and frame.csv, from the run's manifest as it is now: call it
+    once the final status is set. A failed write raises GprofError (disk full)."""
+    from reports import html, render
+
+    meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
+            "status": run.status}
+    try:
+        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=meta)
+        html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
+                        notes=run.footer())
+    except OSError as exc:
+        raise disk_error(run.path, exc) from exc
+    run.saved = True
 
 
 def plan(req: Request) -> list:
@@ -123,42 +138,47 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     be = backends.get(backend)
     tools = be.require(req)  # a missing profiler fails here, before a run folder exists
     rf = RunFolder.create(backend, workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
-    rf.update(machine=envinfo.machine(), tools=tools)
     t0 = time.monotonic()
     error: GprofError | None = None
     try:
+        rf.update(machine=envinfo.machine(), tools=tools)
         be.execute(req, rf)
     except GprofError as exc:
         error = exc
     except KeyboardInterrupt:
         error = InterruptedRunError("interrupted")
-    rf.update(wall_s=round(time.monotonic() - t0, 3))
+    if isinstance(error, ToolTimeoutError):
+        on = rf.mark_timed_out()
+        if on is not None:
+            error.message += f"; the workload was {on[1]} variant {on[0]}, marked timed out"
+    rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
     run = None
     try:
         if (rf.path / WORKLOAD_MANIFEST).exists():
-            run = build_report(rf)
+            run = build_report(rf, write=False)
     except GprofError as exc:
         error = error or exc
     except Exception:
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise
-    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    failed = []
+    status, error = _final_status(rf, run, error)
+    # the reports carry the final status: set it first, write them once, then save the manifest
+    rf.set_status(status, error.message if error else None)
     if run is not None:
-        failed = [v for v in run.workload.get("variants", []) if v.get("status") == "failed"]
-        if failed and not error:
-            status = "failed"
-            first = failed[0]
-            error = RunFailedError(
-                f"{len(failed)} variant(s) failed: " + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
-                log=rf.logs / "workload.stderr.log",
-                hint=f"the other variants' results are in {rf.path}; the traceback of "
-                     f"{first['name']} is in {rf.path / 'workload.json'}")
-        if run.workload.get("status") == "interrupted" and not error:
-            status, error = "interrupted", InterruptedRunError("the workload was interrupted")
-    if error is not None and run is None and status != "interrupted":
+        try:
+            write_report(run)
+        except GprofError as exc:
+            rf.remove_reports()  # half-written; they would mislead, and the manifest needs the room
+            run.saved = False
+            if error is None:
+                error = exc
+            else:  # the run had already gone wrong (the runner could not write either, say): both
+                error.message += f"; {exc.message}"
+            error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+            rf.set_status("failed", error.message)
+    if error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
-    rf.finish(status, error.message if error else None)
+    rf.finish()
     if run is not None:
         run.manifest = rf.manifest
     if error is not None:
@@ -169,14 +189,42 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     return run
 
 
+def _final_status(rf: RunFolder, run: Run | None, error: GprofError | None) -> tuple[str, GprofError | None]:
+    """The run folder's status and the error to raise, from what went wrong and what the
+    workload manifest says."""
+    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
+    if run is None or error is not None:
+        return status, error
+    variants = run.workload.get("variants", [])
+    failed = [v for v in variants if v.get("status") == "failed"]
+    wstatus = run.workload.get("status")
+    if failed:
+        first = failed[0]
+        return "failed", RunFailedError(
+            f"{len(failed)} variant(s) failed: " + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
+            log=rf.logs / "workload.stderr.log",
+            hint=f"the other variants' results are in {rf.path}; the traceback of "
+                 f"{first['name']} is in {rf.path / 'workload.json'}")
+    if wstatus == "interrupted":
+        return "interrupted", InterruptedRunError("the workload was interrupted")
+    if wstatus != "ok" or any(v.get("status") in ("pending", "measuring") for v in variants):
+        # the runner exited without finishing workload.json (it could not write it, say)
+        return "failed", RunFailedError(f"the workload runner stopped before it finished (workload.json says "
+                                        f"{wstatus!r})", log=rf.logs / "workload.stderr.log")
+    return status, error
+
+
 def load_run(path: str | Path) -> "Run | MultiRun":
-    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed."""
+    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
+    Its reports are rewritten in the folder, unless the folder is read-only: then nothing is
+    written and `.saved` is False."""
     rf = RunFolder.open(path)
+    write = rf.writable()
     if rf.manifest.get("kind") in ("all", "sweep"):
-        return _build_multi(rf)
+        return _build_multi(rf, write=write)
     if rf.manifest.get("backend") not in backends.BACKENDS:
         raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
-    return build_report(rf)
+    return build_report(rf, write=write)
 
 
 # -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
@@ -192,6 +240,7 @@ class MultiRun:
     skipped: dict[str, str]
     table: pd.DataFrame
     kind: str
+    saved: bool = True
 
     @property
     def status(self) -> str:
@@ -218,10 +267,15 @@ class MultiRun:
         return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
 
     def footer(self) -> list[str]:
-        lines = [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
+        lines = []
+        if self.status not in ("ok", None):
+            err = self.manifest.get("error")
+            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
+        lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
         if self.kind == "all":
-            lines.append("events = CUDA events per call (time); torch-trace / nsys = kernel durations per "
-                         "iteration; ncu = kernel duration under replay. agreement flags medians >10% apart.")
+            from reports import merge
+
+            lines.append(merge.legend(on_gpu=self.workload.get("device") == "cuda"))
         return lines
 
 
@@ -239,18 +293,33 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
         except InterruptedRunError as exc:
             children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
             interrupted = exc
+        except KeyboardInterrupt:  # between two children's runs
+            interrupted = InterruptedRunError("interrupted")
+            children.setdefault(name, {"status": "interrupted", "folder": name, "error": interrupted.message})
         except GprofError as exc:
             children[name] = {"status": "failed", "folder": name, "error": exc.message}
-        rf.save()
+        try:
+            rf.save()
+        except GprofError:
+            pass  # finish() below tries again, and says so if it cannot
         if interrupted:
             break
-    multi = _build_multi(rf)
     bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
-    rf.finish("interrupted" if interrupted else "failed" if bad else "ok")
+    err: GprofError | None = interrupted or (RunFailedError(
+        "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()), hint=f"the other {what} are in {rf.path}")
+        if bad else None)
+    # the parent's reports carry its final status: set it first, then write them once
+    rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
+    multi = _build_multi(rf, write=False, children_write=False)
+    try:
+        _write_multi(multi)
+    except GprofError as exc:
+        rf.remove_reports()
+        err = err or exc
+        rf.set_status("failed", err.message)
+    rf.finish()
     multi.manifest = rf.manifest
-    if interrupted or bad:
-        err = interrupted or RunFailedError("; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()),
-                                            hint=f"the other {what} are in {rf.path}")
+    if err is not None:
         err.run = multi  # type: ignore[attr-defined]
         raise err
     return multi
@@ -300,11 +369,16 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     def job(size: str, dtype: str):
         return lambda out: profile(workload, backend, size=size, dtype=dtype, out=out, **opts)
 
-    return _run_children(rf, [(f"{s}-{d}", job(s, d)) for d in dtypes for s in sizes], "points")
+    # a point without --size runs the workload's default shape (which depends on the device)
+    return _run_children(rf, [(f"{s or 'default'}-{d}", job(s, d)) for d in dtypes for s in sizes], "points")
 
 
-def _build_multi(rf: RunFolder) -> MultiRun:
+def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None) -> MultiRun:
+    """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
+    says otherwise, its children's) rewritten."""
     from reports import merge
+
+    children_write = write if children_write is None else children_write
 
     kind = rf.manifest.get("kind", "all")
     runs: dict[str, Run] = {}
@@ -315,7 +389,8 @@ def _build_multi(rf: RunFolder) -> MultiRun:
             continue
         folder = rf.file(child.get("folder", name))
         if (folder / WORKLOAD_MANIFEST).exists():
-            runs[name] = build_report(RunFolder.open(folder))
+            child = RunFolder.open(folder)
+            runs[name] = build_report(child, write=children_write and child.writable())
         else:
             skipped[name] = child.get("error", "no results")
     if kind == "all":
@@ -325,24 +400,27 @@ def _build_multi(rf: RunFolder) -> MultiRun:
     else:
         points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
         table = merge.sweep_table(points)
-    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind)
-    _write_multi(multi)
+    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind, saved=False)
+    if write:
+        _write_multi(multi)
     return multi
 
 
 def _write_multi(multi: MultiRun) -> None:
-    from reports import render
-
-    render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(),
-                     meta={"run": multi.path.name, "kind": multi.kind, "status": multi.status})
-    from reports import html
+    from reports import html, render
 
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
     if multi.kind == "all":
         sections.insert(0, ("merged", multi.table))
-    html.write_html(multi.path / "report.html", multi.title(), sections,
-                    sweep=multi.table if multi.kind == "sweep" else None,
-                    meta={"run": str(multi.path)}, notes=multi.footer())
+    meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
+    try:
+        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)
+        html.write_html(multi.path / "report.html", multi.title(), sections,
+                        sweep=multi.table if multi.kind == "sweep" else None,
+                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer())
+    except OSError as exc:
+        raise disk_error(multi.path, exc) from exc
+    multi.saved = True
 
 
 def compare(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, Run, Run]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from orchestrator import __version__
-from orchestrator.errors import GprofError
+from orchestrator.errors import EXIT_RUN_FAILED, GprofError
 
 EPILOG_RUN = """\b
 Examples:
@@ -27,22 +27,86 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON (--json, --format json): then stdout gets one JSON
+    document whatever happens, errors included, and human text goes to stderr."""
+    args = args[:args.index("--")] if "--" in args else args
+    return ("--json" in args or "--format=json" in args
+            or any(a == "--format" and b == "json" for a, b in zip(args, args[1:])))
+
+
+def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | None = None,
+              log: str | None = None, status: str = "error") -> dict:
+    """The JSON document of a command that failed before it had a run to show."""
+    return {"status": status, "exit_code": exit_code,
+            "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
+
+
+def _gprof_error_doc(exc: GprofError) -> dict:
+    partial = getattr(exc, "run", None)
+    err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
+                    log=str(exc.log) if exc.log else None, status=partial.status if partial is not None else "error")
+    if partial is None:
+        run_path = getattr(exc, "run_path", None)
+        return {**err, "run": str(run_path)} if run_path else err
+    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code)
+
+
 class Group(click.Group):
-    """Turns every expected error into one message and its exit code, in one place."""
+    """Turns every expected error into one message and its exit code, in one place; anything
+    else is an internal error (exit 1, traceback only with --debug). With --json, stdout gets
+    one JSON document (the error's, or the partial run's with the error in it)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["gprof.json"] = wants_json(list(args))
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
         import signal
 
         # SIGTERM stops a run the way Ctrl-C does: the child is told, the folder is kept
         signal.signal(signal.SIGTERM, _terminate)
+        as_json = ctx.meta.get("gprof.json", False)
+        # read when needed: the group's --debug is stored by main() below, inside super().invoke
+        debug = lambda: (ctx.obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1"  # noqa: E731
         try:
             return super().invoke(ctx)
         except GprofError as exc:
-            debug = (ctx.obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1"
-            if debug:
+            if debug():
                 traceback.print_exc()
+            if as_json:
+                click.echo(json.dumps(_gprof_error_doc(exc), indent=1, default=str))
             click.echo(f"gprof-orch: error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            if not as_json:
+                raise
+            click.echo(json.dumps(error_doc(exc.format_message(), exc.exit_code, kind="UsageError"), indent=1))
+            exc.show()
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:  # a bug: say so in one line, the traceback only when asked
+            if debug():
+                traceback.print_exc()
+            message = f"internal error: {type(exc).__name__}: {exc} (a bug; run with --debug for the traceback)"
+            if as_json:
+                click.echo(json.dumps(error_doc(message, EXIT_RUN_FAILED, kind="internal"), indent=1))
+            click.echo(f"gprof-orch: {message}", err=True)
+            ctx.exit(EXIT_RUN_FAILED)
+
+
+class DtypeOption(click.Option):
+    """--dtype, whose help lists the dtypes the built-in workloads take, looked up only when
+    help is shown (the CLI's start imports no workload)."""
+
+    def get_help_record(self, ctx: click.Context):
+        from workloads import registry
+
+        dtypes = registry.builtin_dtypes()
+        self.help = (f"{', '.join(dtypes[:-1])} or {dtypes[-1]} (what the built-in workloads take; `list` shows "
+                     "each workload's); comma-separated for a sweep.")
+        return super().get_help_record(ctx)
 
 
 def run_options(f):
@@ -52,7 +116,7 @@ def run_options(f):
         click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all)."),
         click.option("--size", "-s", default=None, help="Elements (1e8, 100000000) or a shape (10000x10000). "
                      "Default: the workload's (10000x10000 on a GPU, 1000x1000 on the CPU)."),
-        click.option("--dtype", default="float32", show_default=True, help="float32, float16, bfloat16 or float64."),
+        click.option("--dtype", default="float32", show_default=True, cls=DtypeOption),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
                      help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
         click.option("--iters", type=int, default=None, help="Measured iterations per variant (backend default)."),
@@ -76,11 +140,15 @@ def run_options(f):
 
 
 def _request_kwargs(kw: dict) -> dict:
+    from orchestrator.errors import UsageError
     from orchestrator.request import parse_list
 
     as_json, fmt = kw.pop("as_json"), kw.pop("fmt")
     fmt = "json" if as_json else fmt
-    kw["variants"] = parse_list(kw["variants"])
+    given = kw["variants"]
+    kw["variants"] = parse_list(given)
+    if given and not kw["variants"]:
+        raise UsageError(f"--variants {','.join(given)!r} names no variant; leave it out to run them all")
     for key in ("nsys_args", "ncu_args", "ncu_sections"):
         if key in kw:
             kw[key] = list(kw[key])
@@ -106,10 +174,20 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
         run = api.profile(workload, backend, argv=sys.argv, **kw)
     except GprofError as exc:
         partial = getattr(exc, "run", None)
-        if partial is not None:
+        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
             _print_run(partial, fmt, to_err=True)
         raise
     _print_run(run, fmt)
+
+
+def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0) -> dict:
+    """A run as the one JSON document --json prints: status, exit code, error (None when it
+    went well), meta and the per-variant table."""
+    from reports import render
+
+    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
+    return {"status": status or run.status, "exit_code": exit_code, "error": error,
+            **json.loads(render.to_json(run.table, meta))}
 
 
 def _print_run(run, fmt: str, to_err: bool = False) -> None:
@@ -117,6 +195,9 @@ def _print_run(run, fmt: str, to_err: bool = False) -> None:
 
     title, footer = run.title(), run.footer()
     meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
+    if fmt == "json":
+        click.echo(json.dumps(run_doc(run), indent=1), err=to_err)
+        return
     if run.workload.get("device") == "cpu" and fmt == "table":
         click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
     stream = sys.stderr if to_err else sys.stdout
@@ -124,7 +205,7 @@ def _print_run(run, fmt: str, to_err: bool = False) -> None:
         click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
     else:
         click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta), err=to_err)
-    if fmt == "table":
+    if fmt == "table" and run.saved:
         click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.csv", err=True)
 
 
@@ -150,25 +231,24 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 @main.command("list")
-@click.option("--workload-file", type=click.Path(dir_okay=False), default=None)
+@click.option("--workload-file", type=click.Path(dir_okay=False), default=None,
+              help="Also list the Workload(s) of this Python file (imported in a child process).")
+@click.option("--timeout", type=float, default=None, help="Seconds the import of --workload-file may take.")
 @click.option("--json", "as_json", is_flag=True)
-def list_cmd(workload_file, as_json) -> None:
+def list_cmd(workload_file, timeout, as_json) -> None:
     """List workloads, their variants and what each needs.
 
     \b
     Example:
       gprof-orch list
+      gprof-orch list --workload-file mine.py
     """
-    from workloads import registry
+    from orchestrator.errors import UsageError
+    from orchestrator.request import workload_catalog
 
-    if workload_file:
-        registry.load_file(workload_file)
-    data = []
-    for w in registry.all_workloads().values():
-        data.append({"workload": w.name, "description": w.description, "baseline": w.baseline,
-                     "dtypes": list(w.dtypes), "source": w.source,
-                     "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
-                                   "description": v.description} for v in w.variants]})
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout must be positive, not {timeout}")
+    data = workload_catalog(workload_file, timeout)
     if as_json:
         click.echo(json.dumps(data, indent=1))
         return
@@ -199,14 +279,19 @@ def doctor(nsys, ncu, check, as_json) -> None:
     report = doc.collect(nsys=nsys, ncu=ncu)
     if check:
         report["checks"] = doc.check_tools(nsys=nsys, ncu=ncu)
+    failed = [c["check"] for c in report.get("checks", []) if c["ok"] is False]
     if as_json:
+        report = {"status": "failed" if failed else "ok", "exit_code": EXIT_RUN_FAILED if failed else 0,
+                  "error": {"kind": "CheckFailed", "message": f"check failed: {', '.join(failed)}"} if failed else None,
+                  **report}
         click.echo(json.dumps(report, indent=1))
     else:
         click.echo(doc.render(report))
         if check:
             click.echo("checks:\n" + doc.render_checks(report["checks"]))
-    if check and any(c["ok"] is False for c in report["checks"]):
-        sys.exit(1)
+    if failed:
+        click.echo(f"gprof-orch: doctor --check: {', '.join(failed)} does not work here (see the fix above)", err=True)
+        sys.exit(EXIT_RUN_FAILED)
 
 
 def _backend_command(name: str, help_text: str, extra=None):
@@ -277,13 +362,24 @@ def compare(run_a, run_b, fail_if_slower, fmt, as_json) -> None:
     table, a, b = api.compare(run_a, run_b)
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
     footer = [] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"]
-    click.echo(render.render(table, "json" if as_json else fmt, title=title, footer=footer))
+    slower = None
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
         if not worse.empty:
-            click.echo(f"gprof-orch: slower than {fail_if_slower:g}%: " + ", ".join(
-                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples()), err=True)
-            sys.exit(1)
+            slower = f"slower than {fail_if_slower:g}%: " + ", ".join(
+                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        meta = {"a": str(run_a), "b": str(run_b), "a_backend": a.backend, "b_backend": b.backend, "notes": footer}
+        doc = {"status": "failed" if slower else "ok", "exit_code": EXIT_RUN_FAILED if slower else 0,
+               "error": {"kind": "SlowerError", "message": slower} if slower else None,
+               **json.loads(render.to_json(table, meta))}
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo(render.render(table, fmt, title=title, footer=footer))
+    if slower:
+        click.echo(f"gprof-orch: {slower}", err=True)
+        sys.exit(EXIT_RUN_FAILED)
 
 
 @main.command()
@@ -299,8 +395,21 @@ def report(runs, fmt, as_json) -> None:
     """
     from orchestrator import api
 
+    fmt = "json" if as_json else fmt
+    docs = []
     for path in runs:
-        _print_run(api.load_run(path), "json" if as_json else fmt)
+        run = api.load_run(path)
+        if fmt == "json":  # one document on stdout: printed once every folder is read
+            docs.append(run_doc(run))
+        else:
+            _print_run(run, fmt)
+        if not run.saved:
+            click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
+    if docs:
+        doc = docs[0] if len(docs) == 1 else {
+            "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
+            "error": None, "runs": docs}
+        click.echo(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,7 @@ import shutil
 from typing import Any
 
 from orchestrator import envinfo, tools
-from orchestrator.errors import ToolNotFoundError
+from orchestrator.errors import ToolNotFoundError, ToolTimeoutError
 
 
 def _torch_info() -> dict[str, Any]:
@@ -42,7 +42,7 @@ def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
         try:
             t = tools.find(name, explicit)
             report[name] = {"ok": True, "path": str(t.path), "version": t.version, "found_via": t.found_via}
-        except ToolNotFoundError as exc:
+        except (ToolNotFoundError, ToolTimeoutError) as exc:  # missing, or hangs on --version
             report[name] = {"ok": False, "error": exc.message, "fix": exc.hint}
     report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
                           "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
@@ -132,7 +132,7 @@ def check_tools(nsys: str | None = None, ncu: str | None = None, timeout: float 
     has_cuda = bool(out and out[-1]["detail"].startswith("recorded"))
     # nsys records an NVTX range of ours
     try:
-        t = tools.find("nsys", nsys)
+        t = tools.find("nsys", nsys, timeout=timeout)
         rep = tmp / "nsys-check"
         res = proc.run([str(t.path), "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none",
                         f"--output={rep}", "--force-overwrite=true", py, "-c", _NVTX_CHECK],
@@ -161,7 +161,7 @@ def check_tools(nsys: str | None = None, ncu: str | None = None, timeout: float 
         out.append(_check("ncu", None, "skipped: ncu needs a CUDA GPU"))
     else:
         try:
-            t = tools.find("ncu", ncu)
+            t = tools.find("ncu", ncu, timeout=timeout)
             rep = tmp / "ncu-check.ncu-rep"
             log = tmp / "ncu.log"
             res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",

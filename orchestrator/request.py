@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError
 
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -37,6 +37,65 @@ def parse_list(text: str | tuple | list | None) -> list[str]:
     for item in items:
         out += [s.strip() for s in str(item).split(",") if s.strip()]
     return out
+
+
+def workload_catalog(workload_file: str | Path | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
+    """Every workload as plain data (workloads.registry.describe), the user's file included.
+
+    The file is the user's code: it may exit, hang or crash on import. So it is imported only in
+    a child, `python -m workloads list --workload-file F --json`, run by orchestrator.proc with
+    `timeout` (a hang is the timeout, exit 124); whatever stops it from loading is a UsageError
+    naming the file. Without a file the built-ins are described here: they import no torch."""
+    from workloads import registry
+
+    if not workload_file:
+        return registry.describe()
+    path = Path(workload_file).resolve()
+    if not path.is_file():
+        raise UsageError(f"workload file {path} does not exist")
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _CATALOGS:
+        _CATALOGS[key] = _list_in_child(path, timeout)
+    return _CATALOGS[key]
+
+
+# what a workload file's listing said, by (path, mtime, size): a sweep or `all` lists it once
+_CATALOGS: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+
+
+def _list_in_child(path: Path, timeout: float | None) -> list[dict[str, Any]]:
+    import json
+    import sys
+    import tempfile
+
+    from orchestrator import proc
+
+    argv = [sys.executable, "-m", "workloads", "list", "--workload-file", str(path), "--json"]
+    with tempfile.TemporaryDirectory(prefix="gprof-list-") as tmp:
+        try:
+            res = proc.run(argv, log_dir=Path(tmp), name="workload-list", timeout=timeout)
+        except ToolTimeoutError as exc:
+            # where the import was when it was ended: the last frame in the user's file
+            lines = exc.log_tail.splitlines()
+            at = [i for i, ln in enumerate(lines) if ln.strip().startswith(f'File "{path}"')]
+            where = " ".join(ln.strip() for ln in lines[at[-1]:at[-1] + 2]) if at else ""
+            raise ToolTimeoutError(f"importing workload file {path} ran past the timeout of {timeout:g} s; "
+                                   "its process was ended" + (f" (it was at {where})" if where else ""),
+                                   argv=argv, hint="a workload file should only define workloads when "
+                                                   "imported; raise --timeout if its import is slow") from None
+        out = res.stdout.read_text(errors="replace").strip().splitlines()
+        why = (res.tail(5).strip().splitlines() or [""])[-1].removeprefix("gprof-orch runner: ")
+        if res.returncode != 0 or not out:
+            if str(path) in why:
+                raise UsageError(why)
+            raise UsageError(f"workload file {path} could not be loaded: "
+                             + (why or f"its import ended the process with status {res.returncode} "
+                                       "and no output"))
+    try:
+        return json.loads(out[-1])
+    except ValueError:
+        raise UsageError(f"workload file {path} could not be listed: its import printed over the listing") from None
 
 
 @dataclass
@@ -72,21 +131,39 @@ class Request:
     ncu_args: list[str] = field(default_factory=list)
     fail_variant: str | None = None  # testing aid: the runner makes this variant raise
 
+    def selected_variants(self) -> list[str]:
+        """The variants that run, in the workload's order, the baseline always among them (as
+        workloads.registry.Workload.select does), known without importing a --workload-file."""
+        catalog = {w["workload"]: w for w in workload_catalog(self.workload_file, self.timeout)}
+        if self.workload not in catalog:
+            raise UnknownNameError("workload", self.workload, sorted(catalog))
+        w = catalog[self.workload]
+        names = [v["name"] for v in w["variants"]]
+        wanted = set(self.variants) | {w["baseline"]}
+        return [n for n in names if n in wanted] if self.variants else names
+
     def validate(self) -> "Request":
         """Check every value against the registries; raises UsageError / UnknownNameError."""
         from workloads import registry
 
-        if self.workload_file:
-            registry.load_file(self.workload_file)
-        w = registry.get(self.workload)
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError(f"--timeout must be positive, not {self.timeout}")
+        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
+            raise UsageError(f"--out {self.out} exists and is a file, not a folder; choose a new folder")
+        catalog = {w["workload"]: w for w in workload_catalog(self.workload_file, self.timeout)}
+        if self.workload not in catalog:
+            raise UnknownNameError("workload", self.workload, sorted(catalog))
+        w = catalog[self.workload]
+        names = [v["name"] for v in w["variants"]]
         for v in self.variants:
-            w.variant(v)
+            if v not in names:
+                raise UnknownNameError(f"variant of {self.workload}", v, names)
         if self.size is not None:
             self.size = parse_size(self.size)
         if self.dtype not in registry.DTYPES:
             raise UsageError(f"--dtype {self.dtype!r} unknown; valid: {', '.join(registry.DTYPES)}")
-        if self.dtype not in w.dtypes:
-            raise UsageError(f"workload {w.name} supports --dtype {', '.join(w.dtypes)}, not {self.dtype}")
+        if self.dtype not in w["dtypes"]:
+            raise UsageError(f"workload {self.workload} supports --dtype {', '.join(w['dtypes'])}, not {self.dtype}")
         if self.device not in DEVICES:
             raise UsageError(f"--device {self.device!r} unknown; valid: {', '.join(DEVICES)}")
         for name in ("iters", "warmup"):
@@ -95,8 +172,6 @@ class Request:
                 raise UsageError(f"--{name} must be {'>= 1' if name == 'iters' else '>= 0'}, not {v}")
         if not 0 <= self.gpu_sleep_us <= 10_000:
             raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, not {self.timeout}")
         for m in self.ncu_metrics:
             if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
                 raise UsageError(f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "

@@ -26,6 +26,32 @@ DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
 WORKLOAD_MANIFEST = "workload.json"  # written by the runner (workloads/runner.py)
 STATUSES = ("running", "ok", "failed", "interrupted")
+# what a run writes beside its raw artifacts; rewritten by `report`
+REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
+
+
+def disk_error(path: Path, exc: OSError) -> GprofError:
+    """The error a failed write into the run folder stands for (a full disk, mostly)."""
+    return GprofError(f"cannot write the run folder {path}: {exc.strerror or exc}",
+                      hint="free some space or choose another --out")
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def write_json(path: Path, data: Any, **dumps: Any) -> None:
+    """Write `path` atomically: a crash or a full disk leaves the previous file whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(data, default=str, **dumps))
+        os.replace(tmp, path)
+    except OSError:
+        _unlink(tmp)
+        raise
 
 
 def _utc_stamp() -> str:
@@ -114,7 +140,9 @@ class RunFolder:
             raise ParseError(mpath, f"corrupt manifest ({exc})") from exc
         if not isinstance(manifest, dict) or "schema_version" not in manifest:
             raise ParseError(mpath, "manifest has no schema_version")
-        if int(manifest["schema_version"]) > SCHEMA_VERSION:
+        if type(manifest["schema_version"]) is not int:
+            raise ParseError(mpath, f"schema_version {manifest['schema_version']!r} is not an integer")
+        if manifest["schema_version"] > SCHEMA_VERSION:
             raise ParseError(mpath, f"written by a newer gprof-orch (schema {manifest['schema_version']}, "
                                     f"this one reads up to {SCHEMA_VERSION})", hint="upgrade gprof-orch")
         return cls(path, manifest)
@@ -134,44 +162,167 @@ class RunFolder:
     # -- updates -------------------------------------------------------------------------------
     def save(self) -> None:
         """Write the manifest atomically (a crash leaves the previous one whole)."""
-        tmp = self.path / (MANIFEST + ".tmp")
         try:
-            tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
-            os.replace(tmp, self.path / MANIFEST)
+            write_json(self.path / MANIFEST, self.manifest, indent=1)
         except OSError as exc:
-            raise GprofError(f"cannot write the run folder {self.path}: {exc.strerror}",
-                             hint="free some space or choose another --out") from exc
+            raise disk_error(self.path, exc) from exc
 
     def add_command(self, step: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         from orchestrator.proc import format_argv
 
         self.manifest["commands"].append({"step": step, "argv": argv, "env": env or {}})
-        with open(self.path / "commands.sh", "a") as fh:
-            fh.write(f"# {step}\n{format_argv(argv, env)}\n")
+        try:
+            with open(self.path / "commands.sh", "a") as fh:
+                fh.write(f"# {step}\n{format_argv(argv, env)}\n")
+        except OSError as exc:
+            raise disk_error(self.path, exc) from exc
         self.save()
 
-    def finish(self, status: str, error: str | None = None) -> None:
+    def set_status(self, status: str, error: str | None = None) -> None:
+        """The final status, in memory: the reports are written with it, then finish() saves it."""
         assert status in STATUSES
         self.manifest["status"] = status
         self.manifest["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         if error:
             self.manifest["error"] = error
-        self.save()
+
+    def finish(self, status: str | None = None, error: str | None = None) -> None:
+        """Save the final status (set here or by set_status). On a full disk, where the atomic
+        write has no room, the manifest is rewritten in place, compact, within the space the
+        old one holds: a folder must not say `running` once its run has ended. Raises only
+        when even that fails."""
+        if status is not None:
+            self.set_status(status, error)
+        _unlink(self.path / ".lock")
         try:
-            (self.path / ".lock").unlink()
-        except FileNotFoundError:
-            pass
+            self.save()
+        except GprofError:
+            if not self._save_in_place():
+                raise
+
+    def _save_in_place(self) -> bool:
+        path = self.path / MANIFEST
+        text = json.dumps(self.manifest, separators=(",", ":"), default=str).encode()
+        try:
+            if len(text) > path.stat().st_blocks * 512:
+                return False
+            with open(path, "r+b") as fh:  # overwrites blocks the file already has: no new space
+                fh.write(text)
+                fh.truncate()
+        except OSError:
+            return False
+        return True
+
+    def writable(self) -> bool:
+        """Whether the reports can be (re)written here: not on a read-only mount or folder."""
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            return False
+        return all(os.access(p, os.W_OK) for p in (self.path / n for n in REPORT_FILES) if p.exists())
+
+    def remove_reports(self) -> None:
+        """Remove report files a failed write left half-written (they would mislead, and take room)."""
+        for name in REPORT_FILES:
+            _unlink(self.path / name)
 
     def update(self, **fields: Any) -> None:
         self.manifest.update(fields)
         self.save()
+
+    def mark_timed_out(self) -> tuple[str, str] | None:
+        """After --timeout ended the runner: the variant it was on is `timed out` (keeping the
+        samples it took), those it never reached `skipped`. Returns that variant's name and
+        what it was doing, or None when it was on none (or left no workload.json)."""
+        path = self.path / WORKLOAD_MANIFEST
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        current = data.get("current") or {}
+        found = None
+        for v in data.get("variants", []):
+            on_it = v.get("status") in ("measuring", "interrupted") or (
+                v.get("name") == current.get("variant") and v.get("status") in ("pending", "skipped"))
+            if on_it and found is None:
+                found = (v["name"], current.get("step") or "measuring")
+                v.update(status="timed out", reason=f"still {found[1]} when --timeout ended the run")
+            elif v.get("status") == "pending" or v.get("reason") == "not run: the run stopped before it":
+                v.update(status="skipped", reason="not run: the run timed out before it")
+        data["status"] = "timed out"
+        try:
+            write_json(path, data, indent=1)
+        except OSError:
+            pass  # the report then shows what the runner left; the error message still names it
+        return found
 
     def workload_manifest(self) -> dict[str, Any]:
         p = self.path / WORKLOAD_MANIFEST
         if not p.is_file():
             raise ParseError(self.path, "the workload never started (no workload.json); see logs/")
         try:
-            return json.loads(p.read_text())
+            data = json.loads(p.read_text())
         except ValueError as exc:
             raise ParseError(p, f"corrupt ({exc})") from exc
+        problem = _workload_manifest_problem(data)
+        if problem:
+            raise ParseError(p, f"malformed: {problem}")
+        return data
+
+
+def _is_number(x: Any, none: bool = False) -> bool:
+    return (x is None and none) or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def _variant_problem(v: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of one variant that the reports read, or None."""
+    for key in ("status", "label", "reason", "error"):
+        if v.get(key) is not None and not isinstance(v[key], str):
+            return f'"{key}" is {type(v[key]).__name__}, not a string'
+    if v.get("status") == "ok" and "bytes_moved" not in v:
+        return '"bytes_moved" is missing'
+    if not _is_number(v.get("bytes_moved"), none=True):
+        return f'"bytes_moved" is {v["bytes_moved"]!r}, not a number'
+    for key in ("time_samples_ns", "cpu_samples_ns"):
+        samples = v.get(key)
+        if samples is not None and (not isinstance(samples, list) or not all(map(_is_number, samples))):
+            return f'"{key}" is not a list of numbers'
+    return None
+
+
+def _workload_manifest_problem(data: Any) -> str | None:
+    """What is wrong with the shape of a workload.json that the reports rely on, or None."""
+    if not isinstance(data, dict):
+        return f"not a JSON object but {type(data).__name__}"
+    variants = data.get("variants")
+    if not isinstance(variants, list) or not variants:
+        return f'"variants" is {type(variants).__name__ if variants != [] else "empty"}, not a list of variants'
+    # the speedups are over the baseline; the device decides GPU time or host wall time
+    for key in ("workload", "baseline", "device"):
+        if not isinstance(data.get(key), str):
+            return f'"{key}" is missing or not a string'
+    if "iters" not in data:
+        return '"iters" is missing'
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict) or not isinstance(v.get("name"), str):
+            return f'"variants"[{i}] is not an object with a "name" string'
+        problem = _variant_problem(v)
+        if problem:
+            return f'"variants"[{i}] ({v["name"]}): {problem}'
+    for key in ("baseline", "device", "dtype", "trace"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            return f'"{key}" is {type(data[key]).__name__}, not a string'
+    if not _is_number(data.get("numel"), none=True):
+        return f'"numel" is {data["numel"]!r}, not a number'
+    env, nvtx = data.get("env") or {}, data.get("nvtx") or {}
+    if isinstance(env, dict) and not _is_number(env.get("peak_bandwidth_bytes_per_s"), none=True):
+        return f'"env"/"peak_bandwidth_bytes_per_s" is {env["peak_bandwidth_bytes_per_s"]!r}, not a number'
+    if isinstance(nvtx, dict) and any(nvtx.get(k) is not None and not isinstance(nvtx[k], str)
+                                      for k in ("domain", "prefix")):
+        return '"nvtx" has a domain or prefix that is not a string'
+    for key, kind in (("shape", list), ("env", dict), ("nvtx", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            return f'"{key}" is {type(data[key]).__name__}, not {kind.__name__}'
+    iters = data.get("iters")
+    if iters is not None and (type(iters) is not int or iters < 0):
+        return f'"iters" is {iters!r}, not a count'
+    return None
 

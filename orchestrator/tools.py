@@ -6,11 +6,10 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import ToolNotFoundError
+from orchestrator.errors import ToolNotFoundError, ToolTimeoutError
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -30,6 +29,8 @@ SEARCH = {
         "/usr/lib/nsight-compute/ncu",
     ],
 }
+# how long `<tool> --version` may take at most (less when --timeout is shorter)
+VERSION_TIMEOUT_S = 60.0
 ENV = {"nsys": "GPROF_NSYS", "ncu": "GPROF_NCU"}
 HOW_TO_GET = {
     "nsys": "install Nsight Systems (on Debian: scripts/install-nsys.sh puts it in .tools/nsys), "
@@ -50,18 +51,32 @@ def _executable(p: str | Path) -> bool:
     return os.path.isfile(p) and os.access(p, os.X_OK)
 
 
-def version_of(path: Path) -> str:
-    try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"unknown ({exc})"
-    text = out.stdout + out.stderr
+def version_of(path: Path, timeout: float | None = None) -> str:
+    """`path --version`, run like every child (orchestrator.proc: own process group, ended on
+    timeout) within min(VERSION_TIMEOUT_S, timeout): a tool that hangs is a ToolTimeoutError."""
+    import tempfile
+
+    from orchestrator import proc
+
+    limit = VERSION_TIMEOUT_S if timeout is None else min(VERSION_TIMEOUT_S, timeout)
+    with tempfile.TemporaryDirectory(prefix="gprof-version-") as tmp:
+        try:
+            res = proc.run([str(path), "--version"], log_dir=Path(tmp), name="version", timeout=limit)
+        except ToolNotFoundError as exc:
+            return f"unknown ({exc.message})"
+        except ToolTimeoutError as exc:
+            raise ToolTimeoutError(f"`{path} --version` did not answer within {limit:g} s; it was ended",
+                                   argv=exc.argv, log_tail=exc.log_tail,
+                                   hint=f"check that {path} works: run it with --version yourself") from None
+        text = res.stdout.read_text(errors="replace") + res.stderr.read_text(errors="replace")
     m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", text)
     return m.group(1) if m else (text.strip().splitlines() or ["unknown"])[-1]
 
 
-def find(name: str, explicit: str | Path | None = None, *, with_version: bool = True) -> Tool:
-    """Locate `name` ('nsys' or 'ncu'); ToolNotFoundError says how to get it."""
+def find(name: str, explicit: str | Path | None = None, *, with_version: bool = True,
+         timeout: float | None = None) -> Tool:
+    """Locate `name` ('nsys' or 'ncu'); ToolNotFoundError says how to get it. Its version probe
+    is bounded by `timeout` (the run's --timeout) and VERSION_TIMEOUT_S."""
     candidates: list[tuple[str, str]] = []
     if explicit:
         if not _executable(explicit):
@@ -80,7 +95,7 @@ def find(name: str, explicit: str | Path | None = None, *, with_version: bool = 
             candidates.append((p, "install location"))
     for path, via in candidates:
         if _executable(path):
-            p = Path(path)
-            return Tool(name, p, version_of(p) if with_version else "", via)
+            p = Path(os.path.abspath(path))  # Path("./nsys") would be "nsys", looked up on PATH
+            return Tool(name, p, version_of(p, timeout) if with_version else "", via)
     raise ToolNotFoundError(f"{name} not found (looked at --{name}, ${ENV[name]}, PATH and "
                             f"{', '.join(SEARCH[name])})", hint=HOW_TO_GET[name])

@@ -83,6 +83,16 @@ def agreement(row: Mapping[str, Any]) -> str:
     return f"DISAGREE: {hi_b} {hi / lo - 1:+.0%} over {lo_b} ({why})"
 
 
+def legend(on_gpu: bool) -> str:
+    """What each time column of the merged table measured (the `all` footer). On the CPU the
+    `time` backend reads the host clock: there are no CUDA events."""
+    if on_gpu:
+        return ("events = CUDA events per call (time); torch-trace / nsys = kernel durations per iteration; "
+                "ncu = kernel duration under replay. agreement flags medians >10% apart.")
+    return ("events = host clock (perf_counter) per call (time; a CPU run has no CUDA events); torch-trace / "
+            "nsys = host wall-clock time per iteration under each profiler. agreement is not judged on the CPU.")
+
+
 def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:
     """points: (numel, dtype, per-variant table) -> long table of time and GB/s against size."""
     rows = []
@@ -106,9 +116,11 @@ def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataF
         sa, sb = sample_stats(a), sample_stats(b)
         ratio = sb["median"] / sa["median"] if sa["median"] else np.nan
         diff = abs(sb["median"] - sa["median"])
-        significant = bool(diff > sa["iqr"] + sb["iqr"]) if np.isfinite(diff) else False
+        # one sample has no spread to weigh the change against: never called beyond it
+        significant = bool(diff > sa["iqr"] + sb["iqr"]) if np.isfinite(diff) and min(sa["n"], sb["n"]) > 1 else False
         rows.append({"variant": v, "a_median_us": sa["median"] / 1e3, "b_median_us": sb["median"] / 1e3,
                      "a_iqr_us": sa["iqr"] / 1e3, "b_iqr_us": sb["iqr"] / 1e3, "ratio_b_over_a": ratio,
                      "change_pct": (ratio - 1) * 100, "beyond_spread": significant,
-                     "verdict": ("slower" if ratio > 1 else "faster") if significant else "same within spread"})
+                     "verdict": ("slower" if ratio > 1 else "faster") if significant else
+                     "same within spread" if min(sa["n"], sb["n"]) > 1 else "n=1: no spread to judge by"})
     return pd.DataFrame(rows)

@@ -62,8 +62,14 @@ def _fmt(value: Any, fmt: str) -> str:
         return str(value)
 
 
+# kept in the JSON and CSV, left out of the terminal and Markdown tables: the CV (standard
+# deviation over the mean) is pulled up by one outlier, and beside the IQR it reads as a
+# contradiction (CV 420%, IQR 7%) that the note on high spread already settles
+NOT_SHOWN = {"time_cv_pct"}
+
+
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
-    cols = [(c, h, f) for c, h, f in DISPLAY if c in table.columns
+    cols = [(c, h, f) for c, h, f in DISPLAY if c in table.columns and c not in NOT_SHOWN
             and not (table[c].isna() | (table[c].astype(str) == "")).all()]
     headers = [h for _, h, _ in cols]
     body = []

@@ -22,6 +22,11 @@ OUTSIDE = "(outside variants)"
 # what is missing: its range, or (on a GPU) any GPU activity in its range
 NOT_IN_REPORT = "not_in_report"
 NO_RANGE, NO_ACTIVITY = 1, 2
+# metric of a variant whose launches (value: how many) do not split into its iterations: the
+# report lost some (or holds extra), so it has no per-iteration time; the table marks it incomplete
+UNEVEN_LAUNCHES = "uneven_launches"
+# metric of a variant whose report holds (value) another number of iterations than it ran
+ITERATIONS_IN_REPORT = "iterations_in_report"
 
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

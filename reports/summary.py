@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from reports.names import short_kernel_name
-from reports.schema import ALL_KERNELS, NO_RANGE, NOT_IN_REPORT, OUTSIDE
+from reports.schema import ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -37,14 +37,18 @@ OPTIONAL = {
 
 
 def sample_stats(values: np.ndarray) -> dict[str, float]:
+    """median, IQR, min, mean, CV (standard deviation over the mean) and n of the finite values.
+    One sample has no spread: its IQR and CV are NaN, not 0."""
     v = np.asarray(values, dtype="float64")
     v = v[np.isfinite(v)]
     if v.size == 0:
-        return {k: float("nan") for k in ("median", "iqr", "min", "mean", "cv", "n")}
+        return {k: float("nan") for k in ("median", "iqr", "min", "mean", "cv")} | {"n": 0.0}
     q1, med, q3 = np.percentile(v, [25, 50, 75])
     mean = float(v.mean())
-    return {"median": float(med), "iqr": float(q3 - q1), "min": float(v.min()), "mean": mean,
-            "cv": float(v.std(ddof=1) / mean) if v.size > 1 and mean else 0.0, "n": float(v.size)}
+    spread = v.size > 1
+    return {"median": float(med), "iqr": float(q3 - q1) if spread else float("nan"), "min": float(v.min()),
+            "mean": mean, "cv": float(v.std(ddof=1) / mean) if spread and mean else float("nan"),
+            "n": float(v.size)}
 
 
 def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
@@ -65,7 +69,7 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             row["status"] = "not in report"
             what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
             note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
-        elif g is not None and not g.empty and row["status"] != "ok":
+        elif g is not None and not g.empty and row["status"] != "ok" and not (g["metric"] == "time_ns").any():
             # stopped part-way (interrupted, or failed): what the profiler caught, no per-iteration numbers
             k = g[g["metric"].isin(ACTIVITY_METRICS) & (g["kernel"] != ALL_KERNELS)]
             if len(k):
@@ -99,6 +103,24 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                     row[col] = float(getattr(vals, agg)()) * scale
             if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
                 row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
+            if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
+                note = (note + "; " if note else "") + (
+                    f"{row['status']} part-way: {t['n']:.0f} of {iters} samples taken; the numbers are over those")
+            uneven = g.loc[g["metric"] == UNEVEN_LAUNCHES, "value"]
+            if len(uneven):
+                n = float(uneven.iloc[0])
+                row["status"] = "incomplete"
+                note = (note + "; " if note else "") + (
+                    f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
+                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.csv)")
+            seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
+            if len(seen):
+                row["status"] = "incomplete"
+                note = (note + "; " if note else "") + (
+                    f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
+                    f"time (the report lost events or is damaged)")
+            if t["n"] == 1:
+                note = (note + "; " if note else "") + "n=1: one sample, so no spread (IQR, CV) to show"
             if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
                 note = (note + "; " if note else "") + f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median"
         row["note"] = note

@@ -5,6 +5,7 @@ import stat
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,15 +126,31 @@ def test_missing_nvtx_ranges_explain_the_likely_cause(fixtures):
     assert "nvtx==0.2.10" in e.value.hint
 
 
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for its parent counts as ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return fields.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
 def test_timeout_ends_the_whole_process_group(tmp_path):
-    # a child that starts a grandchild, both sleeping; the timeout must end both
-    script = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    # a child that starts a grandchild, both sleeping; the timeout must end both. Only the
+    # processes this test started are looked at (by the pids they write), never the machine's
+    # whole `ps`: on a shared machine someone else's `sleep 300` is not ours.
+    pids = tmp_path / "pids"
+    script = ("import os, subprocess, sys, time; g = subprocess.Popen(['sleep', '300']); "
+              "open(sys.argv[1], 'w').write(f'{os.getpid()} {g.pid}'); time.sleep(300)")
     t0 = time.monotonic()
     with pytest.raises(ToolTimeoutError) as e:
-        proc.run([sys.executable, "-c", script], log_dir=tmp_path, name="hang", timeout=1.0)
+        proc.run([sys.executable, "-c", script, str(pids)], log_dir=tmp_path, name="hang", timeout=2.0)
     assert time.monotonic() - t0 < 15 and e.value.exit_code == 124
-    out = os.popen("ps -eo pid,args").read()
-    assert "sleep 300" not in out
+    child, grandchild = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 5  # the grandchild is reaped by init, a moment after its kill
+    while any(_running(p) for p in (child, grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child) and not _running(grandchild)
 
 
 def test_timeout_from_the_cli(tmp_path):

@@ -23,7 +23,10 @@ NEEDS = {
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
+# every dtype a workload may declare; the built-in workloads take float32, float16 and bfloat16
+# at most (see builtin_dtypes), a --workload-file workload may also take float64
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
 
 # Default relative-error bound of a check, by dtype: float32 arithmetic lands far below 1e-4;
 # half types round every element to 8 or 11 bits.
@@ -87,7 +90,7 @@ class Workload:
     make_input: Callable[[tuple[int, ...], str, str, int], Any] = _default_input
     default_shape: tuple[int, ...] = (10000, 10000)
     cpu_default_shape: tuple[int, ...] = (1000, 1000)
-    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
     # device bytes per input element that a run needs at most (input, output, float64 reference,
     # temporaries); used to refuse a size before allocating
     bytes_per_element: Callable[[int], int] = lambda itemsize: 3 * itemsize + 16
@@ -158,6 +161,22 @@ def get(name: str) -> Workload:
     return workloads[name]
 
 
+def builtin_dtypes() -> list[str]:
+    """The dtypes at least one built-in workload takes, in DTYPES order (what --help offers)."""
+    taken = {d for w in all_workloads().values() if w.source == "built-in" for d in w.dtypes}
+    return [d for d in DTYPES if d in taken]
+
+
+def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]]:
+    """Plain data for `list --json` and for checking a request in a process that must not import
+    a user's workload file (the orchestrator asks `python -m workloads list --json` instead)."""
+    return [{"workload": w.name, "description": w.description, "baseline": w.baseline,
+             "dtypes": list(w.dtypes), "source": w.source,
+             "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
+                           "description": v.description} for v in w.variants]}
+            for w in (all_workloads().values() if workloads is None else workloads)]
+
+
 def load_file(path: str | Path) -> list[Workload]:
     """Import a user's Python file and register every `Workload` it defines at module level.
 
@@ -177,6 +196,8 @@ def load_file(path: str | Path) -> list[Workload]:
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # sys.exit() on import would otherwise end the process silently
+        raise UsageError(f"workload file {path} called sys.exit({exc.code!r}) on import") from None
     except Exception as exc:  # the user's code: show what broke, keep it a usage error
         raise UsageError(f"workload file {path} raised {type(exc).__name__}: {exc}") from exc
     found = list(getattr(module, "WORKLOADS", []) or [])

@@ -34,6 +34,9 @@ NVTX_DOMAIN = "gprof"
 RANGE_PREFIX = "variant:"
 ITER_LABEL = "iter"
 MODES = ("time", "profile", "torch-trace")
+# while a variant is timed, its samples reach workload.json at least this often (seconds): a
+# SIGKILL loses at most that much; an interrupt (SIGINT, SIGTERM) loses nothing
+FLUSH_S = 1.0
 
 
 class RunnerUsageError(Exception):
@@ -321,6 +324,7 @@ def run(spec: RunSpec) -> int:
     ready = []
     for v in runnable:
         e = entries[v.name]
+        _started(man, v.name, "warming up")
         try:
             t0 = time.perf_counter()
             if v.setup is not None:
@@ -343,6 +347,7 @@ def run(spec: RunSpec) -> int:
             _record_failure(e, exc)
         man.save()
     del ref
+    man.data["current"] = None
 
     if spec.mode == "time":
         _run_timed(spec, ready, x, entries, ranges, man)
@@ -353,14 +358,22 @@ def run(spec: RunSpec) -> int:
 
     failed = [n for n, e in entries.items() if e["status"] == "failed"]
     man.data["status"] = "failed" if failed else "ok"
+    man.data["current"] = None
     man.save()
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _started(man: Manifest, name: str, step: str) -> None:
+    """Say which variant the runner is on and doing what: a --timeout names it (the parent
+    marks it `timed out`, see RunFolder.mark_timed_out)."""
+    man.data["current"] = {"variant": name, "step": step}
+    man.save()
 
 
 def _measuring(entry: dict, man: Manifest) -> None:
     """Say which variant is being measured: an interrupt marks it interrupted (see _mark)."""
     entry["status"] = "measuring"
-    man.save()
+    _started(man, entry["name"], "measuring")
 
 
 def _record_failure(entry: dict, exc: BaseException) -> None:
@@ -407,6 +420,48 @@ def _gpu_sleeper(spec: RunSpec):
     return lambda: torch.cuda._sleep(n)
 
 
+class Samples:
+    """The samples of the variant being timed, kept in its workload.json entry as they are
+    taken: written every FLUSH_S seconds while it runs and whenever it stops, so an interrupt
+    keeps every sample taken and a SIGKILL at most FLUSH_S seconds' worth. CUDA events are read
+    once they have completed (no synchronize inside the timed loop), all of them at the end."""
+
+    def __init__(self, entry: dict, man: Manifest, cuda: bool):
+        self.entry, self.man, self.cuda = entry, man, cuda
+        self.cpu_ns: list[int] = []
+        self.gpu_ns: list[float] = []
+        self._pending: list = []  # (start, end) CUDA events recorded, not read yet
+        self._saved = time.monotonic()
+
+    def add(self, cpu_ns: int, events=None) -> None:
+        self.cpu_ns.append(cpu_ns)
+        if events is not None:
+            self._pending.append(events)
+        if time.monotonic() - self._saved >= FLUSH_S:
+            self.keep(wait=False)
+            self.man.save()
+            self._saved = time.monotonic()
+
+    def keep(self, status: str | None = None, *, wait: bool = True) -> None:
+        """Put the samples so far into the entry (and `status`, when it stops); `wait`: wait
+        for the GPU to finish what was recorded, so every event is read."""
+        if self.cuda:
+            import torch
+
+            if wait and self._pending:
+                torch.cuda.synchronize()
+            done = 0
+            for start, end in self._pending:
+                if not end.query():
+                    break
+                self.gpu_ns.append(start.elapsed_time(end) * 1e6)
+                done += 1
+            del self._pending[:done]
+        self.entry.update(time_samples_ns=self.gpu_ns if self.cuda else self.cpu_ns, cpu_samples_ns=self.cpu_ns)
+        if status:
+            self.entry["status"] = status
+
+
 def _run_timed(spec, variants, x, entries, ranges, man) -> None:
     import torch
 
@@ -415,9 +470,8 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
     for v in variants:
         e = entries[v.name]
         _measuring(e, man)
+        samples = Samples(e, man, cuda=spec.device == "cuda")
         try:
-            gpu_ns: list[float] = []
-            cpu_ns: list[int] = []
             ranges.push(RANGE_PREFIX + v.name)
             try:
                 if spec.device == "cuda":
@@ -431,20 +485,22 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
                         starts[i].record()
                         t0 = time.perf_counter_ns()
                         v.fn(x)
-                        cpu_ns.append(time.perf_counter_ns() - t0)
+                        cpu = time.perf_counter_ns() - t0
                         ends[i].record()
-                    torch.cuda.synchronize()
-                    gpu_ns = [s.elapsed_time(t) * 1e6 for s, t in zip(starts, ends)]
+                        samples.add(cpu, (starts[i], ends[i]))
                 else:
                     for _ in range(spec.iters):
                         t0 = time.perf_counter_ns()
                         v.fn(x)
-                        cpu_ns.append(time.perf_counter_ns() - t0)
-                    gpu_ns = []
+                        samples.add(time.perf_counter_ns() - t0)
             finally:
                 ranges.pop()
-            e.update(status="ok", time_samples_ns=gpu_ns if spec.device == "cuda" else cpu_ns,
-                     cpu_samples_ns=cpu_ns)
+            samples.keep("ok")
+        except KeyboardInterrupt:
+            # Ctrl-C, SIGTERM, or --timeout's SIGTERM: what was taken is kept, then the run stops
+            samples.keep("interrupted")
+            man.save()
+            raise
         except Exception as exc:
             _record_failure(e, exc)
         man.save()
@@ -502,6 +558,12 @@ def _run_torch_trace(spec, variants, x, entries, ranges, man) -> None:
         _run_profiled(spec, variants, x, entries, ranges, man)
         prof.step()
     if not trace_path.exists():
+        import errno
+        import shutil
+
+        # torch.profiler fails silently where the disk is full: name that, not a missing trace
+        if shutil.disk_usage(spec.out).free < 2**20:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(trace_path))
         raise RuntimeError("torch.profiler wrote no trace")
 
 
@@ -528,7 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workload-file", default=None)
     r.add_argument("--triton-interpret", action="store_true")
     r.add_argument("--fail-variant", default=None, help=argparse.SUPPRESS)
-    sub.add_parser("list", help="list workloads and variants")
+    ls = sub.add_parser("list", help="list workloads and variants")
+    ls.add_argument("--workload-file", default=None)
+    ls.add_argument("--json", action="store_true", help="one line of JSON (registry.describe), printed last")
     return p
 
 
@@ -543,6 +607,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     if args.command == "list":
+        # the orchestrator imports a --workload-file only here, in a child it can time out
+        from orchestrator.errors import GprofError
+
+        try:
+            if args.workload_file:
+                registry.load_file(args.workload_file)
+        except GprofError as exc:
+            print(f"gprof-orch runner: {exc.message}", file=sys.stderr)
+            return exc.exit_code
+        if args.json:
+            print("\n" + json.dumps(registry.describe()), flush=True)
+            return EXIT_OK
         for w in registry.all_workloads().values():
             print(f"{w.name}: " + ", ".join(v.name for v in w.variants))
         return EXIT_OK
@@ -562,13 +638,13 @@ def main(argv: list[str] | None = None) -> int:
         return run(spec)
     except KeyboardInterrupt:
         _mark(Path(args.out), "interrupted")
-        print("gprof-orch runner: interrupted", file=sys.stderr)
+        _say("gprof-orch runner: interrupted")
         return EXIT_INTERRUPTED
     except (RunnerUsageError, ValueError) as exc:
-        print(f"gprof-orch runner: {exc}", file=sys.stderr)
+        _say(f"gprof-orch runner: {exc}")
         return EXIT_USAGE
     except OSError as exc:  # the output folder: full, read-only, gone
-        print(f"gprof-orch runner: cannot write {exc.filename or args.out}: {exc.strerror}", file=sys.stderr)
+        _say(f"gprof-orch runner: cannot write {exc.filename or args.out}: {exc.strerror}")
         return EXIT_CRASHED
     except Exception as exc:
         from orchestrator.errors import GprofError
@@ -580,6 +656,14 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"gprof-orch runner: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_CRASHED
+
+
+def _say(message: str) -> None:
+    """A last word on stderr, which may be a log file on the disk that just filled up."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _mark(out: Path, status: str, error: str | None = None) -> None:

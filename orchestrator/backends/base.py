@@ -99,7 +99,8 @@ class Backend:
                                    log_tail=res.tail(), hint=hint, log=res.stderr)
         if rc == 3 and step.name == "workload":
             # where it failed and why, not the whole traceback (that stays in the log)
-            return ToolFailedError(f"the workload runner crashed: {last.removeprefix('crashed: ')}", argv=res.argv,
+            why = f": {last.removeprefix('crashed: ')}" if last else " and left no message (its log is empty)"
+            return ToolFailedError(f"the workload runner crashed{why}", argv=res.argv,
                                    returncode=rc, log_tail=traceback_summary(res.tail(60)), log=res.stderr,
                                    hint="the whole traceback is in the log")
         return ToolFailedError(f"{step.name} exited with status {rc}", argv=res.argv, returncode=rc,
@@ -166,7 +167,7 @@ class ToolBackend(Backend):
         from orchestrator.errors import ToolNotFoundError
 
         try:
-            t = tools.find(self.tool, self._explicit(req))
+            t = tools.find(self.tool, self._explicit(req), timeout=req.timeout if req is not None else None)
         except ToolNotFoundError as exc:
             return Availability(False, exc.render())
         return Availability(True, f"{t.path} ({t.version})")
@@ -174,7 +175,7 @@ class ToolBackend(Backend):
     def require(self, req: Request) -> dict[str, str]:
         from orchestrator import tools
 
-        t = tools.find(self.tool, self._explicit(req))
+        t = tools.find(self.tool, self._explicit(req), timeout=req.timeout)
         self._found = t
         return {self.tool: str(t.path), f"{self.tool}_version": t.version, f"{self.tool}_found_via": t.found_via}
 

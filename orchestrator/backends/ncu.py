@@ -15,6 +15,7 @@ from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
+from reports.schema import NO_RANGE, NOT_IN_REPORT
 from reports.unify import RowMaker, variant_facts
 
 REPORT = "report.ncu-rep"
@@ -48,9 +49,7 @@ class NcuBackend(ToolBackend):
     @staticmethod
     def nvtx_filters(req: Request) -> list[str]:
         """One --nvtx-include per variant: `gprof@variant:<name>/` (push/pop ranges need the `/`)."""
-        from workloads import registry
-
-        names = [v.name for v in registry.get(req.workload).select(req.variants)]
+        names = req.selected_variants()
         domain = f"{NVTX_DOMAIN}@" if importlib.util.find_spec("nvtx") is not None else ""
         out: list[str] = []
         for n in names:
@@ -130,8 +129,12 @@ class NcuBackend(ToolBackend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
-        return frame_from_report(rf.file(REPORT), wman, run=rf.path.name, domain=nv.get("domain") or None,
-                                 prefix=nv.get("prefix", PREFIX))
+        from orchestrator.parsers import compressed
+
+        # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
+        with compressed.plain_file(compressed.locate(rf.file(REPORT))) as path:
+            return frame_from_report(path, wman, run=rf.path.name, domain=nv.get("domain") or None,
+                                     prefix=nv.get("prefix", PREFIX))
 
 
 def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
@@ -146,16 +149,20 @@ def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, p
                                                  k["kernel"]) if "kernel_demangled" in k else k["kernel"]
     full = dict(zip(k["id"], k["full_name"]))
     iters = int(wman.get("iters") or 1)
+    profiled = set(k["variant"].dropna())
+    for v in wman.get("variants", []):
+        if v.get("status") == "ok" and v["name"] not in profiled:
+            # it ran, but the report holds none of its kernels: the table says so on its row
+            rows.add(v["name"], NOT_IN_REPORT, NO_RANGE, "flag")
     for variant, g in k[k["variant"].notna()].groupby("variant", sort=False):
         for _, kr in g.iterrows():
             for col, (metric, unit) in KERNEL_METRICS.items():
                 if col in kr and pd.notna(kr[col]):
                     rows.add(variant, metric, float(kr[col]), unit, kernel=kr["full_name"])
         if "duration_ns" in g:
-            d = g["duration_ns"].to_numpy()
-            from orchestrator.backends.nsys import per_iteration
+            from orchestrator.backends.nsys import time_samples
 
-            rows.samples(variant, "time_ns", per_iteration(d, iters), "ns")
+            time_samples(rows, variant, g["duration_ns"].to_numpy(), iters)
     # every metric the report holds, for deeper analysis
     m = rep.metrics
     if m is not None and not m.empty:

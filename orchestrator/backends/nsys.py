@@ -14,7 +14,7 @@ from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE
+from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, variant_facts
 
 REPORT = "report.nsys-rep"
@@ -82,13 +82,11 @@ class NsysBackend(ToolBackend):
 
     def _warn_if_too_many_launches(self, req: Request) -> None:
         """nsys 2023.4 cannot process runs past about 10,000 launches here: say so before it runs."""
-        from workloads import registry
-
         found = getattr(self, "_found", None)
         if req.device == "cpu" or found is None or not str(found.version).startswith("2023.") \
                 or not _sets_flush(req.nsys_args, to_zero=True):
             return
-        n = len(registry.get(req.workload).select(req.variants))
+        n = len(req.selected_variants())
         launches = (req.iters or self.default_iters) * n
         if launches > SAFE_LAUNCHES:
             print(f"gprof-orch: warning: at least {launches:,} kernel launches ({n} variants x "
@@ -108,9 +106,13 @@ class NsysBackend(ToolBackend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
+        from orchestrator.parsers import compressed
+
         try:
-            return frame_from_export(rf.file(SQLITE), wman, run=rf.path.name,
-                                     domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
+            # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
+            with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
+                return frame_from_export(sqlite, wman, run=rf.path.name,
+                                         domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
         except ParseError as exc:
             said = self.warnings(rf)
             if said:
@@ -192,8 +194,10 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         if len(srow) and "gpu_busy_fraction" in srow:
             rows.add(variant, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
         activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
-        rows.samples(variant, "time_ns", per_iteration(act["duration_ns"].to_numpy(), iters) if on_gpu
-                     else [wall / iters], "ns")
+        if on_gpu:
+            time_samples(rows, variant, act["duration_ns"].to_numpy(), iters)
+        else:
+            rows.samples(variant, "time_ns", [wall / iters], "ns")
         rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")
     # variants stopped part-way (interrupted, failed): the GPU work their range caught
     stopped = [v["name"] for v in wman.get("variants", []) if v.get("status") in ("interrupted", "failed")]
@@ -214,12 +218,23 @@ def _kernel_label(act: pd.DataFrame) -> pd.Series:
     return label
 
 
-def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray:
-    """GPU time of each iteration: launches in order, in `iters` equal groups. When the launches
-    do not split evenly, one sample: the total over the iterations."""
+def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray | None:
+    """GPU time of each iteration: launches in order, in `iters` equal groups. None when they do
+    not split evenly: some launches are missing (or extra), so no iteration's time can be told,
+    and total / iters would be a different number that looks right."""
     if len(durations) == 0:
         return np.array([])
     if len(durations) % iters == 0:
         return durations.reshape(iters, -1).sum(axis=1).astype("float64")
-    return np.array([durations.sum() / iters], dtype="float64")
+    return None
+
+
+def time_samples(rows: RowMaker, variant: str, durations: np.ndarray, iters: int) -> None:
+    """The variant's per-iteration `time_ns` samples; for launches that do not split into the
+    iterations, no samples but an UNEVEN_LAUNCHES row (the table marks the variant incomplete)."""
+    per_iter = per_iteration(durations, iters)
+    if per_iter is None:
+        rows.add(variant, UNEVEN_LAUNCHES, float(len(durations)), "count")
+    else:
+        rows.samples(variant, "time_ns", per_iter, "ns")
 

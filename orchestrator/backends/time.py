@@ -20,7 +20,8 @@ class TimeBackend(Backend):
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
         for v in wman["variants"]:
-            if v.get("status") != "ok":
+            # a variant stopped part-way keeps the samples it took (its status says so)
+            if v.get("status") not in ("ok", "interrupted", "timed out"):
                 continue
             rows.samples(v["name"], "time_ns", v.get("time_samples_ns", []), "ns")
             rows.samples(v["name"], "cpu_time_ns", v.get("cpu_samples_ns", []), "ns")

@@ -6,7 +6,7 @@ import pandas as pd
 
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
-from reports.schema import OUTSIDE
+from reports.schema import ITERATIONS_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, variant_facts
 
 
@@ -24,25 +24,49 @@ class TorchTraceBackend(Backend):
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
         ok = {v["name"] for v in wman["variants"] if v.get("status") == "ok"}
-        trace = tt.read_trace(rf.file(wman.get("trace", "trace.json")))
-        return frame_from_trace(trace, rows, ok, on_gpu=wman.get("device") == "cuda")
+        from orchestrator.parsers import compressed
+
+        # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
+        trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
+        return frame_from_trace(trace, rows, ok, on_gpu=wman.get("device") == "cuda",
+                                iters=wman.get("iters") or None)
 
 
-def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu: bool) -> pd.DataFrame:
+def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu: bool,
+                     iters: int | None = None) -> pd.DataFrame:
     """Rows of one trace: per-iteration time (GPU kernel time on a GPU, host wall on a CPU),
-    host time per iteration, self CPU time, and every GPU activity's duration."""
+    host time per iteration, self CPU time, and every GPU activity's duration.
+
+    With `iters` (what the workload ran), a variant whose trace holds another number of
+    iterations, or iterations with different numbers of GPU activities, gets no time samples
+    but a row that marks it incomplete: a lost event would otherwise give a different median."""
     from orchestrator.parsers import torch_trace as tt
 
     s = tt.summarize(trace)
     keep = (lambda v: v in variants) if variants is not None else (lambda v: True)
+    broken: set[str] = set()
+    if iters:
+        for variant, grp in s["iterations"].groupby("variant", sort=False):
+            if keep(variant) and len(grp) != iters:
+                rows.add(variant, ITERATIONS_IN_REPORT, float(len(grp)), "count")
+                broken.add(variant)
+        if on_gpu:
+            g = s["gpu"]
+            inside = g[g["variant"].notna()]
+            for variant, grp in inside.groupby("variant", sort=False):
+                per_iter = grp[grp["iteration"] >= 0].groupby("iteration").size()
+                if keep(variant) and variant not in broken and (
+                        len(per_iter) != iters or per_iter.nunique() > 1 or (grp["iteration"] < 0).any()):
+                    rows.add(variant, UNEVEN_LAUNCHES, float(len(grp)), "count")
+                    broken.add(variant)
     for variant, grp in s["iterations"].groupby("variant", sort=False):
-        if keep(variant):
+        if keep(variant) and variant not in broken:
             rows.samples(variant, "cpu_time_ns", grp["wall_ns"], "ns")
             if not on_gpu:
                 rows.samples(variant, "time_ns", grp["wall_ns"], "ns")
     if on_gpu:
         for variant, grp in s["gpu_per_iteration"].groupby("variant", sort=False):
-            if keep(variant):
+            if keep(variant) and variant not in broken:
                 rows.samples(variant, "time_ns", grp["gpu_ns"], "ns")
     for _, r in s["self_cpu_ns"].iterrows():
         if keep(r["variant"]):

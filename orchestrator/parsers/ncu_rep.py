@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
+from orchestrator.parsers import compressed
 
 DEFAULT_DOMAIN = "gprof"
 DEFAULT_PREFIX = "variant:"
@@ -589,6 +590,14 @@ def _build(path: Path | None, raw: dict, *, domain: str | None, prefix: str, sou
     ids = [k["id"] for k in raw["kernels"]]
     if len(set(ids)) != len(ids):
         raise ParseError(where, "kernel IDs repeat")
+    # A record that lost its name, its NVTX ranges and its metrics (one flipped byte in a
+    # .ncu-rep does this) would fall outside every variant unnoticed, and its variant's time
+    # per iteration would be a different number: the report is damaged, say so.
+    measured = {r[0] for r in raw["metrics"]}
+    for k in raw["kernels"]:
+        if not k["kernel"] and not k["nvtx"] and k["id"] not in measured:
+            raise ParseError(where, f"kernel record {k['id']} has no name, no NVTX range and no metrics: "
+                                    "the report is damaged", hint="take the file again, or profile again")
     variant = {k["id"]: _variant(k["nvtx"], domain, prefix) for k in raw["kernels"]}
     kname = {k["id"]: k["kernel"] for k in raw["kernels"]}
 
@@ -658,7 +667,7 @@ def load(path: str | Path, *, ncu: str | Path | None = None, domain: str | None 
     """Read a `.ncu-rep`: with ncu_report when it is importable (reader "auto" or "ncu_report"),
     otherwise (or with reader "ncu") by running `ncu --import PATH --csv --page raw` with the
     given `ncu`, $GPROF_NCU, or one found on PATH / in NVIDIA's install locations.
-    ToolNotFoundError when neither is available.
+    ToolNotFoundError when neither is available. A `.xz` or `.gz` report is read the same.
 
     Example:
         >>> rep = load("run/ncu/square.ncu-rep")
@@ -667,6 +676,11 @@ def load(path: str | Path, *, ncu: str | Path | None = None, domain: str | None 
     if reader not in ("auto", "ncu_report", "ncu"):
         raise ValueError(f"reader must be auto, ncu_report or ncu, not {reader!r}")
     path = Path(path)
+    if compressed.is_compressed(path):  # report.ncu-rep.xz / .gz: both readers need a real file
+        with compressed.plain_file(path) as plain:
+            rep = load(plain, ncu=ncu, domain=domain, prefix=prefix, reader=reader, log_dir=log_dir,
+                       timeout=timeout)
+        return replace(rep, path=path)
     if reader == "ncu_report" or (reader == "auto" and _have_ncu_report()):
         return read_report(path, domain=domain, prefix=prefix, timeout=timeout)
     from orchestrator import proc, tools

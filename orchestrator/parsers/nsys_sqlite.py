@@ -30,13 +30,14 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from orchestrator.parsers import compressed
 
 # NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE in the export).
 NVTX_MARK = 34
@@ -160,7 +161,7 @@ def read_export(path: str | Path) -> NsysExport:
     """Read an nsys SQLite export into DataFrames.
 
     Raises ParseError naming the file when it is missing, empty, truncated, not SQLite, or
-    SQLite without nsys's `StringIds` table. Tables the capture did not produce (no CUDA trace,
+    SQLite without nsys's `StringIds` table. A `.xz` or `.gz` export is read the same. Tables the capture did not produce (no CUDA trace,
     no NVTX) come back as empty frames with the usual columns.
 
     Example:
@@ -168,6 +169,9 @@ def read_export(path: str | Path) -> NsysExport:
         >>> ex.kernels.groupby("name").size()
     """
     path = Path(path)
+    if compressed.is_compressed(path):  # report.sqlite.xz / .gz: SQLite reads a temporary copy
+        with compressed.plain_file(path) as plain:
+            return replace(read_export(plain), path=path)
     _check_sqlite_file(path)
     reader = _Reader(path)
     try:

@@ -1,0 +1,294 @@
+"""Damaged inputs: every file the tool reads back, given seeded random damage.
+
+For each kind of input (the run folder's manifest.json and workload.json, an nsys SQLite
+export, a .ncu-rep, a torch.profiler trace, compressed raw files) hypothesis picks damage:
+truncation at an offset, a flipped byte, a zeroed 4 KiB page, and for JSON a deleted key or a
+value of another type. The report is rebuilt from the damaged folder and the outcome must be
+
+- "same": the very table of the undamaged folder (the damage hit bytes no reader uses), or
+- "error": a ParseError (exit code 4) whose message names the damaged file, or
+- "flagged": exit 0, every variant that changed is marked (status not ok, with a note) and
+  the others are the same;
+
+never different numbers with exit 0 ("different"), never a traceback ("crash").
+
+A flipped digit inside a JSON number is another valid number, which no reader can tell from
+the original (the files carry no checksum), so text files get no byte flips; see docs/fuzz.md.
+
+200 cases per kind, derandomized (the same cases on every run); GPROF_FUZZ_CASES=N runs N
+(scripts/fuzz.py --cases N), GPROF_FUZZ_COUNTS=FILE appends each case's outcome to FILE.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import lzma
+import os
+import pickle
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from orchestrator.errors import EXIT_PARSE, GprofError  # noqa: E402
+
+RUNS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200"
+CASES = int(os.environ.get("GPROF_FUZZ_CASES", "200"))
+COUNTS = os.environ.get("GPROF_FUZZ_COUNTS")
+PAGE = 4096
+FUZZ = settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+# kind -> (committed run folder, the damaged file in it, binary?)
+KINDS = {
+    "manifest.json": ("time-mean", "manifest.json", False),
+    "workload.json": ("nsys-triton-mean", "workload.json", False),
+    "nsys-sqlite": ("nsys-triton-mean", "report.sqlite", True),
+    "ncu-rep": ("ncu-triton-mean", "report.ncu-rep", True),
+    "torch-trace": ("torch-trace-mean", "trace.json", False),
+    "ncu-rep.xz": ("ncu-triton-mean", "report.ncu-rep.xz", True),
+}
+
+
+# -- reading a folder the way `gprof-orch report` does, without writing into it -----------------
+
+def _fork_isolated(path: Path, timeout: float | None) -> dict:
+    """ncu_rep._extract_isolated's contract (a child reads the report; a child that dies is a
+    ParseError naming the file) with a fork instead of a new interpreter: 0.2 s a case, not 1.5."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import ncu_rep
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(r)
+            data = pickle.dumps(ncu_rep._extract_raw(str(path)))
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        raise ParseError(path, f"ncu_report could not read it (wait status {status})")
+    return pickle.loads(data)
+
+
+@contextmanager
+def _reading_in_place():
+    """load_run as `report` runs it, with the folder taken as read-only (nothing written) and
+    ncu_report's child forked (see _fork_isolated)."""
+    from orchestrator.parsers import ncu_rep
+    from orchestrator.runfolder import RunFolder
+
+    saved = RunFolder.writable, ncu_rep._extract_isolated
+    RunFolder.writable, ncu_rep._extract_isolated = (lambda self: False), _fork_isolated
+    try:
+        yield
+    finally:
+        RunFolder.writable, ncu_rep._extract_isolated = saved
+
+
+def table_of(folder: Path) -> pd.DataFrame:
+    from orchestrator import load_run
+
+    with _reading_in_place():
+        run = load_run(folder)
+    return run.table.reset_index(drop=True)
+
+
+# -- damage -------------------------------------------------------------------------------------
+
+def _json_paths(node, prefix=()):
+    """Every (path to a value) in a JSON document, the document itself excluded."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        yield prefix + (key,)
+        yield from _json_paths(value, prefix + (key,))
+
+
+# a value of another JSON type, for each type
+_SWAPS = {bool: [0, "true", None], int: ["1", 1.5, None, [], True], float: ["1.0", 1, None, {}],
+          str: [1, None, [], {}], list: [{}, "[]", None, 0], dict: [[], "{}", None, 0], type(None): [0, "", []]}
+
+
+def damage_strategy(kind: str, data: bytes, doc):
+    """A strategy of (description, damaged bytes)."""
+    n = len(data)
+    cut = st.integers(0, n - 1).map(lambda o: (f"truncated at {o}", data[:o]))
+    pages = max(1, n // PAGE)
+    zero = st.integers(0, pages - 1).map(
+        lambda p: (f"page {p} zeroed", data[:p * PAGE] + bytes(len(data[p * PAGE:(p + 1) * PAGE])) + data[(p + 1) * PAGE:]))
+    choices = [cut, zero]
+    if KINDS[kind][2]:
+        choices.append(st.tuples(st.integers(0, n - 1), st.integers(1, 255)).map(
+            lambda t: (f"byte {t[0]} xor {t[1]}", data[:t[0]] + bytes([data[t[0]] ^ t[1]]) + data[t[0] + 1:])))
+    if doc is not None:
+        paths = list(_json_paths(doc))
+        if kind == "torch-trace":  # the events' fields, not each of 2,000 events' args
+            paths = [p for p in paths if len(p) <= 3]
+
+        def edit(t):
+            path, how, pick = t
+            new = copy.deepcopy(doc)
+            parent = new
+            for key in path[:-1]:
+                parent = parent[key]
+            key = path[-1]
+            if how == "delete":
+                del parent[key]
+                return f"deleted {'/'.join(map(str, path))}", json.dumps(new).encode()
+            swaps = _SWAPS[type(parent[key])]
+            parent[key] = swaps[pick % len(swaps)]
+            return f"{'/'.join(map(str, path))} -> {parent[key]!r}", json.dumps(new).encode()
+
+        choices.append(st.tuples(st.sampled_from(paths), st.sampled_from(["delete", "swap"]),
+                                 st.integers(0, 10)).map(edit))
+    return st.one_of(choices)
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    return a.shape == b.shape and list(a.columns) == list(b.columns) and a.equals(b)
+
+
+def classify(folder: Path, damaged: Path, baseline: pd.DataFrame) -> tuple[str, str]:
+    try:
+        table = table_of(folder)
+    except GprofError as exc:
+        # the damaged file, or (the two disagree: which one is wrong cannot be told) the raw file
+        # that a damaged workload.json or manifest.json no longer describes
+        named = any(str(p) in exc.message for p in (damaged, damaged.resolve(), folder, folder.resolve()))
+        if exc.exit_code == EXIT_PARSE and named:
+            return "error", exc.message
+        return "unclear error", f"exit {exc.exit_code}: {exc.message}"
+    except Exception as exc:  # what the CLI would print a traceback for
+        return "crash", f"{type(exc).__name__}: {exc}"
+    if _same(table, baseline):
+        return "same", ""
+    if list(table["variant"]) == list(baseline["variant"]):
+        changed = [i for i in range(len(table)) if not _same(table.iloc[[i]], baseline.iloc[[i]])]
+        flagged = [i for i in changed if table.loc[i, "status"] != "ok" and table.loc[i, "note"]]
+        # a flagged baseline has no time: the others' speedups over it are gone (NaN), not other numbers
+        rest = [i for i in changed if i not in flagged]
+        derived = ["speedup_vs_baseline", "same_kernel_as"]
+        if all(_same(table.drop(columns=derived).iloc[[i]], baseline.drop(columns=derived).iloc[[i]])
+               and pd.isna(table.loc[i, "speedup_vs_baseline"]) for i in rest) and (flagged or not rest):
+            return "flagged", "; ".join(f"{table.loc[i, 'variant']}: {table.loc[i, 'status']}" for i in flagged)
+    return "different", table.to_string()
+
+
+_BASE: dict[str, tuple[Path, bytes, object, pd.DataFrame, object]] = {}
+
+
+def prepared(kind: str, root: Path):
+    """The undamaged folder of `kind` (raw files decompressed, but for the .xz kind), its file's
+    bytes, its parsed JSON (or None) and its table."""
+    if kind not in _BASE:
+        name, fname, binary = KINDS[name_kind := kind]
+        folder = root / f"base-{name_kind.replace('.', '-')}"
+        shutil.copytree(RUNS / name, folder)
+        if not fname.endswith(".xz"):
+            for xz in folder.rglob("*.xz"):
+                xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
+                xz.unlink()
+        data = (folder / fname).read_bytes()
+        doc = None if binary else json.loads(data)
+        _BASE[kind] = (folder, data, doc, table_of(folder), damage_strategy(kind, data, doc))
+    return _BASE[kind]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def _record(kind: str, outcome: str, what: str) -> None:
+    if COUNTS:
+        with open(COUNTS, "a") as fh:
+            fh.write(json.dumps({"kind": kind, "outcome": outcome, "damage": what}) + "\n")
+
+
+def check(kind: str, root: Path, draw) -> None:
+    folder, data, doc, baseline, damage = prepared(kind, root)
+    what, bad = draw(damage)
+    damaged = folder / KINDS[kind][1]
+    damaged.write_bytes(bad)  # the folder is read, never written: only this file changes
+    try:
+        outcome, detail = classify(folder, damaged, baseline)
+    finally:
+        damaged.write_bytes(data)
+    _record(kind, outcome, what)
+    assert outcome in ("same", "error", "flagged"), f"{kind}, {what}: {outcome}\n{detail}"
+
+
+# Known and not yet fixed (docs/fuzz.md): one flipped byte of the nsys export (byte 294269 of
+# nsys-triton-mean's) drops torch.mean's memsets with no error; its time reads 100.93 us, not 101.74.
+# And a workload.json without env/peak_bandwidth_bytes_per_s gives an empty % peak BW with no note.
+_OPEN = {"nsys-sqlite": pytest.mark.xfail(strict=True, reason="a flip in the nsys export can drop GPU "
+                                                              "activities unnoticed (docs/fuzz.md)"),
+         "workload.json": pytest.mark.xfail(strict=True, reason="a deleted peak bandwidth empties % peak BW "
+                                                                "without a note (docs/fuzz.md)")}
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=_OPEN[k]) if k in _OPEN else k for k in KINDS])
+def test_damaged_input_gives_the_same_numbers_or_a_clear_error(kind, root):
+    @FUZZ
+    @given(st.data())
+    def run(data):
+        check(kind, root, data.draw)
+
+    run()
+
+
+def test_a_kernel_record_without_name_range_or_metrics_is_an_error(tmp_path):
+    """The .ncu-rep flip the fuzz found first: a kernel that loses its name, NVTX range and
+    metrics was dropped without a word, and torch.mean read 11.00 us (total / iters) for 16.03."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import ncu_rep
+
+    raw = {"kernels": [{"id": 0, "kernel": "k", "kernel_demangled": "k", "nvtx": [("gprof", "variant:a")],
+                        "launch": {}},
+                       {"id": 1, "kernel": "", "kernel_demangled": "", "nvtx": [], "launch": {}}],
+           "metrics": [(0, "gpu__time_duration.sum", 5.0, "ns", 5.0)], "rules": []}
+    with pytest.raises(ParseError) as e:
+        ncu_rep._build(tmp_path / "r.ncu-rep", raw, domain="gprof", prefix="variant:", source="ncu_report")
+    assert "r.ncu-rep" in e.value.message and "kernel record 1" in e.value.message
+
+
+def test_uneven_launches_mark_the_variant_incomplete(h200_run):
+    """Two of three iterations' kernels: no per-iteration time (not total / iters), status
+    incomplete, and a note that says why."""
+    from orchestrator.backends.ncu import frame_from_report
+    from reports import summary
+
+    folder = h200_run("ncu-triton-mean")
+    wman = json.loads((folder / "workload.json").read_text())
+    wman["iters"] = 2  # 3 launches of torch.mean in 2 iterations
+    frame = frame_from_report(folder / "report.ncu-rep", wman, run="r", domain="gprof", prefix="variant:")
+    t = summary.variant_table(frame, wman).set_index("variant")
+    assert t.loc["torch_mean", "status"] == "incomplete"
+    assert pd.isna(t.loc["torch_mean", "time_median_us"])
+    assert "3 launches do not split into 2 iterations" in t.loc["torch_mean", "note"]
+
+
+def test_fork_reader_is_what_the_real_isolation_reads(root):
+    """The fuzz's forked reader gives what ncu_rep's real child reads, on the undamaged report."""
+    from orchestrator.parsers import ncu_rep
+
+    folder = prepared("ncu-rep", root)[0]
+    mine = _fork_isolated(folder / "report.ncu-rep", None)
+    theirs = ncu_rep._extract_isolated(folder / "report.ncu-rep", 600)
+    assert pickle.dumps(mine) == pickle.dumps(theirs)  # NaN == NaN, which == would not say

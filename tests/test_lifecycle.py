@@ -1,0 +1,300 @@
+"""A run's life to its end, driven for real through the CLI on the CPU: the saved reports carry the
+final status, a stopped `time` run keeps the samples it took, a timeout names the variant it
+ended, a full disk still ends the manifest, and `report` reads a read-only folder.
+
+The full disk and the read-only folder are real: a small tmpfs, and a read-only bind mount, each
+in a private mount namespace of the test's own (`unshare --user --map-root-user --mount`), so
+nothing is mounted on the machine and no root is needed."""
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+CPU = ["--device", "cpu", "--size", "1000"]
+
+# a variant that takes 10 ms a call, then hangs from its HANG_AFTER-th call on (warm-up included);
+# with IGNORE_TERM set it also ignores SIGTERM there, so only SIGKILL ends it
+WORKLOADS = '''
+import os, signal, time
+from workloads import Variant, Workload
+
+calls = {"n": 0}
+
+def hangs(a):
+    calls["n"] += 1
+    if calls["n"] >= int(os.environ.get("HANG_AFTER", "40")):
+        if os.environ.get("IGNORE_TERM"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(1)
+    time.sleep(0.01)
+    return a * a
+
+def fill_disk():
+    with open(os.environ["FILL"], "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"x" * 4096)
+                fh.flush()
+        except OSError:
+            pass
+        try:
+            while True:
+                fh.write(b"x")
+                fh.flush()
+        except OSError:
+            pass
+
+def slow(a):
+    time.sleep(0.05)
+    return a * a
+
+sq = lambda x: x * x
+both = lambda n, s: 2 * n * s
+WORKLOADS = [
+    Workload("hangs", "the second variant hangs", [Variant("fast", sq), Variant("stuck", hangs), Variant("after", sq)],
+             reference=sq, bytes_moved=both, cpu_default_shape=(1000,)),
+    Workload("fills", "the second variant fills the disk", [Variant("fast", sq), Variant("filler", sq, setup=fill_disk),
+             Variant("after", sq)], reference=sq, bytes_moved=both, cpu_default_shape=(1000,)),
+    Workload("slowsq", "a fast and a slow square", [Variant("fast", sq), Variant("slow", slow)],
+             reference=sq, bytes_moved=both, cpu_default_shape=(1000,)),
+]
+'''
+
+
+@pytest.fixture
+def wfile(tmp_path):
+    p = tmp_path / "lifecycle_workloads.py"
+    p.write_text(WORKLOADS)
+    return str(p)
+
+
+def _json(path: Path):
+    return json.loads(path.read_text())
+
+
+def _rows(folder: Path) -> dict:
+    return {r["variant"]: r for r in _json(folder / "report.json")["variants"]}
+
+
+def _assert_reports_say(folder: Path, status: str) -> None:
+    """report.md/.json/.html and manifest.json all carry `status`, and none says running."""
+    assert _json(folder / "manifest.json")["status"] == status
+    assert _json(folder / "report.json")["meta"]["status"] == status
+    html = (folder / "report.html").read_text()
+    assert f"<dt>status</dt><dd>{status}</dd>" in html and "<dd>running</dd>" not in html
+    md = (folder / "report.md").read_text()
+    assert "run running" not in md and "run running" not in html
+    if status != "ok":
+        assert f"run {status}" in md and f"run {status}" in html
+
+
+def _private_mount(setup: str, argv: list[str], timeout: float = 120,
+                   env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `setup` (mount commands) then argv in a mount namespace of their own."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no private mount namespace here (unshare --user --mount)")
+    script = f"set -e; {setup}; exec {shlex.join(argv)}"
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "GPROF_NO_PROGRESS": "1", **(env or {})})
+
+
+# -- 1. the saved reports carry the final status --------------------------------------------------
+
+def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(tmp_path):
+    ok, bad = tmp_path / "ok", tmp_path / "bad"
+    res = run_cli("time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "-o", str(ok))
+    assert res.returncode == 0, res.stderr
+    _assert_reports_say(ok, "ok")
+    res = run_cli("time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant", "pow",
+                  "-o", str(bad))
+    assert res.returncode == 1, res.stderr
+    _assert_reports_say(bad, "failed")
+    assert "run failed: 1 variant(s) failed: pow: RuntimeError: injected failure" in (bad / "report.md").read_text()
+    assert _rows(bad)["mul"]["status"] == "ok" and _rows(bad)["pow"]["status"] == "failed"
+
+
+def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path):
+    from orchestrator import profile
+    from orchestrator.errors import RunFailedError
+
+    sweep = tmp_path / "sweep"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
+                  "-o", str(sweep))
+    assert res.returncode == 0, res.stderr
+    _assert_reports_say(sweep, "ok")
+    for child in ("1000-float32", "2000-float32"):
+        _assert_reports_say(sweep / child, "ok")
+    # `all` whose second backend fails: the parent says failed, each child its own status
+    both = tmp_path / "all"
+    with pytest.raises(RunFailedError):
+        profile("square", backend="all", backends_=["time"], device="cpu", size="1000", iters=3,
+                variants=["mul", "pow"], fail_variant="pow", out=both)
+    _assert_reports_say(both, "failed")
+    assert "run failed: time: 1 variant(s) failed" in (both / "report.md").read_text()
+    _assert_reports_say(both / "time", "failed")
+
+
+# -- 2. a stopped `time` run keeps the samples of the variant it was timing -----------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_time_run_keeps_the_samples_it_took(sig, wfile, tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", wfile,
+                          "--device", "cpu", "--iters", "2000", "--warmup", "1", "-o", str(out)],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def measuring_slow():
+        try:
+            return any(v["name"] == "slow" and v["status"] == "measuring"
+                       for v in _json(out / "workload.json")["variants"])
+        except (OSError, ValueError):
+            return False
+
+    t0 = time.monotonic()
+    while not measuring_slow():
+        assert time.monotonic() - t0 < 60, "the slow variant never started"
+        time.sleep(0.05)
+    time.sleep(0.6)  # about a dozen 50 ms samples
+    p.send_signal(sig)
+    _, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, stderr
+    slow = next(v for v in _json(out / "workload.json")["variants"] if v["name"] == "slow")
+    assert slow["status"] == "interrupted"
+    n = len(slow["time_samples_ns"])
+    assert 3 <= n < 2000 and len(slow["cpu_samples_ns"]) == n
+    assert all(45e6 < s < 500e6 for s in slow["time_samples_ns"])  # each one a 50 ms sleep
+    row = _rows(out)["slow"]
+    assert row["status"] == "interrupted" and 45_000 < row["time_median_us"] < 500_000
+    assert f"interrupted part-way: {n} of 2000 samples taken" in row["note"]
+    assert _rows(out)["fast"]["status"] == "ok"
+    _assert_reports_say(out, "interrupted")
+
+
+# -- 3. a timeout names the variant it ended ------------------------------------------------------
+
+def test_a_timeout_names_the_variant_and_keeps_its_samples(wfile, tmp_path):
+    """The runner takes --timeout's SIGTERM: it keeps what it took and the variant is `timed out`."""
+    out = tmp_path / "run"
+    res = run_cli("time", "hangs", "--workload-file", wfile, "--device", "cpu", "--iters", "100", "--warmup", "1",
+                  "--timeout", "8", "-o", str(out), env={"HANG_AFTER": "30"})
+    assert res.returncode == 124, res.stderr
+    assert ("ran past the timeout of 8 s; its process group was ended; the workload was measuring variant "
+            "stuck, marked timed out") in res.stderr
+    wman = _json(out / "workload.json")
+    status = {v["name"]: v["status"] for v in wman["variants"]}
+    assert status == {"fast": "ok", "stuck": "timed out", "after": "skipped"} and wman["status"] == "timed out"
+    stuck = next(v for v in wman["variants"] if v["name"] == "stuck")
+    assert len(stuck["time_samples_ns"]) == 28  # calls 2..29 (call 1 is the warm-up, 30 hangs)
+    rows = _rows(out)
+    assert rows["stuck"]["status"] == "timed out" and 9_000 < rows["stuck"]["time_median_us"] < 200_000
+    assert "timed out part-way: 28 of 100 samples taken" in rows["stuck"]["note"]
+    assert rows["after"]["status"] == "skipped" and rows["after"]["note"] == "not run: the run timed out before it"
+    _assert_reports_say(out, "failed")
+
+
+def test_a_timeout_that_must_kill_keeps_the_samples_flushed_each_second(wfile, tmp_path, cli, monkeypatch):
+    """The variant ignores SIGTERM, so the runner is SIGKILLed: the samples it wrote to
+    workload.json during the variant (each second) are still there."""
+    from orchestrator import proc
+
+    monkeypatch.setattr(proc, "TERM_GRACE_S", 1.0)
+    monkeypatch.setenv("HANG_AFTER", "150")  # 1.5 s of 10 ms samples before it hangs
+    monkeypatch.setenv("IGNORE_TERM", "1")
+    out = tmp_path / "run"
+    res = cli("time", "hangs", "--workload-file", wfile, "--device", "cpu", "--iters", "1000", "--warmup", "1",
+              "--timeout", "9", "-o", str(out))
+    assert res.exit_code == 124, res.output
+    assert "the workload was measuring variant stuck, marked timed out" in res.output
+    stuck = next(v for v in _json(out / "workload.json")["variants"] if v["name"] == "stuck")
+    n = len(stuck["time_samples_ns"])
+    assert stuck["status"] == "timed out" and 40 <= n <= 148
+    assert _rows(out)["stuck"]["status"] == "timed out"
+    assert f"timed out part-way: {n} of 1000 samples taken" in _rows(out)["stuck"]["note"]
+
+
+# -- 4. a full disk ends the manifest `failed`, with the reason -----------------------------------
+
+FINISH_ON_A_FULL_DISK = '''
+import json, sys
+from pathlib import Path
+from orchestrator.errors import GprofError
+from orchestrator.runfolder import RunFolder
+root = Path(sys.argv[1])
+rf = RunFolder.create("time", "square", out=root / "run", request={"size": "1000"}, argv=["gprof-orch"] * 20)
+with open(root / "filler", "wb", buffering=0) as fh:   # fill the disk to the last byte
+    for chunk in (4096, 1):
+        try:
+            while True:
+                fh.write(b"x" * chunk); fh.flush()
+        except OSError:
+            pass
+try:
+    rf.update(wall_s=1.0)
+    print("update wrote")
+except GprofError as exc:
+    print("update:", exc.message)
+rf.finish("failed", "the run folder could not be written")
+print("manifest:", json.loads((root / "run" / "manifest.json").read_text())["status"])
+'''
+
+
+def test_finish_ends_the_manifest_on_a_full_disk(tmp_path):
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    res = _private_mount(f"mount -t tmpfs -o size=64k tmpfs {mnt}",
+                         [sys.executable, "-c", FINISH_ON_A_FULL_DISK, str(mnt)])
+    assert res.returncode == 0, res.stderr
+    assert f"update: cannot write the run folder {mnt}/run: No space left on device" in res.stdout
+    assert "manifest: failed" in res.stdout
+
+
+def test_a_full_disk_mid_run_ends_failed_with_the_reason(wfile, tmp_path):
+    """A variant's set-up fills the disk: the runner cannot write workload.json, the parent
+    cannot write the reports; the manifest still ends failed, with the reason, and exit 1."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    out, keep = mnt / "run", tmp_path / "seen"
+    run = [sys.executable, "-m", "orchestrator", "time", "fills", "--workload-file", wfile, "--device", "cpu",
+           "--iters", "5", "-o", str(out)]
+    # the tmpfs goes with the namespace: copy what the test reads out of it first
+    res = _private_mount(f"mount -t tmpfs -o size=1m tmpfs {mnt}",
+                         ["sh", "-c", f'{shlex.join(run)}; rc=$?; mkdir {keep}; cp -r {out}/. {keep}/; exit $rc'],
+                         env={"FILL": str(mnt / "filler")})
+    assert res.returncode == 1, res.stderr
+    assert f"cannot write the run folder {out}: No space left on device" in res.stderr
+    assert "Traceback" not in res.stderr
+    man = _json(keep / "manifest.json")
+    assert man["status"] == "failed" and "No space left on device" in man["error"]
+    # no half-written report left behind to mislead
+    assert not any((keep / n).exists() for n in ("report.md", "report.json", "report.html", "frame.csv"))
+
+
+# -- 6. `report` on a read-only folder -----------------------------------------------------------
+
+def test_report_on_a_read_only_folder_writes_nothing(tmp_path):
+    sweep = tmp_path / "sweep"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
+                  "-o", str(sweep))
+    assert res.returncode == 0, res.stderr
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("*") if p.is_file()}
+    for folder in (sweep / "1000-float32", sweep):
+        res = _private_mount(f"mount --bind {sweep} {sweep}; mount -o remount,bind,ro {sweep}",
+                             [sys.executable, "-m", "orchestrator", "report", str(folder)])
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr and "mul" in res.stdout
+        assert f"gprof-orch: {folder} is read-only: its saved reports were not rewritten" in res.stderr
+        assert "saved:" not in res.stderr
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("*") if p.is_file()}
+    assert after == before
