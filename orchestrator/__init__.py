@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["profile", "load_run", "Run", "__version__"]
+__all__ = ["profile", "load_run", "Run", "profile_program", "import_capture", "__version__"]
 
 
 def __getattr__(name: str):
@@ -14,4 +14,8 @@ def __getattr__(name: str):
         from orchestrator import api
 
         return getattr(api, name)
+    if name in ("profile_program", "import_capture"):
+        from orchestrator import capture
+
+        return getattr(capture, name)
     raise AttributeError(name)

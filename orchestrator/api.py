@@ -49,8 +49,10 @@ class Run:
         env = w.get("env") or {}
         dev = env.get("device_name") or w.get("device", "")
         shape = "x".join(str(s) for s in w.get("shape", []))
+        count = (f"{w['iters']} iters" if w.get("iters") else
+                 f"sampled to +-{(w.get('stop_rule') or {}).get('max_noise_pct', '?')}%")
         return (f"{self.backend} {w.get('workload', '')} | {shape} {w.get('dtype', '')} on {dev} | "
-                f"{w.get('iters', '')} iters | {self.path}")
+                f"{count} | {self.path}")
 
     def footer(self) -> list[str]:
         lines = []
@@ -66,9 +68,16 @@ class Run:
                          f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
                          f"variant must move.")
         if self.backend == "time" and w.get("timer"):
-            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}"
-                         + (f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
-                            if w.get("gpu_sleep_us") else ""))
+            hold = w.get("hold")
+            held = {"blocking": ", the stream held by a blocking kernel until the call was queued (no host "
+                                "time inside the events)",
+                    "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
+                             f"longer than that is timed)",
+                    "none": ", nothing held: the host's launch is timed too"}.get(hold, "")
+            if hold is None and w.get("gpu_sleep_us"):  # runs before --timer
+                held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
+            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
+                         + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
         if not self.outside.empty:
             desc = ", ".join(f"{r.kernel} x{r.launches}" for r in self.outside.itertuples())
             lines.append(f"outside the variants' ranges (input, warm-up, checks; not counted): {desc}")
@@ -423,19 +432,89 @@ def _write_multi(multi: MultiRun) -> None:
     multi.saved = True
 
 
-def compare(path_a: str | Path, path_b: str | Path) -> tuple[pd.DataFrame, Run, Run]:
-    """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread."""
+def compare(path_a: str | Path, path_b: str | Path, *,
+            allow_mismatch: bool = False) -> tuple[pd.DataFrame, "Run | MultiRun", "Run | MultiRun"]:
+    """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread.
+
+    Runs of another workload, size, shape or dtype, or whose variants ran other kernels, are
+    refused (UsageError naming what differs) unless `allow_mismatch`. Sweeps are compared point
+    by point on (size, dtype); a single run against a sweep, with the sweep's point of its size
+    and dtype. On different GPUs each run's % of its GPU's peak bandwidth is compared too. The
+    table's `attrs["notes"]` says so, and what was allowed to differ.
+
+    Example:
+        >>> table, a, b = compare("gprof-runs/before", "gprof-runs/after")
+        >>> table[["variant", "ratio_b_over_a", "verdict"]]
+    """
     from orchestrator.errors import UsageError
     from reports import merge
 
-    a, b = (_single(load_run(p)) for p in (path_a, path_b))
-    wa, wb = a.workload.get("workload"), b.workload.get("workload")
-    if wa != wb:
-        raise UsageError(f"cannot compare runs of different workloads: {path_a} is {wa!r}, {path_b} is {wb!r}")
-    table = merge.compare_runs(a.frame, b.frame, a.table, b.table)
-    if table.empty:
+    loaded = [load_run(p) for p in (path_a, path_b)]
+    pa, pb = (_points(r) for r in loaded)
+    pairs, notes = _pair_points(pa, pb, str(path_a), str(path_b), allow_mismatch)
+    sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
+    parts, allowed = [], []
+    for (numel, dtype), ra, rb in pairs:
+        at = f" at size {numel} {dtype}" if sweep else ""
+        differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame)
+        if differ and not allow_mismatch:
+            raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
+                             hint="--allow-mismatch compares them anyway")
+        allowed += [f"{d}{at}" for d in differ]
+        gpu = merge.gpu_note(ra.workload, rb.workload)
+        if gpu and gpu not in notes:
+            notes.append(gpu)
+        t = merge.compare_runs(ra.frame, rb.frame, ra.table, rb.table, peak_bw=gpu is not None)
+        if sweep and not t.empty:
+            t.insert(0, "dtype", rb.workload.get("dtype"))
+            t.insert(0, "numel", rb.workload.get("numel"))
+        parts.append(t)
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if table.empty or not (table["verdict"] != "missing").any():
         raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
+    table.attrs["notes"] = [f"warning: compared despite a mismatch: {d}" for d in allowed] + notes
+    table.attrs["mismatches"] = allowed + [n.split(" (", 1)[-1].rstrip(")") for n in notes
+                                           if n.startswith("warning: compared the points")]
+    a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
     return table, a, b
+
+
+def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:
+    """(numel, dtype) -> the run measured there: each point of a sweep, else the one run."""
+    if isinstance(run, MultiRun) and run.kind == "sweep":
+        if not run.runs:
+            raise ParseError(run.path, "holds no completed run")
+        return {(r.workload.get("numel"), r.workload.get("dtype")): r for r in run.runs.values()}
+    one = _single(run)
+    return {(one.workload.get("numel"), one.workload.get("dtype")): one}
+
+
+def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
+                 allow_mismatch: bool) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
+    """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and notes."""
+    from orchestrator.errors import UsageError
+
+    if len(pa) == 1 and len(pb) == 1:  # two single runs: mismatches() judges their sizes
+        (ka, ra), (_, rb) = next(iter(pa.items())), next(iter(pb.items()))
+        return [(ka, ra, rb)], []
+
+    def points(p: dict) -> str:
+        return ", ".join(f"size {n} {d}" for n, d in p)
+
+    common = [k for k in pa if k in pb]
+    if not common:
+        raise UsageError(f"no point of the same size and dtype: {name_a} has {points(pa)}; "
+                         f"{name_b} has {points(pb)}")
+    notes = []
+    only = [(name, [k for k in p if k not in common]) for name, p in ((name_a, pa), (name_b, pb))]
+    differ = "; ".join(f"only {name} has {points(dict.fromkeys(ks))}" for name, ks in only
+                       if ks and len(pa) > 1 and len(pb) > 1)
+    if differ and not allow_mismatch:
+        raise UsageError(f"the sweeps differ in their points: {differ}",
+                         hint="--allow-mismatch compares the points they share")
+    if differ:
+        notes.append(f"warning: compared the points both sweeps have ({differ})")
+    return [(k, pa[k], pb[k]) for k in common], notes
 
 
 def _single(run: "Run | MultiRun") -> Run:

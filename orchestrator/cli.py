@@ -14,6 +14,8 @@ import click
 
 from orchestrator import __version__
 from orchestrator.errors import EXIT_RUN_FAILED, GprofError
+from workloads import timers
+from workloads.stopping import StopRule
 
 EPILOG_RUN = """\b
 Examples:
@@ -119,7 +121,8 @@ def run_options(f):
         click.option("--dtype", default="float32", show_default=True, cls=DtypeOption),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
                      help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
-        click.option("--iters", type=int, default=None, help="Measured iterations per variant (backend default)."),
+        click.option("--iters", type=int, default=None, help="Measured iterations per variant (time: exactly N samples instead of --max-noise; "
+                     "others: the backend's default)."),
         click.option("--warmup", type=int, default=None, help="Warm-up iterations, outside every measured range."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input."),
         click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
@@ -305,12 +308,30 @@ def _backend_command(name: str, help_text: str, extra=None):
     return main.command(name)(cmd)
 
 
-_backend_command("time", "Time each variant with CUDA events (median, IQR, min, CV of many iterations).",
+_STOP = StopRule()
+_backend_command("time", "Time each variant with CUDA events, the stream held until the call is queued so no "
+                 "host cost is timed; sample until the median is known to --max-noise (median, IQR, min, "
+                 "samples, noise).",
                  [click.option("--flush-l2/--no-flush-l2", default=True, show_default=True,
                                help="Write a buffer twice the L2 before every iteration."),
-                  click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=100.0, show_default=True,
-                               metavar="US", help="GPU sleep after each flush, so a slow host side (a Triton "
-                               "launcher, an allocation) is not timed; 0 times it too.")])
+                  click.option("--timer", type=click.Choice(timers.TIMERS), default=timers.DEFAULT_TIMER,
+                               show_default=True,
+                               help="What holds the GPU while the host queues the call: blocking (a kernel "
+                               "spins until the call is queued; falls back to sleep, said in the note, when the "
+                               f"host side outlasts {timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), "
+                               "sleep (--gpu-sleep), none (the host's launch is timed too)."),
+                  click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
+                               show_default=True, metavar="US",
+                               help="The sleep timer's GPU sleep after each flush (0: none)."),
+                  click.option("--max-noise", type=float, default=_STOP.max_noise_pct, show_default=True,
+                               metavar="PCT", help="Sample until the median's 95% confidence half-width is at "
+                               "most PCT % of it (without --iters)."),
+                  click.option("--min-samples", type=int, default=_STOP.min_samples, show_default=True),
+                  click.option("--min-time", type=float, default=_STOP.min_time_s, show_default=True,
+                               metavar="S", help="Seconds of sampling per variant at least."),
+                  click.option("--max-time", type=float, default=_STOP.max_time_s, show_default=True,
+                               metavar="S", help="Seconds of sampling per variant at most; a variant not "
+                               "at --max-noise by then is marked noisy.")])
 _backend_command("torch-trace", "Run the workload under torch.profiler; keep the Chrome trace; "
                  "report kernels, self CPU and CUDA time per variant.")
 _backend_command("nsys", "Profile the workload under Nsight Systems; attribute every kernel to its variant "
@@ -341,27 +362,47 @@ _backend_command("all", "Run every backend available here (time, torch-trace, ns
 ])
 
 
+def _percent_limit(ctx, param, value):
+    """--fail-if-slower: a finite number of percent, 0 or more (nan would never fail)."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value!r} is not a finite number >= 0", ctx=ctx, param=param)
+    return value
+
+
 @main.command()
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
-@click.option("--fail-if-slower", type=float, default=None, metavar="PCT",
-              help="Exit 1 if a variant of B is slower than A by more than PCT percent, beyond the runs' spread.")
+@click.option("--fail-if-slower", type=float, default=None, metavar="PCT", callback=_percent_limit,
+              help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
+                   ">= 0), beyond the runs' spread.")
+@click.option("--allow-mismatch", is_flag=True,
+              help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
+                   "footer; --fail-if-slower is then refused).")
 @click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
 @click.option("--json", "as_json", is_flag=True)
-def compare(run_a, run_b, fail_if_slower, fmt, as_json) -> None:
+def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     """Compare two runs of one workload variant by variant: B's median over A's, and whether
-    the change is larger than the runs' own spread (IQR). For CI gates, --fail-if-slower.
+    the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
+    dtype or kernels are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
+    point on size and dtype; a variant skipped or failed in either run is `missing`. On different
+    GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
 
     \b
     Example:
       gprof-orch compare gprof-runs/before gprof-runs/after --fail-if-slower 5
     """
     from orchestrator import api
+    from orchestrator.errors import UsageError
     from reports import render
 
-    table, a, b = api.compare(run_a, run_b)
+    table, a, b = api.compare(run_a, run_b, allow_mismatch=allow_mismatch)
+    notes = list(table.attrs.get("notes", []))
+    if fail_if_slower is not None and table.attrs.get("mismatches"):
+        raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
-    footer = [] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"]
+    footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
     slower = None
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
@@ -411,6 +452,118 @@ def report(runs, fmt, as_json) -> None:
             "error": None, "runs": docs}
         click.echo(json.dumps(doc, indent=1))
 
+
+# -- any program, any capture: one variant per NVTX range (orchestrator/capture.py) -----------------
+
+def _capture_options(f):
+    """Options `exec` and `import` share."""
+    opts = [
+        click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
+                     help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
+                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range."),
+        click.option("--iters", type=int, default=None,
+                     help="Iterations inside one range instance (default 1: each instance is one iteration)."),
+        click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
+        click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
+        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/."),
+        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
+        click.option("--format", "fmt", default="table", show_default=True,
+                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _run_capture(fn, fmt: str, as_json: bool) -> None:
+    fmt = "json" if as_json else fmt
+    try:
+        run = fn()
+    except GprofError as exc:
+        partial = getattr(exc, "run", None)
+        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
+            _print_run(partial, fmt, to_err=True)
+        raise
+    _print_run(run, fmt)
+
+
+@main.command("import")
+@click.argument("capture", type=click.Path(path_type=Path))
+@_capture_options
+def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json) -> None:
+    """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
+    too) per NVTX range: each range is a variant, each instance one iteration. Exit 4 when no
+    range matches (the message lists those the capture holds).
+
+    \b
+    Example:
+      gprof-orch import profile.nsys-rep
+      gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
+    """
+    from orchestrator import capture as cap
+
+    _run_capture(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
+                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json)
+
+
+@main.group("exec")
+def exec_group() -> None:
+    """Profile any program under a profiler and report it per NVTX range (nvtx.annotate, push/pop,
+    start/end, torch.cuda.nvtx): the same run folder, timeout, Ctrl-C and exit codes as a workload.
+
+    \b
+    Example:
+      gprof-orch exec nsys -- python train.py --steps 50
+      gprof-orch exec nsys --ranges @step -- python train.py
+    """
+
+
+@exec_group.command("nsys", context_settings={"allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@_capture_options
+@click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable).")
+@click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
+@click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
+@click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
+def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, nsys_args, trace_osrt, cuda,
+              dry_run) -> None:
+    """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
+    that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
+    ranges still reported.
+
+    \b
+    Example:
+      gprof-orch exec nsys -- python train.py --steps 50
+      gprof-orch exec nsys --ranges train@ --nsys-arg=--cuda-graph-trace=node -- python train.py
+    """
+    from orchestrator import capture as cap
+
+    opts = dict(ranges=ranges, iters=iters, name=name, nsys=nsys, out=out, timeout=timeout,
+                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
+    if dry_run:
+        from orchestrator import backends
+        from orchestrator.proc import format_argv
+
+        from orchestrator import envinfo
+
+        req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
+        if req.cuda is None:
+            req.cuda = envinfo.nvidia_smi() is not None
+        for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
+            click.echo(format_argv(step.argv))
+        return
+    _run_capture(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json)
+
+
+@exec_group.command("ncu", context_settings={"allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec_ncu(cmd) -> None:
+    """Not yet: Nsight Compute per range (use `gprof-orch ncu` on a workload file meanwhile)."""
+    from orchestrator import capture as cap
+
+    cap.ProgramRequest(argv=list(cmd), tool="ncu").validate()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -44,6 +44,12 @@ def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
             report[name] = {"ok": True, "path": str(t.path), "version": t.version, "found_via": t.found_via}
         except (ToolNotFoundError, ToolTimeoutError) as exc:  # missing, or hangs on --version
             report[name] = {"ok": False, "error": exc.message, "fix": exc.hint}
+    # `exec nsys` on a program whose nvtx ranges this nsys drops (orchestrator/capture.py)
+    from orchestrator.capture import nvtx_problem
+
+    problem = nvtx_problem(pk.get("nvtx"), (report.get("nsys") or {}).get("version"))
+    report["nvtx_ranges"] = {"ok": problem is None, "fix": problem,
+                             "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}
     report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
                           "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
     return report
@@ -61,7 +67,9 @@ def render(report: dict[str, Any]) -> str:
         gpu = (f"{t['gpu']} (sm {t['compute_capability']}, {t['sm_count']} SMs, {t['memory_gib']} GiB, "
                f"peak {t['peak_bandwidth_tb_s']} TB/s)") if t.get("gpu") else "no CUDA device"
         lines.append(f"torch {t['version']} (CUDA build {t['cuda_build']}): {gpu}")
-    for key in ("torch", "triton", "nvtx", "ncu_report", "nsys", "ncu", "compiler"):
+    for key in ("torch", "triton", "nvtx", "ncu_report", "nsys", "nvtx_ranges", "ncu", "compiler"):
+        if key not in report:  # a report saved before the key existed
+            continue
         item = report[key]
         mark = "ok     " if item.get("ok") else "MISSING"
         detail = item.get("path") or item.get("version") or item.get("nvcc") or item.get("error") or ""

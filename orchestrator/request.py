@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError
+from workloads import timers
+from workloads.stopping import StopRule
 
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -110,8 +112,15 @@ class Request:
     warmup: int | None = None
     seed: int = 0
     flush_l2: bool = True
-    # `time` on a GPU: GPU sleep after each L2 flush, so the host's launch cost is not timed
-    gpu_sleep_us: float = 100.0
+    # `time` on a GPU: what holds the stream while the host queues the call (workloads/timers.py);
+    # the GPU sleep is the `sleep` timer's, and the blocking timer's fallback
+    timer: str = timers.DEFAULT_TIMER
+    gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
+    # `time` without --iters: sample until the median's noise is this low (workloads/stopping.py)
+    max_noise: float = StopRule.max_noise_pct
+    min_samples: int = StopRule.min_samples
+    min_time: float = StopRule.min_time_s
+    max_time: float = StopRule.max_time_s
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None
@@ -170,6 +179,16 @@ class Request:
             v = getattr(self, name)
             if v is not None and (v < (1 if name == "iters" else 0)):
                 raise UsageError(f"--{name} must be {'>= 1' if name == 'iters' else '>= 0'}, not {v}")
+        if self.timer not in timers.TIMERS:
+            raise UsageError(f"--timer {self.timer!r} unknown; valid: {', '.join(timers.TIMERS)}")
+        if not (math.isfinite(self.max_noise) and 0 < self.max_noise <= 100):
+            raise UsageError(f"--max-noise must be a percentage above 0 and at most 100, not {self.max_noise:g}")
+        if self.min_samples < 5:
+            raise UsageError(f"--min-samples must be at least 5 (the noise needs 5 samples), not {self.min_samples}")
+        if not (math.isfinite(self.min_time) and math.isfinite(self.max_time) and 0 <= self.min_time <= self.max_time
+                and self.max_time > 0):
+            raise UsageError(f"--min-time and --max-time must be seconds with 0 <= min <= max and max > 0, not "
+                             f"{self.min_time:g} and {self.max_time:g}")
         if not 0 <= self.gpu_sleep_us <= 10_000:
             raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
         for m in self.ncu_metrics:

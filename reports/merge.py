@@ -21,7 +21,7 @@ REASONS = {
     "nsys": "nsys sums kernel durations only (no launch gaps)",
 }
 
-MERGED_COLUMNS = ["variant", "label", "kernels", "launches_per_iter", "same_kernel_as", "events_us",
+MERGED_COLUMNS = ["variant", "label", "kernels", "kernels_full", "launches_per_iter", "same_kernel_as", "events_us",
                   "torch_trace_us", "nsys_us", "ncu_us", "dram_pct_of_peak", "sm_pct_of_peak", "bound",
                   "achieved_gb_s", "pct_of_peak_bw", "speedup_vs_baseline", "agreement"]
 
@@ -51,6 +51,7 @@ def merged_table(tables: Mapping[str, pd.DataFrame], baseline: str | None = None
             # kernels: a backend that names them (nsys first: it sees every launch)
             if backend in ("nsys", "torch-trace", "ncu") and not row.get("kernels") and r.get("kernels"):
                 row["kernels"] = r.get("kernels")
+                row["kernels_full"] = r.get("kernels_full")
                 row["launches_per_iter"] = r.get("launches_per_iter")
                 row["same_kernel_as"] = r.get("same_kernel_as")
             if backend == "ncu":
@@ -105,22 +106,110 @@ def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# statuses whose variant has samples to compare ("noisy": measured, its median less sure)
+MEASURED = ("ok", "noisy")
+
+
 def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataFrame,
-                 table_b: pd.DataFrame) -> pd.DataFrame:
-    """Per variant in both runs: medians, B/A ratio, and whether the difference is larger than
-    the runs' own spread (|mB - mA| > IQR_A + IQR_B, the samples' interquartile ranges)."""
+                 table_b: pd.DataFrame, *, peak_bw: bool = False) -> pd.DataFrame:
+    """Per variant of either run: medians, B/A ratio, and whether the difference is larger than
+    the runs' own spread (|mB - mA| > IQR_A + IQR_B, the samples' interquartile ranges). A variant
+    that one run skipped, failed or lacks is `missing` (never "same"), with why in `note`.
+    `peak_bw` (the runs are on different GPUs): each run's % of its own GPU's peak bandwidth too."""
+    rows_a = {r["variant"]: r for _, r in table_a.iterrows()}
+    rows_b = {r["variant"]: r for _, r in table_b.iterrows()}
     rows = []
-    for v in [v for v in table_a["variant"] if v in set(table_b["variant"])]:
+    for v in list(rows_a) + [v for v in rows_b if v not in rows_a]:
         a = frame_a.loc[(frame_a.variant == v) & (frame_a.metric == "time_ns"), "value"].to_numpy()
         b = frame_b.loc[(frame_b.variant == v) & (frame_b.metric == "time_ns"), "value"].to_numpy()
         sa, sb = sample_stats(a), sample_stats(b)
-        ratio = sb["median"] / sa["median"] if sa["median"] else np.nan
-        diff = abs(sb["median"] - sa["median"])
-        # one sample has no spread to weigh the change against: never called beyond it
-        significant = bool(diff > sa["iqr"] + sb["iqr"]) if np.isfinite(diff) and min(sa["n"], sb["n"]) > 1 else False
-        rows.append({"variant": v, "a_median_us": sa["median"] / 1e3, "b_median_us": sb["median"] / 1e3,
-                     "a_iqr_us": sa["iqr"] / 1e3, "b_iqr_us": sb["iqr"] / 1e3, "ratio_b_over_a": ratio,
-                     "change_pct": (ratio - 1) * 100, "beyond_spread": significant,
-                     "verdict": ("slower" if ratio > 1 else "faster") if significant else
-                     "same within spread" if min(sa["n"], sb["n"]) > 1 else "n=1: no spread to judge by"})
+        gone = [why for side, r, s in (("A", rows_a.get(v), sa), ("B", rows_b.get(v), sb))
+                if (why := _missing(side, r, s))]
+        row: dict[str, Any] = {"variant": v, "a_median_us": sa["median"] / 1e3, "b_median_us": sb["median"] / 1e3,
+                               "a_iqr_us": sa["iqr"] / 1e3, "b_iqr_us": sb["iqr"] / 1e3}
+        if gone:
+            row.update(ratio_b_over_a=np.nan, change_pct=np.nan, beyond_spread=False, verdict="missing",
+                       note="; ".join(gone))
+        else:
+            ratio = sb["median"] / sa["median"] if sa["median"] else np.nan
+            diff = abs(sb["median"] - sa["median"])
+            # one sample has no spread to weigh the change against: never called beyond it
+            significant = bool(diff > sa["iqr"] + sb["iqr"]) if np.isfinite(diff) and min(sa["n"], sb["n"]) > 1 \
+                else False
+            row.update(ratio_b_over_a=ratio, change_pct=(ratio - 1) * 100, beyond_spread=significant,
+                       verdict=("slower" if ratio > 1 else "faster") if significant else
+                       "same within spread" if min(sa["n"], sb["n"]) > 1 else "n=1: no spread to judge by",
+                       note="")
+        if peak_bw:
+            pa = _num(rows_a.get(v), "pct_of_peak_bw")
+            pb = _num(rows_b.get(v), "pct_of_peak_bw")
+            row.update(a_pct_of_peak_bw=pa, b_pct_of_peak_bw=pb,
+                       peak_bw_change_pct=(pb / pa - 1) * 100 if pa and np.isfinite(pa) and not gone else np.nan)
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _num(row: Mapping[str, Any] | None, col: str) -> float:
+    v = row.get(col) if row is not None else None
+    try:
+        return float(v) if v is not None else np.nan
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def _missing(side: str, row: Mapping[str, Any] | None, stats: Mapping[str, float]) -> str:
+    """Why a run has no time for a variant ('' when it has one)."""
+    if row is None:
+        return f"not in {side}"
+    status = row.get("status") or ""
+    if status not in MEASURED:
+        why = str(row.get("note") or "").split(";")[0].strip()
+        return f"{status or 'no status'} in {side}" + (f" ({why})" if why else "")
+    if not stats["n"]:
+        return f"no samples in {side}"
+    return ""
+
+
+def kernel_sets(frame: pd.DataFrame) -> dict[str, frozenset[str]]:
+    """variant -> the short names of the kernels it launched (empty where a backend names none)."""
+    from reports.names import short_kernel_name
+    from reports.schema import ALL_KERNELS
+
+    k = frame[(frame["metric"] == "kernel_time_ns") & (frame["kernel"] != ALL_KERNELS)] if not frame.empty else frame
+    if k.empty:
+        return {}
+    return {str(v): frozenset(short_kernel_name(n) for n in g["kernel"].unique()) for v, g in k.groupby("variant")}
+
+
+def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFrame,
+               frame_b: pd.DataFrame) -> list[str]:
+    """What makes two runs' times not comparable: another workload, size, shape, dtype, or
+    variants that ran other kernels (where both runs name kernels). Empty when they match."""
+    out = []
+    for key, what in (("workload", "workload"), ("numel", "size"), ("shape", "shape"), ("dtype", "dtype")):
+        va, vb = wa.get(key), wb.get(key)
+        if key == "shape" and wa.get("numel") != wb.get("numel"):
+            continue  # another size is another shape: said once
+        if va != vb:
+            out.append(f"different workloads: A {va}, B {vb}" if key == "workload" else
+                       f"{what}: A {_show(va)}, B {_show(vb)}")
+    ka, kb = kernel_sets(frame_a), kernel_sets(frame_b)
+    for v in [v for v in ka if v in kb and ka[v] and kb[v] and ka[v] != kb[v]]:
+        out.append(f"kernels of {v}: A ran {', '.join(sorted(ka[v]))}; B ran {', '.join(sorted(kb[v]))}")
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "x".join(str(x) for x in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def gpu_note(wa: Mapping[str, Any], wb: Mapping[str, Any]) -> str | None:
+    """A line saying the runs are on different GPUs (None when they are not)."""
+    ga = (wa.get("env") or {}).get("device_name") or wa.get("device")
+    gb = (wb.get("env") or {}).get("device_name") or wb.get("device")
+    if ga == gb:
+        return None
+    return (f"different GPUs: A ran on {ga}, B on {gb}: % of peak bandwidth (each against its own GPU's "
+            f"peak) is compared beside time")

@@ -8,7 +8,12 @@ from typing import Any
 
 import pandas as pd
 
+from reports.names import MAX_LEN
+
 FORMATS = ("table", "csv", "json", "markdown")
+
+# a count: whole numbers print whole (20000, not 2e+04), others to 3 significant digits
+INT_OR_3G = "int-or-3g"
 
 # what a person sees: column -> (header, format)
 DISPLAY = [
@@ -18,7 +23,8 @@ DISPLAY = [
     ("label", "label", "{}"),
     ("status", "status", "{}"),
     ("kernels", "kernels", "{}"),
-    ("launches_per_iter", "launches/iter", "{:.3g}"),
+    ("kernels_full", "kernels (full names)", "{}"),
+    ("launches_per_iter", "launches/iter", INT_OR_3G),
     ("events_us", "events us", "{:.2f}"),
     ("torch_trace_us", "torch-trace us", "{:.2f}"),
     ("nsys_us", "nsys us", "{:.2f}"),
@@ -29,11 +35,16 @@ DISPLAY = [
     ("b_iqr_us", "B IQR us", "{:.2f}"),
     ("ratio_b_over_a", "B/A", "{:.3f}"),
     ("change_pct", "change %", "{:+.1f}"),
+    ("a_pct_of_peak_bw", "A % peak BW", "{:.1f}"),
+    ("b_pct_of_peak_bw", "B % peak BW", "{:.1f}"),
+    ("peak_bw_change_pct", "% peak BW change", "{:+.1f}"),
     ("verdict", "verdict", "{}"),
     ("time_median_us", "median us", "{:.2f}"),
     ("time_iqr_us", "IQR us", "{:.2f}"),
     ("time_min_us", "min us", "{:.2f}"),
     ("time_cv_pct", "CV %", "{:.1f}"),
+    ("samples", "n", "{:.0f}"),
+    ("noise_pct", "noise %", "{:.2f}"),
     ("cpu_median_us", "CPU us", "{:.1f}"),
     ("launch_cpu_us", "launch CPU us", "{:.1f}"),
     ("gpu_busy_pct", "GPU busy %", "{:.0f}"),
@@ -56,6 +67,12 @@ def _fmt(value: Any, fmt: str) -> str:
         return "-"
     if fmt == "{}":
         return str(value) if str(value) else "-"
+    if fmt == INT_OR_3G:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            return str(value)
+        return f"{x:.0f}" if math.isfinite(x) and x == round(x) else f"{x:.3g}"
     try:
         return fmt.format(value)
     except (ValueError, TypeError):
@@ -65,7 +82,9 @@ def _fmt(value: Any, fmt: str) -> str:
 # kept in the JSON and CSV, left out of the terminal and Markdown tables: the CV (standard
 # deviation over the mean) is pulled up by one outlier, and beside the IQR it reads as a
 # contradiction (CV 420%, IQR 7%) that the note on high spread already settles
-NOT_SHOWN = {"time_cv_pct"}
+# The full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML; the
+# terminal and Markdown show the short ones.
+NOT_SHOWN = {"time_cv_pct", "kernels_full"}
 
 
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
@@ -77,7 +96,9 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
         cells = []
         for c, _, f in cols:
             s = _fmt(r[c], f)
-            cells.append(s if len(s) <= max_width else s[: max_width - 3] + "...")
+            # one short kernel name is never cut (names.MAX_LEN)
+            width = max(max_width, MAX_LEN) if c == "kernels" else max_width
+            cells.append(s if len(s) <= width else s[: width - 3] + "...")
         body.append(cells)
     return headers, body
 

@@ -16,12 +16,15 @@ from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
 
+# between the full kernel names of `kernels_full` (they hold commas, never this)
+FULL_NAMES_SEP = "; "
+
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
 
 TABLE_COLUMNS = [
-    "variant", "label", "status", "kernels", "launches_per_iter", "time_median_us", "time_iqr_us",
-    "time_min_us", "time_cv_pct", "cpu_median_us", "launch_cpu_us", "gpu_busy_pct", "achieved_gb_s",
+    "variant", "label", "status", "kernels", "kernels_full", "launches_per_iter", "time_median_us", "time_iqr_us",
+    "time_min_us", "time_cv_pct", "samples", "noise_pct", "cpu_median_us", "launch_cpu_us", "gpu_busy_pct", "achieved_gb_s",
     "pct_of_peak_bw", "dram_pct_of_peak", "sm_pct_of_peak", "achieved_occupancy_pct", "registers_per_thread",
     "bound", "speedup_vs_baseline", "same_kernel_as", "note",
 ]
@@ -51,16 +54,27 @@ def sample_stats(values: np.ndarray) -> dict[str, float]:
             "n": float(v.size)}
 
 
+def _noise(n: float, times: np.ndarray) -> float:
+    """The median's 95% CI half-width over the median, percent (workloads/stopping.py)."""
+    from workloads.stopping import noise_pct
+
+    x = noise_pct([float(t) for t in times if np.isfinite(t)]) if n >= 5 else np.nan
+    return x if np.isfinite(x) else np.nan
+
+
 def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     """One row per variant of the workload manifest (ok, skipped and failed alike)."""
     peak = (wman.get("env") or {}).get("peak_bandwidth_bytes_per_s")
     baseline = wman.get("baseline")
+    # time mode without --iters samples each variant until its stop rule is met: no one count
     iters = wman.get("iters") or 1
     rows = []
     kernel_sets: dict[str, frozenset[str]] = {}
     by_variant = {v: g for v, g in frame.groupby("variant", sort=False)} if not frame.empty else {}
     for v in wman.get("variants", []):
         name = v["name"]
+        # an imported capture counts iterations per variant (its ranges' instances)
+        iters = v.get("iters") or wman.get("iters") or 1
         g = by_variant.get(name)
         row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
         note = v.get("reason") or v.get("error") or ""
@@ -75,11 +89,13 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             if len(k):
                 names = k.groupby("kernel", sort=False)["value"].size()
                 row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
+                row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
                 note = (note + "; " if note else "") + (
                     f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
                     f"per-iteration numbers (the rows are in frame.csv)")
         elif g is not None and not g.empty:
-            t = sample_stats(g.loc[g["metric"] == "time_ns", "value"].to_numpy())
+            times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
+            t = sample_stats(times)
             c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
             k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
             launches = k.groupby("kernel", sort=False)["value"].size()
@@ -89,9 +105,11 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
             row.update(
                 kernels=", ".join([short_kernel_name(n) for n in launches.index] + [f"+{o}" for o in other]),
+                kernels_full=FULL_NAMES_SEP.join(launches.index),
                 launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
                 time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
-                time_cv_pct=t["cv"] * 100, cpu_median_us=c["median"] / 1e3,
+                time_cv_pct=t["cv"] * 100, samples=t["n"], noise_pct=_noise(t["n"], times),
+                cpu_median_us=c["median"] / 1e3,
                 achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
             )
             launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
@@ -105,7 +123,17 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
             if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
                 note = (note + "; " if note else "") + (
-                    f"{row['status']} part-way: {t['n']:.0f} of {iters} samples taken; the numbers are over those")
+                    f"{row['status']} part-way: {t['n']:.0f}"
+                    + (f" of {wman['iters']}" if wman.get("iters") else "")
+                    + " samples taken; the numbers are over those")
+            if v.get("hold_note"):
+                note = (note + "; " if note else "") + v["hold_note"]
+            rule = wman.get("stop_rule") or {}
+            if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
+                row["status"] = "noisy"
+                note = (note + "; " if note else "") + (
+                    f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
+                    f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)")
             uneven = g.loc[g["metric"] == UNEVEN_LAUNCHES, "value"]
             if len(uneven):
                 n = float(uneven.iloc[0])
@@ -154,7 +182,8 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
 def warnings_for(table: pd.DataFrame) -> list[str]:
     out = []
     for _, r in table.iterrows():
-        if "high spread" in str(r["note"]):
+        # a median known to within 1% ranks variants whatever the spread of single samples
+        if "high spread" in str(r["note"]) and not (pd.notna(r.get("noise_pct")) and r["noise_pct"] < 1):
             out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1]}; rerun with more --iters "
                        f"or on a quieter machine before ranking")
     return out

@@ -199,7 +199,7 @@ class Timer:
                 self.sleep_cycles = self._calibrate_sleep(slack_us)
 
     def _calibrate_sleep(self, slack_us: float) -> int:
-        from workloads.runner import sleep_cycles_per_us
+        from workloads.timers import sleep_cycles_per_us
 
         if not hasattr(self.torch.cuda, "_sleep"):
             log("torch.cuda._sleep missing: no GPU slack before timed calls")

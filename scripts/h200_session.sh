@@ -8,7 +8,8 @@
 # STAGES (default: doctor tests time trace nsys ncu); also: check (doctor --check), sigint (Ctrl-C
 # during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
 # the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
-# (every backend on square and mean), sweep (triton-mean at three sizes)
+# (every backend on square and mean), sweep (triton-mean at three sizes), timers (the time backend's
+# timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -39,6 +40,20 @@ if has ncu; then
   for w in triton-mean square mean load-inline-square; do
     log "ncu $w"; g ncu "$w" -o "$RUNS/ncu-$w"
   done
+fi
+if has timers; then
+  # the time backend's timers (blocking, sleep, none), adaptive sampling, and the default run's wall time
+  log "timer tests"
+  python3 -m pytest -q -p no:cacheprovider tests/test_timers_gpu.py tests/test_gpu_e2e.py 2>&1 | tail -15
+  log "time square (defaults)"
+  s=$(date +%s.%N); g time square -o "$RUNS/time-square-default" | tail -9; e=$(date +%s.%N)
+  echo "time square wall: $(echo "$e - $s" | bc) s"
+  for i in 1 2 3; do g time square --size 1e8 -v mul --format csv -o "$RUNS/aa-$i" | grep -E '^(torch_square|mul),'; done
+fi
+if has fidelity; then
+  log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
+  python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
+    --timers "${FIDELITY_TIMERS:-blocking,sleep,none}" 2>&1 | tail -60
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,

@@ -166,10 +166,23 @@ def test_debug_shows_the_traceback():
 def test_dry_run_prints_the_exact_command():
     res = run_cli("time", "square", "--device", "cpu", "--size", "1e6", "--dry-run")
     assert res.returncode == 0
-    assert "-m workloads run square --mode time --out '<run-folder>' --device cpu --iters 100 --warmup 10" in res.stdout
+    assert "-m workloads run square --mode time --out '<run-folder>' --device cpu --warmup 10" in res.stdout
     assert "--size 1000000" in res.stdout and "--gpu-sleep-us" not in res.stdout  # the default is the runner's
-    res = run_cli("time", "square", "--device", "cpu", "--gpu-sleep", "0", "--dry-run")
-    assert res.returncode == 0 and res.stdout.rstrip().endswith("--gpu-sleep-us 0")
+    # no --iters: time samples until the stop rule, spelled out so commands.sh reproduces the run
+    assert res.stdout.rstrip().endswith("--max-noise 0.5 --min-samples 10 --min-time 0 --max-time 1")
+    assert "--timer" not in res.stdout  # blocking, the runner's default
+    res = run_cli("time", "square", "--device", "cpu", "--gpu-sleep", "0", "--timer", "sleep", "--iters", "7",
+                  "--dry-run")
+    assert res.returncode == 0
+    assert res.stdout.rstrip().endswith("--iters 7 --timer sleep --gpu-sleep-us 0") and "--max-noise" not in res.stdout
+
+
+@pytest.mark.parametrize("args", [["--timer", "spin"], ["--max-noise", "0"], ["--max-noise", "nan"],
+                                  ["--min-samples", "2"], ["--max-time", "0"], ["--min-time", "5", "--max-time", "1"]])
+def test_bad_timing_options_exit_2(args):
+    res = run_cli("time", "square", "--device", "cpu", *args, "--dry-run")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "--" + args[0].lstrip("-").split()[0] in res.stderr
 
 
 def test_two_runs_never_share_a_folder(tmp_path):

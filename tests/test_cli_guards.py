@@ -86,7 +86,7 @@ def test_json_compare_gate_says_failed(cli, monkeypatch, tmp_path):
     table = pd.DataFrame([{"variant": "mul", "a_median_us": 10.0, "b_median_us": 20.0, "change_pct": 100.0,
                            "beyond_spread": True, "verdict": "slower"}])
     run = SimpleNamespace(workload={"workload": "square"}, backend="time")
-    monkeypatch.setattr(api, "compare", lambda a, b: (table, run, run))
+    monkeypatch.setattr(api, "compare", lambda a, b, **kw: (table, run, run))
     res = cli("compare", "a", "b", "--json", "--fail-if-slower", "5")
     assert res.exit_code == 1
     doc = one_document(res.stdout)

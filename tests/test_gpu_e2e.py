@@ -26,18 +26,19 @@ def test_time_square_on_the_gpu(tmp_path):
 
 def test_gpu_sleep_keeps_the_launch_out_of_the_timing(tmp_path):
     """The fast Triton mean's host side (launch and output allocation) takes longer than its
-    kernel at 1e6 elements: without the GPU sleep the events time the host too (65.5 us vs
-    7.8 us on the H200, docs/time-gpu-sleep-h200.md). Side by side, one session."""
+    kernel at 1e6 elements: without a hold the events time the host too (65.5 us vs 7.8 us on
+    the H200, docs/time-gpu-sleep-h200.md). Side by side, one session."""
     medians = {}
-    for sleep in ("0", "100"):
-        out = tmp_path / f"s{sleep}"
+    for timer in ("none", "sleep", "blocking"):
+        out = tmp_path / timer
         res = run_cli("time", "triton-mean", "--size", "1e6", "--iters", "200", "-v", "triton_fast",
-                      "--gpu-sleep", sleep, "-o", str(out))
+                      "--timer", timer, "-o", str(out))
         assert res.returncode == 0, res.stderr
-        assert json.loads((out / "workload.json").read_text())["gpu_sleep_us"] == float(sleep)
-        medians[sleep] = _table(out)["triton_fast"]["time_median_us"]
-    assert medians["100"] < 0.5 * medians["0"], medians
-    assert medians["100"] < 15, medians
+        assert json.loads((out / "workload.json").read_text())["hold"] == timer
+        medians[timer] = _table(out)["triton_fast"]["time_median_us"]
+    assert medians["sleep"] < 0.5 * medians["none"], medians
+    assert medians["blocking"] < 0.5 * medians["none"], medians
+    assert medians["sleep"] < 15 and medians["blocking"] < 15, medians
 
 
 def test_torch_trace_mean_attributes_kernels(tmp_path):

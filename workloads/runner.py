@@ -20,12 +20,13 @@ import platform
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from workloads import registry
+from workloads import registry, timers
 from workloads.devices import peak_bandwidth
+from workloads.stopping import StopRule
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MANIFEST = "workload.json"
@@ -50,16 +51,22 @@ class RunSpec:
     shape: tuple[int, ...] | None = None
     dtype: str = "float32"
     device: str = "auto"
-    iters: int = 100
+    iters: int | None = 100  # time mode: None measures until the stop rule is met
     warmup: int = 10
     seed: int = 0
     mode: str = "time"
     flush_l2: bool = True
-    gpu_sleep_us: float = 100.0
+    timer: str = timers.DEFAULT_TIMER
+    gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
+    stop: StopRule | None = None  # time mode's stop rule; its count is always `iters`
     out: Path = Path(".")
     workload_file: str | None = None
     triton_interpret: bool = False
     fail_variant: str | None = None  # testing aid: make this variant raise
+
+    def __post_init__(self) -> None:
+        if self.stop is None or self.stop.iters != self.iters:
+            self.stop = replace(self.stop or StopRule(), iters=self.iters)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -291,6 +298,9 @@ def run(spec: RunSpec) -> int:
         "flush_l2": spec.flush_l2 and spec.device == "cuda" and spec.mode == "time",
         "gpu_sleep_us": spec.gpu_sleep_us if spec.device == "cuda" and spec.mode == "time" else 0,
         "timer": ("cuda-event" if spec.device == "cuda" else "perf_counter") if spec.mode == "time" else None,
+        # what keeps the host's side out of the events (workloads/timers.py)
+        "hold": (spec.timer if spec.device == "cuda" else None) if spec.mode == "time" else None,
+        "stop_rule": spec.stop.to_json() if spec.mode == "time" else None,
         "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
         "env": env,
         "status": "running",
@@ -393,33 +403,6 @@ def _l2_flusher(spec: RunSpec):
     return buf.zero_
 
 
-def sleep_cycles_per_us() -> float:
-    """How many cycles of torch.cuda._sleep make one microsecond on this GPU (measured)."""
-    import torch
-
-    cycles = 200_000
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(cycles)  # warm
-    start.record()
-    torch.cuda._sleep(cycles)
-    end.record()
-    torch.cuda.synchronize()
-    us = start.elapsed_time(end) * 1000.0
-    return cycles / us if us > 0 else 2000.0
-
-
-def _gpu_sleeper(spec: RunSpec):
-    """A GPU busy-wait of spec.gpu_sleep_us before each timed call: the host queues the call's
-    launch meanwhile, so the events time the GPU's work, not the host side (on the H200 the
-    fast Triton mean at 1e6 read 65.5 us without it, 7.8 us with it)."""
-    import torch
-
-    if spec.device != "cuda" or spec.gpu_sleep_us <= 0 or not hasattr(torch.cuda, "_sleep"):
-        return None
-    n = max(1, int(sleep_cycles_per_us() * spec.gpu_sleep_us))
-    return lambda: torch.cuda._sleep(n)
-
-
 class Samples:
     """The samples of the variant being timed, kept in its workload.json entry as they are
     taken: written every FLUSH_S seconds while it runs and whenever it stops, so an interrupt
@@ -442,6 +425,15 @@ class Samples:
             self.man.save()
             self._saved = time.monotonic()
 
+    @property
+    def times(self) -> list:
+        return self.gpu_ns if self.cuda else self.cpu_ns
+
+    def restart(self) -> None:
+        """Drop what was taken (a measurement to be made again another way)."""
+        self.keep()
+        self.cpu_ns, self.gpu_ns = [], []
+
     def keep(self, status: str | None = None, *, wait: bool = True) -> None:
         """Put the samples so far into the entry (and `status`, when it stops); `wait`: wait
         for the GPU to finish what was recorded, so every event is read."""
@@ -463,47 +455,93 @@ class Samples:
 
 
 def _run_timed(spec, variants, x, entries, ranges, man) -> None:
-    import torch
-
+    cuda = spec.device == "cuda"
     flush = _l2_flusher(spec)
-    sleep = _gpu_sleeper(spec)
+    hold, why = timers.make(spec.timer, spec.device, spec.gpu_sleep_us)
+    if why:
+        man.data["hold"], man.data["hold_note"] = hold.name, why
+    fallback = None
     for v in variants:
         e = entries[v.name]
         _measuring(e, man)
-        samples = Samples(e, man, cuda=spec.device == "cuda")
+        samples = Samples(e, man, cuda=cuda)
         try:
             ranges.push(RANGE_PREFIX + v.name)
             try:
-                if spec.device == "cuda":
-                    starts = [torch.cuda.Event(enable_timing=True) for _ in range(spec.iters)]
-                    ends = [torch.cuda.Event(enable_timing=True) for _ in range(spec.iters)]
-                    for i in range(spec.iters):
-                        if flush is not None:
-                            flush()
-                        if sleep is not None:
-                            sleep()
-                        starts[i].record()
-                        t0 = time.perf_counter_ns()
-                        v.fn(x)
-                        cpu = time.perf_counter_ns() - t0
-                        ends[i].record()
-                        samples.add(cpu, (starts[i], ends[i]))
-                else:
-                    for _ in range(spec.iters):
-                        t0 = time.perf_counter_ns()
-                        v.fn(x)
-                        samples.add(time.perf_counter_ns() - t0)
+                hold.reset()
+                e["hold"] = hold.name
+                _sample(spec, v, x, flush, hold, samples)
+                if hold.timeouts():
+                    # the host side outlasted the spin, or the call waits for the GPU: the
+                    # events held the spin's timeout too; measure again with the GPU sleep
+                    fallback = fallback or timers.SleepHold(spec.gpu_sleep_us or timers.DEFAULT_GPU_SLEEP_US)
+                    e.update(hold=fallback.name, hold_note=(
+                        f"blocking timer timed out {hold.timeouts()} time(s) (a host side over "
+                        f"{timers.BLOCK_TIMEOUT_MS:g} ms, or a call that waits for the GPU); measured "
+                        f"with a {fallback.us:g} us GPU sleep instead"))
+                    samples.restart()
+                    _sample(spec, v, x, flush, fallback, samples)
             finally:
                 ranges.pop()
             samples.keep("ok")
+            _noise(e, spec.stop)
         except KeyboardInterrupt:
             # Ctrl-C, SIGTERM, or --timeout's SIGTERM: what was taken is kept, then the run stops
             samples.keep("interrupted")
+            _noise(e, spec.stop)
             man.save()
             raise
         except Exception as exc:
             _record_failure(e, exc)
         man.save()
+
+
+def _sample(spec, v, x, flush, hold, samples: "Samples") -> None:
+    """Time `v` until the stop rule is met: each sample is the L2 flush, the hold, then the
+    call between two CUDA events (or the host clock on a CPU run), then the release."""
+    from workloads import stopping
+
+    if samples.cuda:
+        import torch
+
+        event = torch.cuda.Event
+
+    def take(n: int) -> list[float]:
+        first = len(samples.times)
+        for _ in range(n):
+            if flush is not None:
+                flush()
+            if samples.cuda:
+                start, end = event(enable_timing=True), event(enable_timing=True)
+                hold.hold()
+                try:
+                    start.record()
+                    t0 = time.perf_counter_ns()
+                    v.fn(x)
+                    cpu = time.perf_counter_ns() - t0
+                    end.record()
+                finally:
+                    hold.release()
+                samples.add(cpu, (start, end))
+            else:
+                t0 = time.perf_counter_ns()
+                v.fn(x)
+                samples.add(time.perf_counter_ns() - t0)
+        samples.keep()
+        return samples.times[first:]
+
+    stopping.measure(spec.stop, take, time.monotonic)
+
+
+def _noise(entry: dict, rule: StopRule) -> None:
+    """What the samples reached: their count, the median's noise, and whether the rule's
+    max noise was met (a variant that ran out of time is marked noisy in the report)."""
+    from workloads import stopping
+
+    xs = entry.get("time_samples_ns") or []
+    noise = stopping.noise_pct(xs)
+    entry.update(samples=len(xs), noise_pct=round(noise, 4) if noise != float("inf") else None,
+                 converged=rule.converged(xs))
 
 
 def _run_variant_block(spec, v, x, ranges) -> None:
@@ -579,12 +617,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--size", default=None, help="elements (1e8) or a shape (10000x10000)")
     r.add_argument("--dtype", default="float32", choices=registry.DTYPES)
     r.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    r.add_argument("--iters", type=int, default=100)
+    r.add_argument("--iters", type=int, default=None,
+                   help="samples per variant; time mode without it: until --max-noise is met "
+                        "(profile modes: 100)")
     r.add_argument("--warmup", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--mode", default="time", choices=MODES)
     r.add_argument("--no-flush-l2", dest="flush_l2", action="store_false")
-    r.add_argument("--gpu-sleep-us", type=float, default=100.0,
+    r.add_argument("--timer", default=timers.DEFAULT_TIMER, choices=timers.TIMERS,
+                   help="time mode on a GPU: what holds the stream while the host queues the call")
+    rule = StopRule()
+    r.add_argument("--max-noise", type=float, default=rule.max_noise_pct, help="percent (time mode)")
+    r.add_argument("--min-samples", type=int, default=rule.min_samples)
+    r.add_argument("--min-time", type=float, default=rule.min_time_s, help="seconds per variant")
+    r.add_argument("--max-time", type=float, default=rule.max_time_s, help="seconds per variant")
+    r.add_argument("--gpu-sleep-us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
                    help="time mode on a GPU: sleep the GPU this long before each timed call (0: no sleep)")
     r.add_argument("--out", default=".", help="folder for workload.json (and trace.json)")
     r.add_argument("--workload-file", default=None)
@@ -623,14 +670,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w.name}: " + ", ".join(v.name for v in w.variants))
         return EXIT_OK
     try:
-        if args.iters < 1 or args.warmup < 0:
+        if (args.iters is not None and args.iters < 1) or args.warmup < 0:
             raise RunnerUsageError("--iters must be >= 1 and --warmup >= 0")
+        if args.iters is None and args.mode != "time":
+            args.iters = 100
+        stop = StopRule(max_noise_pct=args.max_noise, min_samples=args.min_samples, min_time_s=args.min_time,
+                        max_time_s=args.max_time, iters=args.iters)
         spec = RunSpec(
             workload=args.workload,
             variants=[s for s in args.variants.split(",") if s],
             shape=parse_shape(args.size) if args.size else None,
             dtype=args.dtype, device=args.device, iters=args.iters, warmup=args.warmup,
             seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, gpu_sleep_us=args.gpu_sleep_us,
+            timer=args.timer, stop=stop,
             out=Path(args.out),
             workload_file=args.workload_file, triton_interpret=args.triton_interpret,
             fail_variant=args.fail_variant,

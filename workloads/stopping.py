@@ -49,7 +49,7 @@ class StopRule:
     max_noise_pct: float = 0.5
     min_samples: int = 10
     min_time_s: float = 0.0
-    max_time_s: float = 2.0
+    max_time_s: float = 1.0
     iters: int | None = None
 
     def batch(self, taken: int) -> int:

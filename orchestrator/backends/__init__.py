@@ -10,6 +10,8 @@ BACKENDS: dict[str, str] = {
     "torch-trace": "orchestrator.backends.torch_trace:TorchTraceBackend",
     "nsys": "orchestrator.backends.nsys:NsysBackend",
     "ncu": "orchestrator.backends.ncu:NcuBackend",
+    # `exec` and `import`: a user's program or capture, one variant per NVTX range
+    "program": "orchestrator.backends.program:ProgramBackend",
 }
 
 

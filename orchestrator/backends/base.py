@@ -51,7 +51,6 @@ class Backend:
         """The workload runner's command line, the one child every backend launches."""
         argv = [sys.executable, "-m", RUNNER_MODULE, "run", req.workload, "--mode", self.mode,
                 "--out", str(run_dir), "--device", req.device,
-                "--iters", str(req.iters or self.default_iters),
                 "--warmup", str(req.warmup if req.warmup is not None else self.default_warmup),
                 "--seed", str(req.seed), "--dtype", req.dtype]
         if req.variants:
@@ -60,8 +59,17 @@ class Backend:
             argv += ["--size", req.size]
         if not req.flush_l2:
             argv.append("--no-flush-l2")
-        if self.mode == "time" and req.gpu_sleep_us != Request.gpu_sleep_us:
-            argv += ["--gpu-sleep-us", f"{req.gpu_sleep_us:g}"]
+        iters = req.iters or self.default_iters
+        if iters:
+            argv += ["--iters", str(iters)]
+        if self.mode == "time":
+            if req.timer != Request.timer:
+                argv += ["--timer", req.timer]
+            if req.gpu_sleep_us != Request.gpu_sleep_us:
+                argv += ["--gpu-sleep-us", f"{req.gpu_sleep_us:g}"]
+            if not iters:  # the stop rule, spelled out so commands.sh reproduces the run
+                argv += ["--max-noise", f"{req.max_noise:g}", "--min-samples", str(req.min_samples),
+                         "--min-time", f"{req.min_time:g}", "--max-time", f"{req.max_time:g}"]
         if req.workload_file:
             argv += ["--workload-file", str(Path(req.workload_file).resolve())]
         if req.triton_interpret:

@@ -11,9 +11,10 @@ from reports.unify import RowMaker, variant_facts
 class TimeBackend(Backend):
     name = "time"
     mode = "time"
-    default_iters = 100
+    default_iters = None  # until the stop rule (--max-noise, --max-time) is met; --iters N: exactly N
     default_warmup = 10
-    description = "CUDA-event timing of every iteration: median, IQR, min, CV (L2 flushed by default)"
+    description = ("CUDA-event timing of every call, the stream held until the call is queued: median, IQR, "
+                   "min, the median's noise (L2 flushed by default)")
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         wman = rf.workload_manifest()

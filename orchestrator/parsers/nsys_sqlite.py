@@ -509,7 +509,7 @@ def _last_timestamp(export: NsysExport) -> int:
 
 
 def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN,
-                      prefix: str = DEFAULT_PREFIX) -> pd.DataFrame:
+                      prefix: str = DEFAULT_PREFIX, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per GPU activity (kernel, memcpy, memset: column `kind`), with the variant whose
     NVTX range contains the start of the CUDA API call that launched it, on the same thread.
 
@@ -520,11 +520,16 @@ def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN
 
     Vectorised (sort + binary search): 1e6 kernels take well under a second once read.
 
+    `ranges`, when given, is the selection to attribute to instead of domain and prefix: a frame
+    shaped like variant_ranges()'s (orchestrator.capture selects ranges of any domain, or only
+    the top-level ones, so).
+
     Example:
         >>> att = attribute_kernels(ex, domain="gprof", prefix="variant:")
         >>> att[att.kind == "kernel"].groupby("variant").duration_ns.sum()
     """
-    ranges = variant_ranges(export, domain, prefix)
+    if ranges is None:
+        ranges = variant_ranges(export, domain, prefix)
     act = _activity(export)
     rt = export.runtime
     launch = _match_launches(act["global_pid"].to_numpy(), act["correlation_id"].to_numpy(), rt)

@@ -1,0 +1,191 @@
+"""`gprof-orch exec nsys -- CMD` and `gprof-orch import FILE`: any program, any capture, one
+variant per NVTX range (orchestrator/capture.py picks the ranges and writes workload.json).
+
+The steps, as every backend has them: commands() builds `nsys profile ... CMD` and `nsys export`
+(pure); execute() runs them through orchestrator.proc (timeout, process group, Ctrl-C: the
+program is stopped first so nsys writes all it recorded); ingest() copies (and, for a
+`.nsys-rep`, exports) an existing capture; parse() turns the export into the unified frame
+(pure): kernels attributed to the range holding the call that launched them, as for `nsys`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from orchestrator import proc
+from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, _kernel_label, _no_report, _sets_flush, per_iteration
+from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
+from orchestrator.runfolder import RunFolder
+from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.unify import RowMaker, activity_rows
+
+# set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
+RUN_MARK = "GPROF_EXEC_RUN"
+
+
+class ProgramBackend(ToolBackend):
+    name = "program"
+    tool = "nsys"
+    mode = "capture"
+    description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
+
+    def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
+        exe = self.exe(req)
+        cuda = req.cuda if req.cuda is not None else True
+        trace = ["cuda", "nvtx"] if cuda else ["nvtx"]
+        if req.trace_osrt or not cuda:
+            trace.append("osrt")
+        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not _sets_flush(req.nsys_args) else []
+        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
+                   f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args, *req.argv]
+        return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
+
+    def _export_step(self, req: ProgramRequest, run_dir: Path, rep: Path | None = None) -> Step:
+        return Step("nsys-export", [self.exe(req), "export", "--type=sqlite", f"--output={run_dir / SQLITE}",
+                                    "--force-overwrite=true", str(rep or run_dir / REPORT)])
+
+    def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
+        if req.cuda is None:
+            from orchestrator import envinfo
+
+            req.cuda = envinfo.nvidia_smi() is not None
+        run_dir = rf.path.resolve()
+        profile, export = self.commands(req, run_dir)
+        rf.add_command(profile.name, profile.argv)
+        interrupted: GprofError | None = None
+        res = None
+        try:
+            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout, env=profile.env,
+                           on_interrupt=stop_program_first(run_dir, req.argv))
+        except InterruptedRunError as exc:
+            interrupted = exc  # nsys had its time to write the report: export what it wrote
+        except ToolFailedError:  # timeout: keep whatever report nsys managed to write
+            if (rf.path / REPORT).exists():
+                self._export(export, rf)
+            raise
+        if res is not None and not (rf.path / REPORT).exists():
+            raise _no_report(res, res.tail(30))
+        if (rf.path / REPORT).exists():
+            self._export(export, rf)
+        if interrupted:
+            raise interrupted
+        if res is not None and res.returncode != 0:
+            # nsys exits with the program's status: the program failed; its ranges are still reported
+            raise RunFailedError(f"the program exited with status {res.returncode}", log=res.stderr,
+                                 hint=f"its output is in {rf.logs}/nsys-profile.*.log")
+
+    def ingest(self, req: ProgramRequest, rf: RunFolder, src: Path, kind: str) -> None:
+        """Bring an existing capture into the run folder: a copy of the SQLite export, or of the
+        .nsys-rep and its export."""
+        if kind == "nsys-rep":
+            dest = rf.path / REPORT
+            shutil.copyfile(src, dest)
+            self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
+            return
+        name = SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+        shutil.copyfile(src, rf.path / name)
+        rf.add_command("import", ["cp", str(src), str(rf.path / name)])
+
+    def _export(self, step: Step, rf: RunFolder) -> None:
+        rf.add_command(step.name, step.argv)
+        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
+        proc.check(res, "nsys export")
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        from orchestrator.parsers import compressed
+
+        wman = rf.workload_manifest()
+        with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
+            return frame_from_capture(sqlite, wman, run=rf.path.name)
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
+
+
+def stop_program_first(run_dir: Path, argv: list[str]):
+    """The Ctrl-C policy (proc.OnInterrupt): SIGINT the program itself, found by the mark in its
+    environment and its command line, so nsys sees it exit and writes everything; once it has
+    ended (or before it started), None: nsys is told."""
+    def policy() -> proc.OnInterrupt | None:
+        pid = _find_program(run_dir, argv)
+        if pid is None:
+            return None
+        return proc.OnInterrupt("interrupted: stopping the program; nsys keeps what it recorded", pid)
+    return policy
+
+
+def _find_program(run_dir: Path, argv: list[str]) -> int | None:
+    mark = f"{RUN_MARK}={run_dir}".encode()
+    want = [a.encode() for a in argv]
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = Path(entry.path, "cmdline").read_bytes().split(b"\0")[:-1]
+            if cmd[1:] != want[1:] or os.path.basename(cmd[0]) != os.path.basename(want[0]):
+                continue
+            if mark in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except (OSError, IndexError):
+            continue
+    return None
+
+
+def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
+    """The unified rows of a capture: per variant (a range name), its GPU activity, and one
+    `time_ns` sample per iteration: the GPU time of the activity its range launched where it
+    launched any, else the range's wall time; `cpu_time_ns`: the range's wall time per iteration.
+    A range instance holds wman["iters_per_range"] iterations (1 unless known)."""
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    export = ns.read_export(sqlite)
+    filt = RangeFilter.from_json(wman.get("nvtx") or {})
+    ranges = filt.select(export)
+    attributed = ns.attribute_kernels(export, ranges=ranges)
+    summary = ns.summarize(attributed, ranges)
+    k = int(wman.get("iters_per_range") or 1)
+    rows = RowMaker(run, "program", wman["workload"])
+    for v in wman.get("variants", []):
+        if v.get("status") != "ok":
+            continue
+        name = v["name"]
+        r = ranges[ranges["variant"] == name]
+        if r.empty:
+            rows.add(name, NOT_IN_REPORT, NO_RANGE, "flag")
+            continue
+        rows.add(name, "iterations", float(len(r) * k), "count")
+        if v.get("bytes_moved") is not None:
+            rows.add(name, "bytes_moved", v["bytes_moved"], "bytes")
+        srow = summary[summary["variant"] == name]
+        rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
+        rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
+        act = attributed[attributed["variant"] == name].sort_values("launch_start", kind="stable")
+        activity_rows(rows, name, act.assign(label=_kernel_label(act)), "label")
+        wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
+        if len(act):
+            by_range = {rid: g["duration_ns"].to_numpy() for rid, g in act.groupby("range_id", sort=False)}
+            samples: list[float] = []
+            for rid in r["range_id"]:
+                d = by_range.get(rid, np.array([], dtype=np.int64))
+                per = per_iteration(d, k) if len(d) else np.zeros(k)
+                if per is None:
+                    samples = []
+                    rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
+                    break
+                samples.extend(per.tolist())
+            rows.samples(name, "time_ns", samples, "ns")
+        else:
+            rows.samples(name, "time_ns", wall, "ns")
+        rows.samples(name, "cpu_time_ns", wall, "ns")
+    outside = attributed[attributed["variant"].isna()]
+    activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"), "label")
+    return rows.frame()
+
+
+__all__ = ["ProgramBackend", "frame_from_capture", "stop_program_first"]

@@ -1,0 +1,224 @@
+"""`gprof-orch import` and `gprof-orch exec nsys` (orchestrator/capture.py, backends/program.py):
+range selection on committed captures, an imported run folder equal to its own `report`, and a
+user's program profiled by real nsys on the CPU, checked against `nsys stats -r nvtx_sum`."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orchestrator import api, capture
+from orchestrator.capture import RangeFilter, nvtx_problem
+from orchestrator.errors import EXIT_PARSE, GprofError, ParseError, RunFailedError, ToolTimeoutError, UsageError
+from orchestrator.parsers import nsys_sqlite as ns
+from test_nsys_parser import CPU, NSYS, SQUARE, VARIANTS, needs_nsys, nsys_stats
+
+PROGRAM = Path(__file__).resolve().parent / "fixtures" / "programs" / "nvtx_steps.py"
+
+
+# ------------------------------------------------------------------------------ range filters
+
+@pytest.mark.parametrize("spec, expect", [
+    (None, RangeFilter("*", "", True)),
+    ("gprof@variant:", RangeFilter("gprof", "variant:", False)),
+    ("@step", RangeFilter(None, "step", False)),
+    ("@", RangeFilter(None, "", False)),
+    ("*@", RangeFilter("*", "", False)),
+    ("step", RangeFilter("*", "step", False)),
+])
+def test_range_filter_parse(spec, expect):
+    assert RangeFilter.parse(spec) == expect
+    assert RangeFilter.from_json(expect.to_json()) == expect
+
+
+def test_range_filter_refuses_nesting_separator():
+    with pytest.raises(UsageError, match="'/'"):
+        RangeFilter.parse("gprof@a/b")
+
+
+def test_cpu_capture_selections():
+    ex = ns.read_export(CPU)
+    top = RangeFilter.parse(None).select(ex)
+    # `inner` is nested in variant:a/b: not top-level; the other domains are named nsys's way
+    assert list(dict.fromkeys(top["variant"])) == ["gprof:variant:a", "gprof:variant:b", "gprof:variant:c",
+                                                   "gprof:variant:d", "variant:a", "other:variant:a",
+                                                   "gprof:variant:t"]
+    g = RangeFilter.parse("gprof@variant:").select(ex)
+    assert g["variant"].tolist() == ["a", "b", "a", "b", "c", "d", "t"]
+    # the same ranges, the same numbers as the parser's own selection
+    mine = g.groupby("variant")["wall_ns"].agg(["size", "sum"])
+    ref = ns.variant_ranges(ex).groupby("variant")["wall_ns"].agg(["size", "sum"])
+    pd.testing.assert_frame_equal(mine, ref)
+    assert list(RangeFilter.parse("@").select(ex)["variant"]) == ["variant:a"]
+    assert set(RangeFilter.parse("gprof@").select(ex)["variant"]) == {"variant:a", "variant:b", "inner", "variant:c",
+                                                                      "variant:d", "variant:t"}
+
+
+def test_attribution_through_a_selection_equals_domain_and_prefix():
+    ex = ns.read_export(VARIANTS)
+    by_filter = ns.attribute_kernels(ex, ranges=RangeFilter.parse("@").select(ex))
+    by_args = ns.attribute_kernels(ex, domain=None, prefix="")
+    pd.testing.assert_frame_equal(by_filter, by_args)
+
+
+def test_nvtx_problem():
+    assert nvtx_problem("0.2.10", "2023.4.4.54") is None
+    assert "0.2.17" in nvtx_problem("0.2.17", "2023.4.4.54")
+    assert nvtx_problem("0.2.13", "2023.4.4") is not None
+    assert nvtx_problem("0.2.17", "2024.5.1") is None
+    assert nvtx_problem(None, "2023.4.4") is None
+
+
+# ------------------------------------------------------------------------------ import
+
+def test_import_of_a_run_folders_export_equals_its_report(h200_run, tmp_path):
+    folder = h200_run("nsys-square")
+    original = api.load_run(folder)
+    imported = capture.import_capture(folder / "report.sqlite", out=tmp_path / "imported")
+    assert imported.manifest["backend"] == "program" and imported.status == "ok"
+    assert imported.workload["workload"] == "square"
+    pd.testing.assert_frame_equal(original.table, imported.table)
+    assert imported.table["time_median_us"].round(2).tolist() == [189.02, 189.18, 189.26, 189.25, 199.79]
+    # report and compare work on the imported folder as on any run
+    again = api.load_run(tmp_path / "imported")
+    pd.testing.assert_frame_equal(again.table, imported.table)
+    table, _, _ = api.compare(folder, tmp_path / "imported")
+    assert (table["change_pct"].abs() < 1e-9).all()
+
+
+def test_import_of_a_bare_gpu_export_every_top_level_range(tmp_path):
+    run = capture.import_capture(VARIANTS, out=tmp_path / "r")
+    t = run.table.set_index("variant")
+    assert list(t.index) == ["D_torch_push", "E_torch_startend"]
+    assert run.workload["device"] == "cuda"
+    # nvtx_kern_sum's numbers (tests/test_nsys_parser.py): one kernel each, 5760 and 5697 ns
+    assert t["time_median_us"].tolist() == [5.760, 5.697]
+    assert t["launches_per_iter"].tolist() == [1, 1]
+
+
+def test_import_cpu_capture_with_ranges(tmp_path):
+    run = capture.import_capture(CPU, ranges="gprof@variant:", out=tmp_path / "r")
+    f = run.frame
+    wall = f[f["metric"] == "time_ns"].groupby("variant")["value"].agg(["size", "sum"])
+    assert wall.loc["a"].tolist() == [2, 4284007 + 4292749]
+    assert run.workload["device"] == "cpu"
+    assert {v["name"]: v["iters"] for v in run.workload["variants"]} == {"a": 2, "b": 2, "c": 1, "d": 1, "t": 1}
+
+
+def test_import_without_a_matching_range_lists_what_it_holds(cli, tmp_path):
+    res = cli("import", str(CPU), "--ranges", "nope@x", "--out", str(tmp_path / "r"))
+    assert res.exit_code == EXIT_PARSE
+    assert "no NVTX range matches nope@x" in res.output
+    assert "gprof@variant:a x2" in res.output and "gprof@inner x4" in res.output
+    assert "(default)@variant:a x1" in res.output
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_import_of_ranges_nsys_dropped_says_why(tmp_path):
+    with pytest.raises(ParseError) as info:
+        capture.import_capture(SQUARE, out=tmp_path / "r")
+    assert info.value.exit_code == EXIT_PARSE
+    assert "0.2.13" in info.value.hint and "nvtx==0.2.10" in info.value.hint
+
+
+def test_import_cli_json_and_unknown_files(cli, tmp_path):
+    res = cli("import", str(VARIANTS), "--json", "--out", str(tmp_path / "r"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["status"] == "ok" and [r["variant"] for r in doc["variants"]] == ["D_torch_push", "E_torch_startend"]
+    bad = tmp_path / "x.txt"
+    bad.write_text("hello")
+    assert cli("import", str(bad)).exit_code == 2
+    assert cli("import", str(tmp_path / "missing.sqlite")).exit_code == EXIT_PARSE
+
+
+# ------------------------------------------------------------------------------ exec nsys (real nsys, CPU)
+
+def _program_env(tmp_path: Path) -> dict[str, str]:
+    return {"HOME": str(tmp_path)}
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_exec_nsys_ranges_equal_nvtx_sum(tmp_path, monkeypatch):
+    pytest.importorskip("nvtx")
+    monkeypatch.setenv("GPROF_NSYS", str(NSYS))
+    run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "4"], "nsys", ranges="*@",
+                                  out=tmp_path / "run", cuda=False)
+    assert run.status == "ok" and run.manifest["backend"] == "program"
+    rows = nsys_stats("nvtx_sum", run.path / "report.sqlite", tmp_path)
+    theirs = {r["Range"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in rows}
+    f = run.frame[run.frame["metric"] == "time_ns"]
+    mine = {v: (len(g), int(round(g["value"].sum()))) for v, g in f.groupby("variant", sort=False)}
+    assert theirs == mine
+    assert {k: n for k, (n, _) in mine.items()} == {"load": 1, "step": 4, "forward": 4, "backward": 4,
+                                                    "train:loss": 4, "train:eval": 1}
+    # the table: one sample per instance, nested ranges reported on their own
+    t = run.table.set_index("variant")
+    assert t.loc["step", "samples"] == 4 and t.loc["forward", "time_median_us"] > 0
+    # the same capture, imported, with the default (top-level) and a domain selection
+    top = capture.import_capture(run.path / "report.nsys-rep", out=tmp_path / "top")
+    assert list(top.table["variant"]) == ["load", "step", "train:eval"]
+    train = capture.import_capture(run.path / "report.sqlite", ranges="train@", out=tmp_path / "train")
+    assert list(train.table["variant"]) == ["loss", "eval"]
+    tf = train.frame[train.frame["metric"] == "time_ns"].groupby("variant")["value"].sum()
+    assert int(round(tf["loss"])) == theirs["train:loss"][1]
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_exec_nsys_cli_failed_program_and_no_match(tmp_path, monkeypatch):
+    pytest.importorskip("nvtx")
+    from conftest import run_cli
+
+    env = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
+    res = run_cli("exec", "nsys", "--no-cuda", "--ranges", "@step", "--out", str(tmp_path / "a"), "--",
+                  sys.executable, str(PROGRAM), "--steps", "2", "--exit", "3", env=env, cwd=tmp_path)
+    assert res.returncode == 1, res.stderr
+    assert "the program exited with status 3" in res.stderr
+    assert "step" in res.stderr  # the partial table, on stderr
+    man = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert man["status"] == "failed" and man["backend"] == "program"
+    assert (tmp_path / "a" / "report.md").exists()
+    wman = json.loads((tmp_path / "a" / "workload.json").read_text())
+    assert [(v["name"], v["iters"]) for v in wman["variants"]] == [("step", 2)]
+
+    res = run_cli("exec", "nsys", "--no-cuda", "--ranges", "@nothing", "--out", str(tmp_path / "b"), "--",
+                  sys.executable, str(PROGRAM), "--steps", "1", env=env, cwd=tmp_path)
+    assert res.returncode == EXIT_PARSE, res.stderr
+    assert "no NVTX range matches @nothing" in res.stderr and "(default)@step x1" in res.stderr
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
+    pytest.importorskip("nvtx")
+    from conftest import run_cli
+
+    env = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
+    res = run_cli("exec", "nsys", "--no-cuda", "--timeout", "6", "--out", str(tmp_path / "a"), "--",
+                  sys.executable, str(PROGRAM), "--sleep", "60", env=env, cwd=tmp_path)
+    assert res.returncode == 124, res.stderr
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_exec_dry_run_and_usage(cli):
+    res = cli("exec", "nsys", "--dry-run", "--no-cuda", "--nsys", sys.executable, "--ranges", "@step", "--",
+              "python", "train.py", "--steps", "5")
+    assert res.exit_code == 0, res.output
+    first = res.output.splitlines()[0]
+    assert "profile --trace=nvtx,osrt --sample=none --cpuctxsw=none" in first
+    assert first.endswith("python train.py --steps 5")
+    assert cli("exec", "ncu", "--", "python", "x.py").exit_code == 2
+
+
+def test_python_api_is_exported():
+    import orchestrator
+
+    assert orchestrator.profile_program is capture.profile_program
+    assert orchestrator.import_capture is capture.import_capture

@@ -1,0 +1,75 @@
+"""The `time` timers on a CUDA GPU (the H200): a host side however slow stays out of the
+CUDA-event timing with the blocking timer; a call that waits for the GPU falls back to the
+sleep, said in the note. Skipped without a GPU."""
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.gpu
+
+SLOW_HOST = "tests/fixtures/workloads/slow_host.py"
+
+
+def _rows(out):
+    return {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+
+
+def _variants(out):
+    return {v["name"]: v for v in json.loads((out / "workload.json").read_text())["variants"]}
+
+
+def test_blocking_timer_keeps_a_2ms_host_side_out(tmp_path):
+    """torch.mean at 1e7 float32 (about 22 us on the H200) after 0, 300 us and 2 ms of Python:
+    the three medians agree within 3% (with --timer none the 2 ms one reads about 2000 us)."""
+    out = tmp_path / "b"
+    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_300us,host_2ms",
+                  "--size", "1e7", "--iters", "200", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    t = _rows(out)
+    base = t["mean"]["time_median_us"]
+    assert 5 < base < 100, base
+    for v in ("host_300us", "host_2ms"):
+        assert abs(t[v]["time_median_us"] / base - 1) < 0.03, (v, t[v]["time_median_us"], base)
+        assert t[v]["cpu_median_us"] > (250 if v == "host_300us" else 1900)  # the host side is still reported
+    assert json.loads((out / "workload.json").read_text())["hold"] == "blocking"
+
+
+def test_a_call_that_waits_for_the_gpu_times_out_the_spin_and_falls_back_to_sleep(tmp_path):
+    out = tmp_path / "s"
+    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "synced",
+                  "--size", "1e7", "--iters", "20", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    v = _variants(out)["synced"]
+    assert v["status"] == "ok" and v["hold"] == "sleep" and "timed out" in v["hold_note"]
+    assert len(v["time_samples_ns"]) == 20
+    row = _rows(out)["synced"]
+    assert "blocking timer timed out" in row["note"]
+    # the fallback measured the call, not the spin's 100 ms timeout
+    assert row["time_median_us"] < 10_000
+
+
+def test_adaptive_sampling_reaches_the_noise_asked(tmp_path):
+    out = tmp_path / "a"
+    res = run_cli("time", "square", "--size", "1e6", "-v", "mul", "--max-noise", "0.5", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    for name, row in _rows(out).items():
+        assert row["status"] == "ok" and row["noise_pct"] <= 0.5, (name, row)
+        assert row["samples"] >= 10
+
+
+@pytest.mark.nsys
+def test_blocking_timer_agrees_with_nsys_on_a_slow_host_variant(tmp_path):
+    """The issue's goal on one point: the blocking median within 3% (or 0.5 us) of the kernel
+    time per iteration that nsys records, for a variant with 2 ms of Python before its kernel."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys not on PATH")
+    t_out, n_out = tmp_path / "t", tmp_path / "n"
+    common = ["slow-host-mean", "--workload-file", SLOW_HOST, "-v", "host_2ms", "--size", "1e7"]
+    assert run_cli("time", *common, "--iters", "100", "-o", str(t_out)).returncode == 0
+    res = run_cli("nsys", *common, "--iters", "50", "-o", str(n_out))
+    assert res.returncode == 0, res.stderr
+    ev, ns = _rows(t_out)["host_2ms"]["time_median_us"], _rows(n_out)["host_2ms"]["time_median_us"]
+    assert abs(ev - ns) <= max(0.03 * ns, 0.5), (ev, ns)
