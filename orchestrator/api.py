@@ -451,9 +451,14 @@ def compare(path_a: str | Path, path_b: str | Path, *,
 
     loaded = [load_run(p) for p in (path_a, path_b)]
     pa, pb = (_points(r) for r in loaded)
-    pairs, notes = _pair_points(pa, pb, str(path_a), str(path_b), allow_mismatch)
+    pairs, allowed = _pair_points(pa, pb, str(path_a), str(path_b), allow_mismatch)
+    notes = []
+    for name, mine, other in ((path_a, pa, pb), (path_b, pb, pa)):
+        if len(mine) == 1 and len(other) > 1:
+            notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
+                         f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
     sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
-    parts, allowed = [], []
+    parts = []
     for (numel, dtype), ra, rb in pairs:
         at = f" at size {numel} {dtype}" if sweep else ""
         differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame)
@@ -473,8 +478,7 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     if table.empty or not (table["verdict"] != "missing").any():
         raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
     table.attrs["notes"] = [f"warning: compared despite a mismatch: {d}" for d in allowed] + notes
-    table.attrs["mismatches"] = allowed + [n.split(" (", 1)[-1].rstrip(")") for n in notes
-                                           if n.startswith("warning: compared the points")]
+    table.attrs["mismatches"] = allowed
     a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
     return table, a, b
 
@@ -491,7 +495,8 @@ def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:
 
 def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
                  allow_mismatch: bool) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
-    """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and notes."""
+    """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and the
+    points only one sweep has (allowed by `allow_mismatch`, else refused)."""
     from orchestrator.errors import UsageError
 
     if len(pa) == 1 and len(pb) == 1:  # two single runs: mismatches() judges their sizes
@@ -505,16 +510,13 @@ def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
     if not common:
         raise UsageError(f"no point of the same size and dtype: {name_a} has {points(pa)}; "
                          f"{name_b} has {points(pb)}")
-    notes = []
     only = [(name, [k for k in p if k not in common]) for name, p in ((name_a, pa), (name_b, pb))]
     differ = "; ".join(f"only {name} has {points(dict.fromkeys(ks))}" for name, ks in only
                        if ks and len(pa) > 1 and len(pb) > 1)
     if differ and not allow_mismatch:
         raise UsageError(f"the sweeps differ in their points: {differ}",
                          hint="--allow-mismatch compares the points they share")
-    if differ:
-        notes.append(f"warning: compared the points both sweeps have ({differ})")
-    return [(k, pa[k], pb[k]) for k in common], notes
+    return [(k, pa[k], pb[k]) for k in common], [differ] if differ else []
 
 
 def _single(run: "Run | MultiRun") -> Run:

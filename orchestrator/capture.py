@@ -54,8 +54,9 @@ class RangeFilter:
     `PREFIX` alone (no `@`) looks in every domain. No filter (`spec=None`): every top-level range,
     that is every range no other range on its thread encloses, in any domain.
 
-    The variant is the text after PREFIX; where ranges of several domains are taken it is
-    `domain:text` for a named domain, as nsys's own reports name them.
+    The variant is the text after PREFIX (the whole text where that leaves nothing); where
+    ranges of several domains are taken it is `domain:text` for a named domain, as nsys's own
+    reports name them.
 
     Example:
         >>> RangeFilter.parse("gprof@variant:")   # gprof-orch's own ranges
@@ -104,7 +105,7 @@ class RangeFilter:
         if self.top_level:
             sel &= every["top_level"]
         r = every[sel].reset_index(drop=True)
-        rest = [t[len(self.prefix):] for t in r["text"]]
+        rest = [t[len(self.prefix):] or t for t in r["text"]]  # `@step` names the range "step", not ""
         if self.domain == ANY_DOMAIN:
             rest = [f"{d}:{t}" if isinstance(d, str) else t for d, t in zip(r["domain"], rest)]
         out = r[["start", "end", "wall_ns", "global_tid", "event_type"]].copy()

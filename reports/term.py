@@ -28,7 +28,7 @@ RESET = "\x1b[0m"
 STYLES = {"bold": "\x1b[1m", "dim": "\x1b[2m", "red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m"}
 STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red"}
 # `compare`'s verdict on B against A
-VERDICT_STYLES = {"faster": "green", "slower": "red"}
+VERDICT_STYLES = {"faster": "green", "slower": "red", "missing": "yellow"}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -71,7 +71,7 @@ def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | No
                     color: bool = True) -> str:
     """render.to_text's table, with the status column green / red / yellow (ok / failed /
     skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, a compare
-    verdict green / red (faster / slower), notes dim,
+    verdict green / red / yellow (faster / slower / missing), notes dim,
     the header bold and "warning:" footer lines yellow. `color=False` gives to_text's text.
 
     Example:

@@ -5,6 +5,8 @@ session on one GPU:
     blocking   gprof-orch time --timer blocking (the default)
     sleep      gprof-orch time --timer sleep (100 us GPU sleep before each call)
     none       gprof-orch time --timer none (the host's launch is timed too)
+    warm       gprof-orch time --timer blocking --no-flush-l2 (the cache as nsys's back-to-back
+               iterations leave it: the like-for-like check against nsys)
     do_bench   triton.testing.do_bench(fn, return_mode="median"), in this process
     nsys       gprof-orch nsys: the GPU time of the variant's kernels per iteration
 and each one's ratio to nsys. Writes fidelity.json and fidelity.md into --out.
@@ -26,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SLOW_HOST = ROOT / "tests" / "fixtures" / "workloads" / "slow_host.py"
-TIMERS = ("blocking", "sleep", "none")
+TIMERS = ("blocking", "sleep", "none", "warm")
 
 
 def _cli(args: list[str], out: Path) -> dict[str, dict]:
@@ -76,7 +78,7 @@ def main() -> None:
     p.add_argument("--workloads", default="square,mean,triton-mean,slow-host-mean")
     p.add_argument("--points", default="1e5,1e6,1e7,1e8,1e8:bfloat16",
                    help="size[:dtype], comma-separated (dtype float32 by default)")
-    p.add_argument("--timers", default=",".join(TIMERS))
+    p.add_argument("--timers", default=",".join(TIMERS), help="of " + ", ".join(TIMERS))
     p.add_argument("--no-nsys", action="store_true")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +93,9 @@ def main() -> None:
         for dtype, sizes in by_dtype.items():
             for method in a.timers.split(",") + ([] if a.no_nsys else ["nsys"]):
                 out = a.out / "runs" / f"{wl}-{dtype}-{method}"
-                args = (["nsys", wl, "--iters", "50"] if method == "nsys" else ["time", wl, "--timer", method])
+                args = (["nsys", wl, "--iters", "50"] if method == "nsys" else
+                        ["time", wl, "--timer", "blocking", "--no-flush-l2"] if method == "warm" else
+                        ["time", wl, "--timer", method])
                 got = _cli(args + ["--size", ",".join(sizes), "--dtype", dtype] + extra, out)
                 for point, table in got.items():
                     size = point.split("-")[0] if point else _norm(sizes[0])

@@ -23,7 +23,7 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 if has doctor; then log doctor; g doctor; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; fi
 if has tests; then
   log "gpu tests"
-  python3 -m pytest -q -m "gpu or nsys or ncu" -p no:cacheprovider tests 2>&1 | tail -25
+  python3 -m pytest -q -m "gpu or nsys or ncu" -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
 fi
 if has time; then
   for w in square mean; do log "time $w"; g time "$w" -o "$RUNS/time-$w"; done
@@ -44,16 +44,16 @@ fi
 if has timers; then
   # the time backend's timers (blocking, sleep, none), adaptive sampling, and the default run's wall time
   log "timer tests"
-  python3 -m pytest -q -p no:cacheprovider tests/test_timers_gpu.py tests/test_gpu_e2e.py 2>&1 | tail -15
+  python3 -m pytest -q -p no:cacheprovider tests/test_timers_gpu.py tests/test_gpu_e2e.py 2>&1 | tee "$OUT/timer-tests.log" | tail -15
   log "time square (defaults)"
-  s=$(date +%s.%N); g time square -o "$RUNS/time-square-default" | tail -9; e=$(date +%s.%N)
-  echo "time square wall: $(echo "$e - $s" | bc) s"
+  s=$(date +%s%N); g time square -o "$RUNS/time-square-default" | tail -9; e=$(date +%s%N)
+  echo "time square wall: $(( (e - s) / 1000000 )) ms"
   for i in 1 2 3; do g time square --size 1e8 -v mul --format csv -o "$RUNS/aa-$i" | grep -E '^(torch_square|mul),'; done
 fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
   python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
-    --timers "${FIDELITY_TIMERS:-blocking,sleep,none}" 2>&1 | tail -60
+    --timers "${FIDELITY_TIMERS:-blocking,sleep,none,warm}" 2>&1 | tail -60
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,

@@ -1,0 +1,166 @@
+"""`compare`: runs that differ are refused (exit 2) unless --allow-mismatch, sweeps are matched
+point by point, other GPUs compare % of peak bandwidth, skipped variants are `missing`, and
+--fail-if-slower takes a finite number >= 0. On the committed H200 run folders (copied first)
+and CPU runs made here."""
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli
+from orchestrator import api
+from orchestrator.errors import UsageError
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory):
+    """square on the CPU at 1e6 and at 10 elements: torch_square and mul ran, numba was skipped
+    (it needs CUDA)."""
+    root = tmp_path_factory.mktemp("cpu-runs")
+    for name, size in (("big", "1e6"), ("small", "10")):
+        res = run_cli("time", "square", "--device", "cpu", "--size", size, "--iters", "5",
+                      "-v", "torch_square,mul,numba", "-o", str(root / name))
+        assert res.returncode == 0, res.stderr
+    return root
+
+
+def _edit_workload(folder, **changes):
+    path = folder / "workload.json"
+    w = json.loads(path.read_text())
+    for key, value in changes.items():
+        if key == "env":
+            w["env"].update(value)
+        elif key == "variant":
+            name, fields = value
+            next(v for v in w["variants"] if v["name"] == name).update(fields)
+        else:
+            w[key] = value
+    path.write_text(json.dumps(w))
+    return folder
+
+
+def _copy(src, dest):
+    shutil.copytree(src, dest)
+    return dest
+
+
+def test_sizes_that_differ_are_refused_not_called_faster(cpu_runs):
+    big, small = cpu_runs / "big", cpu_runs / "small"
+    res = run_cli("compare", str(big), str(small), "--fail-if-slower", "5")
+    assert res.returncode == 2, res.stdout
+    assert "size: A 1000000, B 10" in res.stderr and "--allow-mismatch" in res.stderr
+    assert "faster" not in res.stdout and "Traceback" not in res.stderr
+    # allowed: compared, and the footer says what differs; the gate still refuses to judge
+    res = run_cli("compare", str(big), str(small), "--allow-mismatch")
+    assert res.returncode == 0, res.stderr
+    assert "warning: compared despite a mismatch: size: A 1000000, B 10" in res.stdout
+    res = run_cli("compare", str(big), str(small), "--allow-mismatch", "--fail-if-slower", "5")
+    assert res.returncode == 2 and "--fail-if-slower does not judge runs that differ: size" in res.stderr
+
+
+def test_a_skipped_variant_is_missing_not_same(cpu_runs):
+    table, _, _ = api.compare(cpu_runs / "big", cpu_runs / "big")
+    t = table.set_index("variant")
+    assert t.loc["mul", "verdict"] == "same within spread" and t.loc["mul", "ratio_b_over_a"] == 1.0
+    assert t.loc["numba", "verdict"] == "missing" and not t.loc["numba", "beyond_spread"]
+    assert t.loc["numba", "note"].startswith("skipped in A (") and "skipped in B (" in t.loc["numba", "note"]
+
+
+def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
+    a = h200_run("time-square")
+    b = _edit_workload(_copy(a, tmp_path / "b"), variant=("triton", {"status": "failed", "error": "RuntimeError: boom"}))
+    t = api.compare(a, b)[0].set_index("variant")
+    assert t.loc["triton", "verdict"] == "missing" and t.loc["triton", "note"] == "failed in B (RuntimeError: boom)"
+    assert t.loc["mul", "verdict"] == "same within spread"
+    res = run_cli("compare", str(a), str(b), "--fail-if-slower", "0")
+    assert res.returncode == 0 and "missing" in res.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"dtype": "bfloat16"}, "dtype: A float32, B bfloat16"),
+    ({"shape": [100000000]}, "shape: A 10000x10000, B 100000000"),
+    ({"workload": "cube"}, "different workloads: A square, B cube"),
+])
+def test_dtype_shape_or_workload_that_differ_are_refused(h200_run, tmp_path, change, message):
+    a = h200_run("time-square")
+    b = _edit_workload(_copy(a, tmp_path / "b"), **change)
+    res = run_cli("compare", str(a), str(b))
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert run_cli("compare", str(a), str(b), "--allow-mismatch").returncode == 0
+
+
+def test_variants_that_ran_other_kernels_are_refused(h200_run, tmp_path):
+    a = h200_run("torch-trace-square")
+    b = _copy(a, tmp_path / "b")
+    trace = b / "trace.json"
+    # mul's kernel becomes a division in B
+    trace.write_text(trace.read_text().replace("BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor",
+                                               "BinaryFunctor<float, float, float, at::native::binary_internal::DivFunctor"))
+    with pytest.raises(UsageError) as exc:
+        api.compare(a, b)
+    assert exc.value.message.endswith("kernels of mul: A ran vectorized_elementwise_kernel<MulFunctor>; "
+                                      "B ran vectorized_elementwise_kernel<DivFunctor>")
+    res = run_cli("compare", str(a), str(b))
+    assert res.returncode == 2 and "kernels of mul" in res.stderr
+    # the time backend names no kernels: nothing to hold against it
+    assert api.compare(a, h200_run("time-square"))[0]["verdict"].ne("missing").all()
+
+
+def test_another_gpu_compares_pct_of_peak_bandwidth(h200_run, tmp_path):
+    a = h200_run("time-square")
+    b = _edit_workload(_copy(a, tmp_path / "b"), env={"device_name": "NVIDIA A100-SXM4-80GB",
+                                                       "peak_bandwidth_bytes_per_s": 2.039e12})
+    table, _, _ = api.compare(a, b)
+    t = table.set_index("variant")
+    assert t.loc["mul", "a_pct_of_peak_bw"] == pytest.approx(86.3, abs=0.1)
+    assert t.loc["mul", "b_pct_of_peak_bw"] / t.loc["mul", "a_pct_of_peak_bw"] == pytest.approx(4.8 / 2.039)
+    assert t.loc["mul", "peak_bw_change_pct"] == pytest.approx((4.8 / 2.039 - 1) * 100)
+    res = run_cli("compare", str(a), str(b))
+    assert res.returncode == 0, res.stderr
+    assert ("different GPUs: A ran on NVIDIA H200, B on NVIDIA A100-SXM4-80GB: % of peak bandwidth" in res.stdout
+            and "A % peak BW" in res.stdout and "B % peak BW" in res.stdout)
+    # the same GPU: time only
+    assert "a_pct_of_peak_bw" not in api.compare(a, a)[0].columns
+
+
+def test_a_single_run_is_matched_to_the_sweep_point_of_its_size(h200_run, tmp_path):
+    sweep = h200_run("sweep-triton-mean")
+    point = _copy(sweep / "10000000-float32", tmp_path / "point")
+    table, _, _ = api.compare(sweep, point)
+    assert set(table["numel"]) == {10000000} and set(table["dtype"]) == {"float32"}
+    assert list(table["variant"]) == ["torch_mean", "triton_lecture", "triton_fast"]
+    assert (table["ratio_b_over_a"] == 1.0).all()  # the point against itself, not 1e6 against 1e7
+    table, _, _ = api.compare(point, sweep)
+    assert (table["ratio_b_over_a"] == 1.0).all()
+    assert f"{point} is one run: compared with the sweep's point of its size and dtype (size 10000000 float32)" \
+        in table.attrs["notes"]
+    # a size the sweep did not run: refused, even with --allow-mismatch
+    other = _edit_workload(_copy(point, tmp_path / "other"), numel=5000000, shape=[5000000])
+    for extra in ([], ["--allow-mismatch"]):
+        res = run_cli("compare", str(sweep), str(other), *extra)
+        assert res.returncode == 2 and "no point of the same size and dtype" in res.stderr, res.stderr
+        assert "size 5000000 float32" in res.stderr
+
+
+def test_sweeps_compare_point_by_point(h200_run, tmp_path):
+    a = h200_run("sweep-triton-mean")
+    table, _, _ = api.compare(a, a)
+    assert list(table["numel"].unique()) == [1000000, 10000000, 100000000] and len(table) == 9
+    b = _copy(a, tmp_path / "b")
+    shutil.rmtree(b / "1000000-float32")
+    res = run_cli("compare", str(a), str(b))
+    assert res.returncode == 2 and "only " in res.stderr and "size 1000000 float32" in res.stderr
+    res = run_cli("compare", str(a), str(b), "--allow-mismatch", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert {r["numel"] for r in doc["variants"]} == {10000000, 100000000}
+    assert any(n.startswith("warning: compared despite a mismatch: only ") for n in doc["meta"]["notes"])
+    res = run_cli("compare", str(a), str(b), "--allow-mismatch", "--fail-if-slower", "5")
+    assert res.returncode == 2 and "--fail-if-slower does not judge runs that differ: only " in res.stderr
+
+
+@pytest.mark.parametrize("pct", ["nan", "inf", "-1"])
+def test_fail_if_slower_takes_a_finite_number_at_least_zero(h200_run, pct):
+    a = h200_run("time-square")
+    res = run_cli("compare", str(a), str(a), "--fail-if-slower", pct)
+    assert res.returncode == 2 and "not a finite number >= 0" in res.stderr and "Traceback" not in res.stderr
