@@ -24,7 +24,9 @@ from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
 
 @dataclass
 class Run:
-    """One run folder, read back: the unified long-form `frame` and the per-variant `table`."""
+    """One run folder, read back: the unified long-form `frame`, the per-variant `table` and
+    the per-kernel breakdown `kernels` (reports.kernels.kernel_table: one row per kernel of
+    each variant)."""
 
     path: Path
     manifest: dict[str, Any]
@@ -35,6 +37,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     # False when the folder could not take the reports (read-only): nothing was written into it
     saved: bool = True
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -67,6 +70,8 @@ class Run:
             lines.append(f"% peak BW against {env['peak_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
                          f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
                          f"variant must move.")
+        elif w.get("device") != "cpu" and self.table.get("achieved_gb_s", pd.Series()).notna().any():
+            lines.append("no peak bandwidth recorded for this device: % peak BW left empty")
         if self.backend == "time" and w.get("timer"):
             hold = w.get("hold")
             held = {"blocking": ", the stream held by a blocking kernel until the call was queued (no host "
@@ -78,6 +83,14 @@ class Run:
                 held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
             lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
                          + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
+            if w.get("cuda_graph"):
+                lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
+            clk = w.get("clocks") or {}
+            if clk.get("note"):
+                lines.append(clk["note"])
+        weighted = _weighting_legend(self)
+        if weighted:
+            lines.append(weighted)
         if not self.outside.empty:
             desc = ", ".join(f"{r.kernel} x{r.launches}" for r in self.outside.itertuples())
             lines.append(f"outside the variants' ranges (input, warm-up, checks; not counted): {desc}")
@@ -87,7 +100,7 @@ class Run:
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
-    from reports import summary
+    from reports import kernels, summary
 
     wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
@@ -95,7 +108,8 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
         frame = backend.parse(rf)
     table = summary.variant_table(frame, wman)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
-              summary.warnings_for(table) + backend.warnings(rf), saved=False)
+              summary.warnings_for(table) + backend.warnings(rf), saved=False,
+              kernels=kernels.kernel_table(frame, wman))
     if write:
         write_report(run)
     return run
@@ -111,7 +125,7 @@ def write_report(run: Run) -> None:
     try:
         render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=meta)
         html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
-                        notes=run.footer())
+                        notes=run.footer(), kernels=run.kernels)
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
     run.saved = True
@@ -269,6 +283,17 @@ class MultiRun:
     def workload(self) -> dict[str, Any]:
         return next(iter(self.runs.values())).workload if self.runs else {}
 
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """Every child run's per-kernel breakdown, its child's name (backend, or size-dtype) in `run`."""
+        from reports.kernels import KERNEL_COLUMNS
+
+        parts = [r.kernels.assign(run=name) for name, r in self.runs.items()
+                 if isinstance(getattr(r, "kernels", None), pd.DataFrame) and not r.kernels.empty]
+        if not parts:
+            return pd.DataFrame(columns=["run", *KERNEL_COLUMNS])
+        return pd.concat(parts, ignore_index=True)[["run", *KERNEL_COLUMNS]]
+
     def title(self) -> str:
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
@@ -281,11 +306,25 @@ class MultiRun:
             err = self.manifest.get("error")
             lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
         lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
+        for name, r in self.runs.items():
+            weighted = _weighting_legend(r)
+            if weighted:
+                lines.append(f"{name}: {weighted}")
         if self.kind == "all":
             from reports import merge
 
             lines.append(merge.legend(on_gpu=self.workload.get("device") == "cuda"))
         return lines
+
+
+def _weighting_legend(run: Any) -> str | None:
+    """The footer line on variants whose ncu readings are time-weighted over several kernels."""
+    from reports.kernels import weighting_legend
+
+    frame, workload = getattr(run, "frame", None), getattr(run, "workload", None) or {}
+    if not isinstance(frame, pd.DataFrame):
+        return None
+    return weighting_legend(frame, [v["name"] for v in workload.get("variants", [])])
 
 
 def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> MultiRun:
@@ -426,7 +465,8 @@ def _write_multi(multi: MultiRun) -> None:
         render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)
         html.write_html(multi.path / "report.html", multi.title(), sections,
                         sweep=multi.table if multi.kind == "sweep" else None,
-                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer())
+                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),
+                        kernels=multi.kernels)
     except OSError as exc:
         raise disk_error(multi.path, exc) from exc
     multi.saved = True

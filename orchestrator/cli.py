@@ -323,6 +323,9 @@ _backend_command("time", "Time each variant with CUDA events, the stream held un
                   click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
                                show_default=True, metavar="US",
                                help="The sleep timer's GPU sleep after each flush (0: none)."),
+                  click.option("--cuda-graph", is_flag=True,
+                               help="Capture each variant once in a CUDA graph and time its replays (no launch "
+                               "cost at all); a variant that cannot be captured is skipped with the reason."),
                   click.option("--max-noise", type=float, default=_STOP.max_noise_pct, show_default=True,
                                metavar="PCT", help="Sample until the median's 95% confidence half-width is at "
                                "most PCT % of it (without --iters)."),

@@ -121,6 +121,7 @@ class Request:
     min_samples: int = StopRule.min_samples
     min_time: float = StopRule.min_time_s
     max_time: float = StopRule.max_time_s
+    cuda_graph: bool = False  # `time` on a GPU: capture each variant once, time the replays
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None

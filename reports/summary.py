@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.kernels import TIME_WEIGHTED, time_weighted, weighting_note
 from reports.names import short_kernel_name
 from reports.schema import ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import ACTIVITY_METRIC
@@ -29,11 +30,13 @@ TABLE_COLUMNS = [
     "bound", "speedup_vs_baseline", "same_kernel_as", "note",
 ]
 
-# backend-specific metrics -> (table column, how kernels' values combine, scale)
+# backend-specific metrics -> (table column, how kernels' values combine, scale). ncu's readings
+# are time-weighted over the variant's launches (reports/kernels.py): a median across different
+# kernels describes none of them
 OPTIONAL = {
-    "dram_throughput_pct_of_peak": ("dram_pct_of_peak", "median", 1.0),
-    "sm_throughput_pct_of_peak": ("sm_pct_of_peak", "median", 1.0),
-    "achieved_occupancy_pct": ("achieved_occupancy_pct", "median", 1.0),
+    "dram_throughput_pct_of_peak": ("dram_pct_of_peak", TIME_WEIGHTED, 1.0),
+    "sm_throughput_pct_of_peak": ("sm_pct_of_peak", TIME_WEIGHTED, 1.0),
+    "achieved_occupancy_pct": ("achieved_occupancy_pct", TIME_WEIGHTED, 1.0),
     "registers_per_thread": ("registers_per_thread", "max", 1.0),
     "gpu_busy_fraction": ("gpu_busy_pct", "median", 100.0),
 }
@@ -118,7 +121,11 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             for metric, (col, agg, scale) in OPTIONAL.items():
                 vals = g.loc[g["metric"] == metric, "value"]
                 if len(vals):
-                    row[col] = float(getattr(vals, agg)()) * scale
+                    x = time_weighted(g, metric) if agg == TIME_WEIGHTED else float(getattr(vals, agg)())
+                    row[col] = x * scale
+            weighted = weighting_note(g)
+            if weighted:
+                note = (note + "; " if note else "") + weighted
             if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
                 row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
             if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
@@ -128,6 +135,8 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                     + " samples taken; the numbers are over those")
             if v.get("hold_note"):
                 note = (note + "; " if note else "") + v["hold_note"]
+            if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
+                note = (note + "; " if note else "") + f"clocks: {v['clock_note']}; its samples ran slower"
             rule = wman.get("stop_rule") or {}
             if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
                 row["status"] = "noisy"

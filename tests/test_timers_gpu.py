@@ -73,3 +73,29 @@ def test_blocking_timer_agrees_with_nsys_on_a_slow_host_variant(tmp_path):
     assert res.returncode == 0, res.stderr
     ev, ns = _rows(t_out)["host_2ms"]["time_median_us"], _rows(n_out)["host_2ms"]["time_median_us"]
     assert abs(ev - ns) <= max(0.03 * ns, 0.5), (ev, ns)
+
+
+def test_cuda_graph_times_replays_and_skips_what_cannot_be_captured(tmp_path):
+    out = tmp_path / "g"
+    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms,synced",
+                  "--size", "1e7", "--iters", "50", "--cuda-graph", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    v = _variants(out)
+    assert json.loads((out / "workload.json").read_text())["cuda_graph"] is True
+    # the replay holds the kernel only: the 2 ms of Python ran once, at capture
+    t = _rows(out)
+    assert abs(t["host_2ms"]["time_median_us"] / t["mean"]["time_median_us"] - 1) < 0.03
+    assert t["host_2ms"]["cpu_median_us"] < 200
+    assert v["synced"]["status"] == "skipped" and "CUDA graph" in v["synced"]["reason"]
+
+
+def test_nvml_clocks_are_recorded_around_every_variant(tmp_path):
+    pytest.importorskip("pynvml")
+    out = tmp_path / "c"
+    assert run_cli("time", "square", "--size", "1e7", "-v", "mul", "--iters", "50", "-o", str(out)).returncode == 0
+    w = json.loads((out / "workload.json").read_text())
+    assert w["clocks"]["max_sm_mhz"] > 1000
+    for v in w["variants"]:
+        reads = v["clocks"]
+        assert len(reads) >= 2 and all(r["sm_mhz"] > 0 and r["temp_c"] > 0 for r in reads)
+        assert "clock_note" in v

@@ -59,6 +59,7 @@ class RunSpec:
     timer: str = timers.DEFAULT_TIMER
     gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
     stop: StopRule | None = None  # time mode's stop rule; its count is always `iters`
+    cuda_graph: bool = False  # time mode: capture each variant once, time graph replays
     out: Path = Path(".")
     workload_file: str | None = None
     triton_interpret: bool = False
@@ -301,6 +302,7 @@ def run(spec: RunSpec) -> int:
         # what keeps the host's side out of the events (workloads/timers.py)
         "hold": (spec.timer if spec.device == "cuda" else None) if spec.mode == "time" else None,
         "stop_rule": spec.stop.to_json() if spec.mode == "time" else None,
+        "cuda_graph": bool(spec.cuda_graph and spec.device == "cuda" and spec.mode == "time"),
         "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
         "env": env,
         "status": "running",
@@ -455,22 +457,38 @@ class Samples:
 
 
 def _run_timed(spec, variants, x, entries, ranges, man) -> None:
+    from workloads import clocks
+
     cuda = spec.device == "cuda"
     flush = _l2_flusher(spec)
     hold, why = timers.make(spec.timer, spec.device, spec.gpu_sleep_us)
     if why:
         man.data["hold"], man.data["hold_note"] = hold.name, why
+    watch = None
+    if cuda:
+        import torch
+
+        watch, why = clocks.open_watch(torch.cuda.current_device())
+        man.data["clocks"] = watch.describe() if watch else {"note": why}
     fallback = None
     for v in variants:
         e = entries[v.name]
         _measuring(e, man)
         samples = Samples(e, man, cuda=cuda)
+        reads = [watch.read()] if watch else []
         try:
+            call = lambda: v.fn(x)  # noqa: E731
+            if spec.cuda_graph and cuda:
+                call, reason = _capture(v, x)
+                if call is None:
+                    e.update(status="skipped", reason=f"cannot be captured in a CUDA graph: {reason}")
+                    man.save()
+                    continue
             ranges.push(RANGE_PREFIX + v.name)
             try:
                 hold.reset()
                 e["hold"] = hold.name
-                _sample(spec, v, x, flush, hold, samples)
+                _sample(spec, call, flush, hold, samples, watch, reads)
                 if hold.timeouts():
                     # the host side outlasted the spin, or the call waits for the GPU: the
                     # events held the spin's timeout too; measure again with the GPU sleep
@@ -480,7 +498,7 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
                         f"{timers.BLOCK_TIMEOUT_MS:g} ms, or a call that waits for the GPU); measured "
                         f"with a {fallback.us:g} us GPU sleep instead"))
                     samples.restart()
-                    _sample(spec, v, x, flush, fallback, samples)
+                    _sample(spec, call, flush, fallback, samples, watch, reads)
             finally:
                 ranges.pop()
             samples.keep("ok")
@@ -493,11 +511,39 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
             raise
         except Exception as exc:
             _record_failure(e, exc)
+        finally:
+            if watch is not None:
+                reads.append(watch.read())
+                # the first, the last and at most 40 between: enough to see a clock fall
+                e["clocks"] = reads if len(reads) <= 42 else reads[:1] + reads[1:-1:max(1, len(reads) // 40)] + reads[-1:]
+                e["clock_note"] = clocks.verdict(reads)
         man.save()
 
 
-def _sample(spec, v, x, flush, hold, samples: "Samples") -> None:
-    """Time `v` until the stop rule is met: each sample is the L2 flush, the hold, then the
+def _capture(v, x):
+    """The variant captured once into a CUDA graph: (replay, None), or (None, why it cannot be).
+    Replays run with no launch cost at all: what a captured or fused model would see."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm on a side stream first, as torch's docs ask
+        v.fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            v.fn(x)
+    except Exception as exc:  # a host sync, an allocation outside the caching allocator, ...
+        torch.cuda.synchronize()
+        return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph.replay, None
+
+
+def _sample(spec, call, flush, hold, samples: "Samples", watch=None, reads: list | None = None) -> None:
+    """Time `call` until the stop rule is met: each sample is the L2 flush, the hold, then the
     call between two CUDA events (or the host clock on a CPU run), then the release."""
     from workloads import stopping
 
@@ -517,7 +563,7 @@ def _sample(spec, v, x, flush, hold, samples: "Samples") -> None:
                 try:
                     start.record()
                     t0 = time.perf_counter_ns()
-                    v.fn(x)
+                    call()
                     cpu = time.perf_counter_ns() - t0
                     end.record()
                 finally:
@@ -525,9 +571,11 @@ def _sample(spec, v, x, flush, hold, samples: "Samples") -> None:
                 samples.add(cpu, (start, end))
             else:
                 t0 = time.perf_counter_ns()
-                v.fn(x)
+                call()
                 samples.add(time.perf_counter_ns() - t0)
         samples.keep()
+        if watch is not None and reads is not None and watch.due():
+            reads.append(watch.read())
         return samples.times[first:]
 
     stopping.measure(spec.stop, take, time.monotonic)
@@ -627,6 +675,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timer", default=timers.DEFAULT_TIMER, choices=timers.TIMERS,
                    help="time mode on a GPU: what holds the stream while the host queues the call")
     rule = StopRule()
+    r.add_argument("--cuda-graph", action="store_true", help="time mode on a GPU: time CUDA-graph replays")
     r.add_argument("--max-noise", type=float, default=rule.max_noise_pct, help="percent (time mode)")
     r.add_argument("--min-samples", type=int, default=rule.min_samples)
     r.add_argument("--min-time", type=float, default=rule.min_time_s, help="seconds per variant")
@@ -682,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
             shape=parse_shape(args.size) if args.size else None,
             dtype=args.dtype, device=args.device, iters=args.iters, warmup=args.warmup,
             seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, gpu_sleep_us=args.gpu_sleep_us,
-            timer=args.timer, stop=stop,
+            timer=args.timer, stop=stop, cuda_graph=args.cuda_graph,
             out=Path(args.out),
             workload_file=args.workload_file, triton_interpret=args.triton_interpret,
             fail_variant=args.fail_variant,

@@ -65,6 +65,8 @@ class Backend:
         if self.mode == "time":
             if req.timer != Request.timer:
                 argv += ["--timer", req.timer]
+            if req.cuda_graph:
+                argv.append("--cuda-graph")
             if req.gpu_sleep_us != Request.gpu_sleep_us:
                 argv += ["--gpu-sleep-us", f"{req.gpu_sleep_us:g}"]
             if not iters:  # the stop rule, spelled out so commands.sh reproduces the run

@@ -58,6 +58,11 @@ DEFAULT_PREFIX = "variant:"
 # reads as the default; the nullable ids default to -1 so the frames stay plain int64, which the
 # 1e6-row attribution relies on for speed. A default of None keeps NULL (nullable dtypes only).
 Spec = list[tuple[str, str, str, object]]
+# ...but not the columns times and attribution rest on: every nsys export since 2021 has them,
+# so a table without one is damaged (one flipped byte of the schema renames a column, and a
+# memset table without `correlationId` would silently leave every memset outside the variants).
+_REQUIRED = {"start", "end", "correlationId", "globalPid", "globalTid", "eventType", "nameId",
+             "shortName", "demangledName"}
 # every GPU activity table (kernels, memcpy, memset) starts with these
 _GPU_ACTIVITY_SPEC: Spec = [
     ("start", "start", "int64", -1),
@@ -161,8 +166,10 @@ def read_export(path: str | Path) -> NsysExport:
     """Read an nsys SQLite export into DataFrames.
 
     Raises ParseError naming the file when it is missing, empty, truncated, not SQLite, or
-    SQLite without nsys's `StringIds` table. A `.xz` or `.gz` export is read the same. Tables the capture did not produce (no CUDA trace,
-    no NVTX) come back as empty frames with the usual columns.
+    SQLite without nsys's `StringIds` table, or a table without a column that times or
+    attribution need (start, end, correlationId, ...). A `.xz` or `.gz` export is read the same.
+    Tables the capture did not produce (no CUDA trace, no NVTX) come back as empty frames with
+    the usual columns.
 
     Example:
         >>> ex = read_export("tests/fixtures/nsys/h200_square_nvtx0217/square_nsys_nvtx0217.sqlite")
@@ -342,6 +349,10 @@ class _Reader:
         if table not in self.tables:
             return lambda: _empty(spec)
         have = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        lost = sorted({col for _, col, _, _ in spec} & _REQUIRED - have)
+        if lost:
+            raise ParseError(self.path, f"table {table} has no column {', '.join(lost)}",
+                             hint="the export is damaged (or not from nsys); run `nsys export` again")
         ints = [(name, col, dtype, default) for name, col, dtype, default in spec if dtype != "object"]
         texts = [(name, col) for name, col, dtype, _ in spec if dtype == "object"]
         exprs = ["rowid"] if texts else []  # rowids place the sparse text columns
