@@ -44,14 +44,15 @@ def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | 
             "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
 
 
-def _gprof_error_doc(exc: GprofError) -> dict:
+def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
     partial = getattr(exc, "run", None)
     err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
                     log=str(exc.log) if exc.log else None, status=partial.status if partial is not None else "error")
     if partial is None:
         run_path = getattr(exc, "run_path", None)
         return {**err, "run": str(run_path)} if run_path else err
-    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code)
+    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code,
+                   per_kernel=per_kernel)
 
 
 class Group(click.Group):
@@ -77,7 +78,8 @@ class Group(click.Group):
             if debug():
                 traceback.print_exc()
             if as_json:
-                click.echo(json.dumps(_gprof_error_doc(exc), indent=1, default=str))
+                click.echo(json.dumps(_gprof_error_doc(exc, ctx.meta.get("gprof.per_kernel", False)), indent=1,
+                                      default=str))
             click.echo(f"gprof-orch: error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)
         except click.UsageError as exc:
@@ -130,6 +132,8 @@ def run_options(f):
         click.option("--format", "fmt", default="table", show_default=True,
                      type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
+        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
+                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
         click.option("--workload-file", type=click.Path(dir_okay=False), default=None,
                      help="A Python file defining your own Workload(s) (see README)."),
         click.option("--triton-interpret", is_flag=True, help="Run Triton kernels through its interpreter (CPU)."),
@@ -165,6 +169,7 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
     from orchestrator.proc import format_argv
     from orchestrator.request import Request
 
+    per_kernel = ctx.meta["gprof.per_kernel"] = kw.pop("per_kernel", False)
     kw = _request_kwargs(kw)
     fmt = kw.pop("fmt")
     workload = kw.pop("workload")
@@ -178,28 +183,31 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
     except GprofError as exc:
         partial = getattr(exc, "run", None)
         if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
-            _print_run(partial, fmt, to_err=True)
+            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
         raise
-    _print_run(run, fmt)
+    _print_run(run, fmt, per_kernel=per_kernel)
 
 
-def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0) -> dict:
+def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0,
+            per_kernel: bool = False) -> dict:
     """A run as the one JSON document --json prints: status, exit code, error (None when it
-    went well), meta and the per-variant table."""
+    went well), meta and the per-variant table; with `per_kernel`, the per-kernel breakdown
+    as "kernels" beside "variants"."""
     from reports import render
 
     meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
+    kernels = run.kernels if per_kernel else None
     return {"status": status or run.status, "exit_code": exit_code, "error": error,
-            **json.loads(render.to_json(run.table, meta))}
+            **json.loads(render.to_json(run.table, meta, kernels=kernels))}
 
 
-def _print_run(run, fmt: str, to_err: bool = False) -> None:
+def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) -> None:
     from reports import render, term
 
     title, footer = run.title(), run.footer()
     meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
     if fmt == "json":
-        click.echo(json.dumps(run_doc(run), indent=1), err=to_err)
+        click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1), err=to_err)
         return
     if run.workload.get("device") == "cpu" and fmt == "table":
         click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
@@ -208,6 +216,8 @@ def _print_run(run, fmt: str, to_err: bool = False) -> None:
         click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
     else:
         click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta), err=to_err)
+    if per_kernel:
+        click.echo(render.render_kernels(run.kernels, fmt), err=to_err)
     if fmt == "table" and run.saved:
         click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.csv", err=True)
 
@@ -430,7 +440,9 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
 @click.option("--json", "as_json", is_flag=True)
-def report(runs, fmt, as_json) -> None:
+@click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
+              "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
+def report(runs, fmt, as_json, per_kernel) -> None:
     """Rebuild the report of saved run folders (no GPU needed).
 
     \b
@@ -444,9 +456,9 @@ def report(runs, fmt, as_json) -> None:
     for path in runs:
         run = api.load_run(path)
         if fmt == "json":  # one document on stdout: printed once every folder is read
-            docs.append(run_doc(run))
+            docs.append(run_doc(run, per_kernel=per_kernel))
         else:
-            _print_run(run, fmt)
+            _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
     if docs:
@@ -474,28 +486,31 @@ def _capture_options(f):
         click.option("--format", "fmt", default="table", show_default=True,
                      type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
+        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
+                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-def _run_capture(fn, fmt: str, as_json: bool) -> None:
+def _run_capture(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
     fmt = "json" if as_json else fmt
+    click.get_current_context().meta["gprof.per_kernel"] = per_kernel
     try:
         run = fn()
     except GprofError as exc:
         partial = getattr(exc, "run", None)
         if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
-            _print_run(partial, fmt, to_err=True)
+            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
         raise
-    _print_run(run, fmt)
+    _print_run(run, fmt, per_kernel=per_kernel)
 
 
 @main.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
 @_capture_options
-def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json) -> None:
+def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel) -> None:
     """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
     too) per NVTX range: each range is a variant, each instance one iteration. Exit 4 when no
     range matches (the message lists those the capture holds).
@@ -508,7 +523,7 @@ def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json) -
     from orchestrator import capture as cap
 
     _run_capture(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
-                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json)
+                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
 
 
 @main.group("exec")
@@ -530,8 +545,8 @@ def exec_group() -> None:
 @click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
 @click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
-def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, nsys_args, trace_osrt, cuda,
-              dry_run) -> None:
+def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, nsys_args, trace_osrt,
+              cuda, dry_run) -> None:
     """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
     that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
     ranges still reported.
@@ -557,7 +572,8 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, nsys_a
         for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
             click.echo(format_argv(step.argv))
         return
-    _run_capture(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json)
+    _run_capture(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
+                 per_kernel)
 
 
 @exec_group.command("ncu", context_settings={"allow_interspersed_args": False})

@@ -28,6 +28,24 @@ def _torch_info() -> dict[str, Any]:
     return info
 
 
+LOCK_HINT = ("time never locks clocks (root only, and it changes a shared GPU); to lock them: "
+             "sudo nvidia-smi -lgc MIN,MAX -lmc MIN,MAX, and -rgc -rmc to undo")
+
+
+def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
+    """Can `time` read the GPU's clocks and throttle reasons (NVML), and where they stand."""
+    if not torch_info.get("gpu"):
+        return {"ok": True, "version": "no GPU: no clocks to read"}
+    from workloads import clocks
+
+    watch, why = clocks.open_watch(0)
+    if watch is None:
+        return {"ok": False, "error": why, "fix": "pip install 'gprof-orch[gpu]' (nvidia-ml-py); " + LOCK_HINT}
+    r, d = watch.read(), watch.describe()
+    return {"ok": True, "version": f"NVML: SM {r['sm_mhz']} of {d.get('max_sm_mhz')} MHz, {r['temp_c']} C, "
+                                   f"reasons {', '.join(r['reasons']) or 'none'}; {LOCK_HINT}"}
+
+
 def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {"machine": envinfo.machine(), "torch": _torch_info()}
     pk = report["machine"]["packages"]
@@ -50,6 +68,7 @@ def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
     problem = nvtx_problem(pk.get("nvtx"), (report.get("nsys") or {}).get("version"))
     report["nvtx_ranges"] = {"ok": problem is None, "fix": problem,
                              "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}
+    report["clocks"] = _clock_info(report["torch"])
     report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
                           "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
     return report
@@ -67,7 +86,7 @@ def render(report: dict[str, Any]) -> str:
         gpu = (f"{t['gpu']} (sm {t['compute_capability']}, {t['sm_count']} SMs, {t['memory_gib']} GiB, "
                f"peak {t['peak_bandwidth_tb_s']} TB/s)") if t.get("gpu") else "no CUDA device"
         lines.append(f"torch {t['version']} (CUDA build {t['cuda_build']}): {gpu}")
-    for key in ("torch", "triton", "nvtx", "ncu_report", "nsys", "nvtx_ranges", "ncu", "compiler"):
+    for key in ("torch", "triton", "nvtx", "ncu_report", "nsys", "nvtx_ranges", "ncu", "clocks", "compiler"):
         if key not in report:  # a report saved before the key existed
             continue
         item = report[key]

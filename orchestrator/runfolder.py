@@ -274,6 +274,8 @@ def _is_number(x: Any, none: bool = False) -> bool:
 
 def _variant_problem(v: dict[str, Any]) -> str | None:
     """What is wrong with the fields of one variant that the reports read, or None."""
+    if "status" not in v:  # the runner writes one from the start ("pending"): without it, no row
+        return '"status" is missing'
     for key in ("status", "label", "reason", "error"):
         if v.get(key) is not None and not isinstance(v[key], str):
             return f'"{key}" is {type(v[key]).__name__}, not a string'

@@ -56,6 +56,7 @@ a { color: var(--bar); }
 .gprof-meta dd { margin: 0; overflow-wrap: anywhere; }
 .gprof-notes { margin: 0 0 12px; padding-left: 20px; color: var(--muted); font-size: 13px; }
 .gprof-notes .warning { color: var(--skipped); }
+.gprof-explain { margin: 0 0 8px; color: var(--muted); font-size: 13px; max-width: 70em; }
 .gprof-plots { display: flex; flex-wrap: wrap; gap: 12px 24px; margin: 8px 0 12px; }
 figure.gprof-plot { margin: 0; flex: 1 1 520px; max-width: 640px; }
 figure.gprof-plot figcaption { font-size: 13px; font-weight: 600; margin-bottom: 2px; }
@@ -96,11 +97,13 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 
 
 def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, sweep: pd.DataFrame | None = None,
-                meta: dict[str, Any] | None = None, notes: Sequence[str] | None = None) -> str:
+                meta: dict[str, Any] | None = None, notes: Sequence[str] | None = None,
+                kernels: pd.DataFrame | None = None) -> str:
     """The whole page as one string: for each (name, per-variant table) a bar chart of the median
     time with IQR whiskers, a bar chart of % of peak bandwidth (when the table has it) and the
     table; then, for `sweep` (long form: variant, numel, dtype, time_median_us, achieved_gb_s),
-    time and GB/s against size, one line per variant.
+    time and GB/s against size, one line per variant; then `kernels`, the per-kernel breakdown
+    (reports.kernels.kernel_table), as its own section (id "kernels").
 
     Tables may hold any subset of reports.summary.TABLE_COLUMNS, or other columns (a merged
     table): every column with a value is shown, known ones with the terminal table's headers and
@@ -120,12 +123,16 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
     toc = [(f"section-{i}", str(name)) for i, (name, _) in enumerate(sections, 1)]
     if sweep is not None:
         toc.append(("sweep", "size sweep"))
+    if kernels is not None:
+        toc.append(("kernels", "per kernel"))
     if len(toc) > 1:
         body.append("<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>")
     for i, (name, table) in enumerate(sections, 1):
         body.append(_section_html(f"section-{i}", str(name), table))
     if sweep is not None:
         body.append(_sweep_html(sweep))
+    if kernels is not None:
+        body.append(kernels_html(kernels))
     body.append("<footer>Made by gprof-orch. Self-contained: opens offline.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -135,11 +142,12 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
 
 def write_html(path: str | Path, title: str, sections: Sequence[tuple[str, pd.DataFrame]], *,
                sweep: pd.DataFrame | None = None, meta: dict[str, Any] | None = None,
-               notes: Sequence[str] | None = None) -> Path:
+               notes: Sequence[str] | None = None, kernels: pd.DataFrame | None = None) -> Path:
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes), encoding="utf-8")
+    path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels),
+                    encoding="utf-8")
     return path
 
 
@@ -184,6 +192,23 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
     if plots:
         out.append('<div class="gprof-plots">' + "\n".join(plots) + "</div>")
     out.append(table_html(table, caption=name))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def kernels_html(kernels: pd.DataFrame) -> str:
+    """The per-kernel section: each variant's kernels with their launches, time per iteration,
+    share of the variant's GPU time and (ncu) their own DRAM/SM % of peak, occupancy, registers."""
+    out = ['<section class="gprof-section" id="kernels">', "<h2>Per kernel</h2>",
+           '<p class="gprof-explain">Each variant\'s kernels (then memsets and copies): launches, GPU time per '
+           "iteration and its share of the variant's GPU time; under ncu each kernel's own DRAM/SM % of peak and "
+           "occupancy, time-weighted over its launches, and registers. A variant's ncu readings in the table "
+           "above are time-weighted over these kernels, never a median across different kernels.</p>"]
+    if kernels.empty:
+        out.append('<p class="empty">no kernels: this run saw none (CUDA-event timing times whole calls; a CPU '
+                   "run has no GPU kernels)</p>")
+    else:
+        out.append(table_html(kernels, caption="per kernel"))
     out.append("</section>")
     return "\n".join(out)
 

@@ -83,8 +83,7 @@ def weighting_note(rows: pd.DataFrame) -> str:
     n = weighted_kernel_count(rows)
     if n < 2:
         return ""
-    return (f"DRAM/SM % and occupancy time-weighted over {n} kernels (each launch by its duration; "
-            f"--per-kernel shows each kernel)")
+    return f"DRAM/SM %, occupancy: time-weighted over {n} kernels (--per-kernel shows each)"
 
 
 def weighting_legend(frame: pd.DataFrame, variants: Iterable[str] | None = None) -> str | None:

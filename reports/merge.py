@@ -44,7 +44,7 @@ def merged_table(tables: Mapping[str, pd.DataFrame], baseline: str | None = None
                 continue
             r = r.iloc[0]
             row.setdefault("label", r.get("label"))
-            if r.get("status") != "ok":
+            if r.get("status") not in MEASURED:
                 row["agreement"] = f"{backend}: {r.get('status')} ({r.get('note') or ''})"
                 continue
             row[TIME_COLUMNS[backend]] = r.get("time_median_us")

@@ -24,7 +24,12 @@ DISPLAY = [
     ("status", "status", "{}"),
     ("kernels", "kernels", "{}"),
     ("kernels_full", "kernels (full names)", "{}"),
+    ("kernel", "kernel", "{}"),
+    ("kernel_full", "kernel (full name)", "{}"),
+    ("launches", "launches", INT_OR_3G),
     ("launches_per_iter", "launches/iter", INT_OR_3G),
+    ("time_us_per_iter", "us/iter", "{:.2f}"),
+    ("share_pct", "share %", "{:.1f}"),
     ("events_us", "events us", "{:.2f}"),
     ("torch_trace_us", "torch-trace us", "{:.2f}"),
     ("nsys_us", "nsys us", "{:.2f}"),
@@ -84,7 +89,11 @@ def _fmt(value: Any, fmt: str) -> str:
 # contradiction (CV 420%, IQR 7%) that the note on high spread already settles
 # The full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML; the
 # terminal and Markdown show the short ones.
-NOT_SHOWN = {"time_cv_pct", "kernels_full"}
+NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full"}
+
+# the per-kernel breakdown (reports/kernels.py, --per-kernel): its title under the main table
+KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
+                 "ncu: each kernel's DRAM/SM % of peak and occupancy, time-weighted over its launches")
 
 
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
@@ -97,7 +106,7 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
         for c, _, f in cols:
             s = _fmt(r[c], f)
             # one short kernel name is never cut (names.MAX_LEN)
-            width = max(max_width, MAX_LEN) if c == "kernels" else max_width
+            width = max(max_width, MAX_LEN) if c in ("kernels", "kernel") else max_width
             cells.append(s if len(s) <= width else s[: width - 3] + "...")
         body.append(cells)
     return headers, body
@@ -137,9 +146,25 @@ def to_markdown(table: pd.DataFrame, title: str = "", footer: list[str] | None =
     return "\n".join(out) + "\n"
 
 
-def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    records = json.loads(table.to_json(orient="records"))
-    return json.dumps({"meta": meta or {}, "variants": records}, indent=1)
+def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None, *, kernels: pd.DataFrame | None = None) -> str:
+    """{"meta", "variants"}; with `kernels`, the per-kernel breakdown beside them as "kernels"."""
+    doc = {"meta": meta or {}, "variants": json.loads(table.to_json(orient="records"))}
+    if kernels is not None:
+        doc["kernels"] = json.loads(kernels.to_json(orient="records"))
+    return json.dumps(doc, indent=1)
+
+
+def render_kernels(kernels: pd.DataFrame, fmt: str) -> str:
+    """The per-kernel breakdown as it is printed under the main table (--per-kernel) in the
+    text formats: table, markdown, or CSV (after a blank line). JSON: to_json(kernels=...)."""
+    if fmt == "csv":
+        return "\n" + kernels.to_csv(index=False)
+    if kernels.empty:
+        empty = "no kernels: this run saw none (CUDA-event timing times whole calls, a CPU run has no GPU kernels)"
+        return f"### {KERNELS_TITLE}\n\n{empty}\n" if fmt == "markdown" else f"\n{KERNELS_TITLE}\n{empty}"
+    if fmt == "markdown":
+        return to_markdown(kernels, KERNELS_TITLE)
+    return "\n" + to_text(kernels, KERNELS_TITLE)
 
 
 def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
@@ -159,11 +184,17 @@ def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: 
 
 
 def render(table: pd.DataFrame, fmt: str, *, title: str = "", footer: list[str] | None = None,
-           meta: dict[str, Any] | None = None) -> str:
-    if fmt == "csv":
-        return table.to_csv(index=False)
+           meta: dict[str, Any] | None = None, kernels: pd.DataFrame | None = None) -> str:
+    """The table in `fmt`; with `kernels` (--per-kernel), the per-kernel breakdown under it
+    (JSON: a "kernels" list beside "variants")."""
     if fmt == "json":
-        return to_json(table, meta)
-    if fmt == "markdown":
-        return to_markdown(table, title, footer)
-    return to_text(table, title, footer)
+        return to_json(table, meta, kernels=kernels)
+    if fmt == "csv":
+        out = table.to_csv(index=False)
+    elif fmt == "markdown":
+        out = to_markdown(table, title, footer)
+    else:
+        out = to_text(table, title, footer)
+    if kernels is not None:
+        out += ("\n" if fmt == "markdown" else "") + render_kernels(kernels, fmt)
+    return out

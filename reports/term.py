@@ -26,7 +26,8 @@ SPEEDUP_SLOWER = 0.95
 
 RESET = "\x1b[0m"
 STYLES = {"bold": "\x1b[1m", "dim": "\x1b[2m", "red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m"}
-STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red"}
+STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red",
+                 "noisy": "yellow", "incomplete": "red"}
 # `compare`'s verdict on B against A
 VERDICT_STYLES = {"faster": "green", "slower": "red", "missing": "yellow"}
 

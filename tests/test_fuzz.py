@@ -26,6 +26,7 @@ import lzma
 import os
 import pickle
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -207,8 +208,8 @@ def prepared(kind: str, root: Path):
     bytes, its parsed JSON (or None) and its table."""
     if kind not in _BASE:
         name, fname, binary = KINDS[name_kind := kind]
-        folder = root / f"base-{name_kind.replace('.', '-')}"
-        shutil.copytree(RUNS / name, folder)
+        folder = Path(tempfile.mkdtemp(prefix=f"base-{name_kind.replace('.', '-')}-", dir=root))
+        shutil.copytree(RUNS / name, folder, dirs_exist_ok=True)
         if not fname.endswith(".xz"):
             for xz in folder.rglob("*.xz"):
                 xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
