@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ class Run:
     # False when the folder could not take the reports (read-only): nothing was written into it
     saved: bool = True
     kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # ncu's rule results per variant (reports.why.findings_table); empty for other backends
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -72,6 +75,9 @@ class Run:
                          f"variant must move.")
         elif w.get("device") != "cpu" and self.table.get("achieved_gb_s", pd.Series()).notna().any():
             lines.append("no peak bandwidth recorded for this device: % peak BW left empty")
+        unsized = [v["name"] for v in w.get("variants", []) if v.get("status") == "ok" and v.get("bytes_moved") is None]
+        if unsized and w.get("device") != "cpu":
+            lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")
         if self.backend == "time" and w.get("timer"):
             hold = w.get("hold")
             held = {"blocking": ", the stream held by a blocking kernel until the call was queued (no host "
@@ -95,21 +101,25 @@ class Run:
             desc = ", ".join(f"{r.kernel} x{r.launches}" for r in self.outside.itertuples())
             lines.append(f"outside the variants' ranges (input, warm-up, checks; not counted): {desc}")
         lines += [f"warning: {w_}" for w_ in self.warnings]
+        if "why" in self.table:  # reports/why.py: one line per variant, from measured facts
+            lines += [f"why {r.variant}: {r.why}" for r in self.table.itertuples() if r.why]
         return lines
 
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
-    from reports import kernels, summary
+    from reports import kernels, summary, why
 
     wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
     if frame is None:
         frame = backend.parse(rf)
     table = summary.variant_table(frame, wman)
+    findings = why.findings_table(backend.rules(rf), frame)
+    table["why"] = why.explain(table, frame, wman, findings)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
               summary.warnings_for(table) + backend.warnings(rf), saved=False,
-              kernels=kernels.kernel_table(frame, wman))
+              kernels=kernels.kernel_table(frame, wman), findings=findings)
     if write:
         write_report(run)
     return run
@@ -122,10 +132,12 @@ def write_report(run: Run) -> None:
 
     meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
             "status": run.status}
+    json_meta = meta | ({"findings": json.loads(run.findings.to_json(orient="records"))}
+                        if not run.findings.empty else {})
     try:
-        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=meta)
+        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=json_meta)
         html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
-                        notes=run.footer(), kernels=run.kernels)
+                        notes=run.footer(), kernels=run.kernels, findings=run.findings)
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
     run.saved = True

@@ -214,10 +214,11 @@ def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) ->
     stream = sys.stderr if to_err else sys.stdout
     if fmt == "table" and term.use_color(stream):
         click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
+        if per_kernel:
+            click.echo("\n" + render.render_kernels(run.kernels, fmt), err=to_err)
     else:
-        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta), err=to_err)
-    if per_kernel:
-        click.echo(render.render_kernels(run.kernels, fmt), err=to_err)
+        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
+                                 kernels=run.kernels if per_kernel else None), err=to_err)
     if fmt == "table" and run.saved:
         click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.csv", err=True)
 

@@ -281,8 +281,9 @@ def _variant_problem(v: dict[str, Any]) -> str | None:
             return f'"{key}" is {type(v[key]).__name__}, not a string'
     if v.get("status") == "ok" and "bytes_moved" not in v:
         return '"bytes_moved" is missing'
-    if not _is_number(v.get("bytes_moved"), none=True):
-        return f'"bytes_moved" is {v["bytes_moved"]!r}, not a number'
+    moved = v.get("bytes_moved")
+    if moved is not None and (type(moved) is not int or moved < 0):
+        return f'"bytes_moved" is {moved!r}, not a count of bytes'
     for key in ("time_samples_ns", "cpu_samples_ns"):
         samples = v.get(key)
         if samples is not None and (not isinstance(samples, list) or not all(map(_is_number, samples))):

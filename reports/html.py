@@ -98,12 +98,13 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 
 def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, sweep: pd.DataFrame | None = None,
                 meta: dict[str, Any] | None = None, notes: Sequence[str] | None = None,
-                kernels: pd.DataFrame | None = None) -> str:
+                kernels: pd.DataFrame | None = None, findings: pd.DataFrame | None = None) -> str:
     """The whole page as one string: for each (name, per-variant table) a bar chart of the median
     time with IQR whiskers, a bar chart of % of peak bandwidth (when the table has it) and the
     table; then, for `sweep` (long form: variant, numel, dtype, time_median_us, achieved_gb_s),
     time and GB/s against size, one line per variant; then `kernels`, the per-kernel breakdown
-    (reports.kernels.kernel_table), as its own section (id "kernels").
+    (reports.kernels.kernel_table), as its own section (id "kernels"); then `findings`, ncu's rule
+    results (reports.why.findings_table), with each variant's one-line explanation (id "findings").
 
     Tables may hold any subset of reports.summary.TABLE_COLUMNS, or other columns (a merged
     table): every column with a value is shown, known ones with the terminal table's headers and
@@ -125,6 +126,8 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
         toc.append(("sweep", "size sweep"))
     if kernels is not None:
         toc.append(("kernels", "per kernel"))
+    if findings is not None and not findings.empty:
+        toc.append(("findings", "why: ncu's findings"))
     if len(toc) > 1:
         body.append("<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>")
     for i, (name, table) in enumerate(sections, 1):
@@ -133,6 +136,8 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
         body.append(_sweep_html(sweep))
     if kernels is not None:
         body.append(kernels_html(kernels))
+    if findings is not None and not findings.empty:
+        body.append(findings_html(findings, sections[0][1] if sections else None))
     body.append("<footer>Made by gprof-orch. Self-contained: opens offline.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -142,11 +147,13 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
 
 def write_html(path: str | Path, title: str, sections: Sequence[tuple[str, pd.DataFrame]], *,
                sweep: pd.DataFrame | None = None, meta: dict[str, Any] | None = None,
-               notes: Sequence[str] | None = None, kernels: pd.DataFrame | None = None) -> Path:
+               notes: Sequence[str] | None = None, kernels: pd.DataFrame | None = None,
+               findings: pd.DataFrame | None = None) -> Path:
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels),
+    path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels,
+                                findings=findings),
                     encoding="utf-8")
     return path
 
@@ -596,3 +603,25 @@ def _line_svg(series: list[tuple[str, np.ndarray, np.ndarray, _SeriesStyle]], *,
     out.append("</svg>")
     return "".join(out)
 
+
+def findings_html(findings: pd.DataFrame, table: pd.DataFrame | None = None) -> str:
+    """ncu's rule results per variant (severity, rule, title, estimated speedup, message), under
+    the variant's one-line explanation (the table's `why`), most important first."""
+    why = dict(zip(table["variant"], table["why"])) if table is not None and "why" in table else {}
+    out = ['<section id="findings"><h2>why: ncu\'s findings</h2>']
+    for variant, g in findings.groupby("variant", sort=False):
+        out.append(f'<h3 class="finding-variant">{_esc(variant)}</h3>')
+        if why.get(variant):
+            out.append(f'<p class="why">{_esc(why[variant])}</p>')
+        rows = []
+        for r in g.itertuples(index=False):
+            est = "-" if _missing(r.estimated_speedup_pct) else f"{r.estimated_speedup_pct:.1f}"
+            var = "-" if _missing(r.variant_speedup_pct) else f"{r.variant_speedup_pct:.1f}"
+            rows.append(f"<tr><td>{_esc(r.severity)}</td><td>{_esc(r.section)}/{_esc(r.rule)}</td>"
+                        f"<td>{_esc(r.title)}</td><td>{_esc(r.kernel)}</td><td class=\"num\">{est}</td>"
+                        f"<td class=\"num\">{var}</td><td>{_esc(r.message)}</td></tr>")
+        out.append('<table class="findings"><thead><tr><th>severity</th><th>section/rule</th><th>title</th>'
+                   '<th>kernel</th><th>est. speedup % (kernel)</th><th>est. speedup % (variant)</th>'
+                   '<th>message</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+    out.append("</section>")
+    return "\n".join(out)

@@ -14,9 +14,12 @@ FORMATS = ("table", "csv", "json", "markdown")
 
 # a count: whole numbers print whole (20000, not 2e+04), others to 3 significant digits
 INT_OR_3G = "int-or-3g"
+# a percentage: one decimal, and 2 significant digits below 0.1 (a 0.048% DRAM reading is not "0.0")
+PCT = "pct"
 
 # what a person sees: column -> (header, format)
 DISPLAY = [
+    ("run", "run", "{}"),  # a child run of an `all` or sweep folder (its per-kernel rows)
     ("numel", "size", "{:.0f}"),
     ("dtype", "dtype", "{}"),
     ("variant", "variant", "{}"),
@@ -29,7 +32,7 @@ DISPLAY = [
     ("launches", "launches", INT_OR_3G),
     ("launches_per_iter", "launches/iter", INT_OR_3G),
     ("time_us_per_iter", "us/iter", "{:.2f}"),
-    ("share_pct", "share %", "{:.1f}"),
+    ("share_pct", "share %", PCT),
     ("events_us", "events us", "{:.2f}"),
     ("torch_trace_us", "torch-trace us", "{:.2f}"),
     ("nsys_us", "nsys us", "{:.2f}"),
@@ -55,11 +58,16 @@ DISPLAY = [
     ("gpu_busy_pct", "GPU busy %", "{:.0f}"),
     ("achieved_gb_s", "GB/s", "{:.0f}"),
     ("pct_of_peak_bw", "% peak BW", "{:.1f}"),
-    ("dram_pct_of_peak", "DRAM % peak", "{:.1f}"),
-    ("sm_pct_of_peak", "SM % peak", "{:.1f}"),
-    ("achieved_occupancy_pct", "occupancy %", "{:.1f}"),
+    ("dram_pct_of_peak", "DRAM % peak", PCT),
+    ("sm_pct_of_peak", "SM % peak", PCT),
+    ("achieved_occupancy_pct", "occupancy %", PCT),
     ("registers_per_thread", "regs", "{:.0f}"),
     ("bound", "bound", "{}"),
+    ("excess_traffic", "DRAM/min bytes", "{:.2f}x"),
+    ("gpu_idle_us_per_iter", "GPU idle us/iter", "{:.1f}"),
+    ("host_bound", "host-bound", "{}"),
+    ("extra_kernels_per_iter", "extra kernels/iter", INT_OR_3G),
+    ("why", "why", "{}"),
     ("speedup_vs_baseline", "speedup", "{:.2f}x"),
     ("same_kernel_as", "same kernel as", "{}"),
     ("agreement", "agreement", "{}"),
@@ -72,11 +80,13 @@ def _fmt(value: Any, fmt: str) -> str:
         return "-"
     if fmt == "{}":
         return str(value) if str(value) else "-"
-    if fmt == INT_OR_3G:
+    if fmt in (INT_OR_3G, PCT):
         try:
             x = float(value)
         except (TypeError, ValueError):
             return str(value)
+        if fmt == PCT:
+            return f"{x:.2g}" if 0 < abs(x) < 0.1 else f"{x:.1f}"
         return f"{x:.0f}" if math.isfinite(x) and x == round(x) else f"{x:.3g}"
     try:
         return fmt.format(value)
@@ -89,7 +99,7 @@ def _fmt(value: Any, fmt: str) -> str:
 # contradiction (CV 420%, IQR 7%) that the note on high spread already settles
 # The full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML; the
 # terminal and Markdown show the short ones.
-NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full"}
+NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full", "why"}
 
 # the per-kernel breakdown (reports/kernels.py, --per-kernel): its title under the main table
 KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
@@ -155,16 +165,19 @@ def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None, *, kernels:
 
 
 def render_kernels(kernels: pd.DataFrame, fmt: str) -> str:
-    """The per-kernel breakdown as it is printed under the main table (--per-kernel) in the
-    text formats: table, markdown, or CSV (after a blank line). JSON: to_json(kernels=...)."""
+    """The per-kernel breakdown (--per-kernel) in a text format: table, markdown or csv; render()
+    puts it under the main table after a blank line. JSON: to_json(kernels=...)."""
     if fmt == "csv":
-        return "\n" + kernels.to_csv(index=False)
+        return kernels.to_csv(index=False)
+    title = KERNELS_TITLE
+    if not any(c in kernels and kernels[c].notna().any() for c in ("dram_pct_of_peak", "sm_pct_of_peak")):
+        title = title.split("; ncu:")[0]
     if kernels.empty:
         empty = "no kernels: this run saw none (CUDA-event timing times whole calls, a CPU run has no GPU kernels)"
-        return f"### {KERNELS_TITLE}\n\n{empty}\n" if fmt == "markdown" else f"\n{KERNELS_TITLE}\n{empty}"
+        return f"### {title}\n\n{empty}\n" if fmt == "markdown" else f"{title}\n{empty}"
     if fmt == "markdown":
-        return to_markdown(kernels, KERNELS_TITLE)
-    return "\n" + to_text(kernels, KERNELS_TITLE)
+        return to_markdown(kernels, title)
+    return to_text(kernels, title)
 
 
 def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
@@ -195,6 +208,6 @@ def render(table: pd.DataFrame, fmt: str, *, title: str = "", footer: list[str] 
         out = to_markdown(table, title, footer)
     else:
         out = to_text(table, title, footer)
-    if kernels is not None:
-        out += ("\n" if fmt == "markdown" else "") + render_kernels(kernels, fmt)
+    if kernels is not None:  # csv and markdown end in a newline, the text table does not
+        out += ("\n" if fmt in ("csv", "markdown") else "\n\n") + render_kernels(kernels, fmt)
     return out

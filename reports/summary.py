@@ -174,7 +174,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
         ks = kernel_sets.get(name)
         same.append(", ".join(o for o, oks in kernel_sets.items() if o != name and ks and oks == ks))
     table["same_kernel_as"] = same
-    return table
+    from reports import why
+
+    return why.why_columns(frame, table, wman)
 
 
 def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:

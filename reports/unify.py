@@ -52,4 +52,24 @@ def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str
                      kernel=name)
 
 
-__all__ = ["ACTIVITY_METRIC", "RowMaker", "activity_rows", "variant_facts", "concat"]
+def idle_gap_rows(rows: RowMaker, variant: str, act: pd.DataFrame, start: str, end: str,
+                  instance: str | None = None) -> None:
+    """Each idle gap of the GPU between consecutive GPU activities of one range instance
+    (`instance` column; all one instance without it), as `gpu_idle_gap_ns` samples: the busy
+    intervals are merged first, so overlapping activities leave no gap. A variant whose work
+    never left the GPU idle gets one 0 (it was measured). See reports/why.py."""
+    if act.empty:
+        return
+    groups = act.groupby(instance, sort=False) if instance and instance in act else [(None, act)]
+    gaps: list[float] = []
+    for _, g in groups:
+        iv = g[[start, end]].astype("float64").sort_values(start, kind="stable").to_numpy()
+        reach = iv[0, 1]
+        for s, e in iv[1:]:
+            if s > reach:
+                gaps.append(float(s - reach))
+            reach = max(reach, e)
+    rows.samples(variant, "gpu_idle_gap_ns", gaps or [0.0], "ns")
+
+
+__all__ = ["ACTIVITY_METRIC", "RowMaker", "activity_rows", "idle_gap_rows", "variant_facts", "concat"]

@@ -80,6 +80,7 @@ def main() -> None:
                    help="size[:dtype], comma-separated (dtype float32 by default)")
     p.add_argument("--timers", default=",".join(TIMERS), help="of " + ", ".join(TIMERS))
     p.add_argument("--no-nsys", action="store_true")
+    p.add_argument("--no-do-bench", action="store_true")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     points = [(pt.split(":") + ["float32"])[:2] for pt in a.points.split(",")]
@@ -100,7 +101,7 @@ def main() -> None:
                 for point, table in got.items():
                     size = point.split("-")[0] if point else _norm(sizes[0])
                     results.setdefault((size, dtype), {})[method] = table
-            for size in sizes:
+            for size in ([] if a.no_do_bench else sizes):
                 results.setdefault((_norm(size), dtype), {})["do_bench"] = _do_bench(wl, size, dtype)
         for (size, dtype), by_method in results.items():
             variants = sorted({v for t in by_method.values() for v in t},

@@ -53,7 +53,7 @@ fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
   python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
-    --timers "${FIDELITY_TIMERS:-blocking,sleep,none,warm}" 2>&1 | tail -60
+    --timers "${FIDELITY_TIMERS:-blocking,sleep,none,warm}" ${FIDELITY_ARGS:-} 2>&1 | tail -60
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,

@@ -144,12 +144,15 @@ def test_ncu_runs_equal_ncu_report(name, h200_run):
 
 
 def test_ncu_fast_kernels_reach_85_percent_of_dram_peak(h200_run):
+    # DRAM % peak: time-weighted over the variant's launches (issue 16), not their median
     tri = _t(load_run(h200_run("ncu-triton-mean")))
-    assert tri.loc["triton_fast", "dram_pct_of_peak"] == pytest.approx(90.52, abs=0.01)
-    assert tri.loc["triton_lecture", "dram_pct_of_peak"] < 3
+    assert tri.loc["triton_fast", "dram_pct_of_peak"] == pytest.approx(90.48, abs=0.01)
+    # the lecture kernel is 99.8% of triton_lecture's time and reads at 3.8% of peak; the median
+    # across it and the small reduce_kernel that follows (0.4%) said 2.1%, which was neither
+    assert tri.loc["triton_lecture", "dram_pct_of_peak"] == pytest.approx(3.81, abs=0.01)
     cuda = _t(load_run(h200_run("ncu-load-inline-square")))
-    assert cuda.loc["cuda_fast", "dram_pct_of_peak"] == pytest.approx(86.76, abs=0.01)
-    assert cuda.loc["cuda_lecture", "dram_pct_of_peak"] == pytest.approx(47.25, abs=0.01)
+    assert cuda.loc["cuda_fast", "dram_pct_of_peak"] == pytest.approx(86.79, abs=0.01)
+    assert cuda.loc["cuda_lecture", "dram_pct_of_peak"] == pytest.approx(47.20, abs=0.01)
     assert (cuda["bound"] == "memory").all()
     sq = _t(load_run(h200_run("ncu-square")))
     assert sq.loc["triton", "dram_pct_of_peak"] > 85 and sq.loc["triton", "registers_per_thread"] == 24

@@ -159,7 +159,8 @@ def test_tables_hold_the_runs_numbers_formatted(page):
     assert "kernels" not in row  # time's table has no kernel names: the empty column is left out
     n = dom.table(1)  # ncu-square
     assert n["torch_square"]["median us"] == "187.07"
-    assert n["numba"]["SM % peak"] == "46.7" and n["triton"]["regs"] == "24"
+    # time-weighted over numba's launches (46.59), not their median (46.7)
+    assert n["numba"]["SM % peak"] == "46.6" and n["triton"]["regs"] == "24"
     assert n["mul"]["kernels"] == "vectorized_elementwise_kernel<MulFunctor>"
     assert n["pow"]["same kernel as"] == "torch_square" and n["mul"]["same kernel as"] == "-"
     assert n["numba"]["bound"] == "memory"

@@ -19,7 +19,7 @@ def test_merged_square_from_four_backends(h200_run):
     assert m.loc["mul", "torch_trace_us"] == pytest.approx(189.3435, abs=1e-4)
     assert m.loc["mul", "nsys_us"] == pytest.approx(189.183, abs=1e-3)
     assert m.loc["mul", "ncu_us"] == pytest.approx(186.88, abs=1e-3)
-    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.28, abs=0.01)
+    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.37, abs=0.01)  # time-weighted over launches
     assert m.loc["mul", "agreement"] == "ok"                  # 186.9 .. 193.1: within 10%
     assert m.loc["torch_square", "same_kernel_as"] == "pow"
     assert m.loc["torch_square", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
@@ -93,7 +93,7 @@ def test_all_square_captured_on_the_h200(h200_run):
     assert m.loc["mul", "events_us"] == pytest.approx(192.208, abs=1e-3)
     assert m.loc["mul", "nsys_us"] == pytest.approx(188.416, abs=1e-3)
     assert m.loc["mul", "ncu_us"] == pytest.approx(185.408, abs=1e-3)
-    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.96, abs=0.01)
+    assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.92, abs=0.01)  # time-weighted over launches
     assert (m.loc[["torch_square", "mul", "pow", "triton"], "agreement"] == "ok").all()
     assert m.loc["numba", "agreement"].startswith("DISAGREE: time +46% over ncu")
     assert m.loc["pow", "same_kernel_as"] == "torch_square"

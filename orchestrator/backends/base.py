@@ -123,6 +123,11 @@ class Backend:
         """What the tool's own logs say that the reader of the table must know."""
         return []
 
+    def rules(self, rf: RunFolder) -> pd.DataFrame | None:
+        """The profiler's own findings (ncu's rule results, `NcuReport.rules`); None where the
+        tool has none."""
+        return None
+
 
 def traceback_summary(text: str) -> str:
     """The innermost frame of the last Python traceback in `text` and its exception line."""

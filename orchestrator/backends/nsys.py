@@ -15,7 +15,7 @@ from orchestrator.errors import GprofError, InterruptedRunError, ParseError, Too
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
-from reports.unify import RowMaker, activity_rows, variant_facts
+from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
 REPORT = "report.nsys-rep"
 # measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
@@ -196,6 +196,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
         if on_gpu:
             time_samples(rows, variant, act["duration_ns"].to_numpy(), iters)
+            idle_gap_rows(rows, variant, act, "start", "end", instance="range_id")
         else:
             rows.samples(variant, "time_ns", [wall / iters], "ns")
         rows.samples(variant, "cpu_time_ns", [wall / iters], "ns")

@@ -7,7 +7,7 @@ import pandas as pd
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
-from reports.unify import RowMaker, activity_rows, variant_facts
+from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
 
 class TorchTraceBackend(Backend):
@@ -76,6 +76,8 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     for variant, g in inside.groupby("variant", sort=False):
         if keep(variant):
             activity_rows(rows, variant, g, "kernel")
+            if on_gpu and variant not in broken:
+                idle_gap_rows(rows, variant, g, "start_ns", "end_ns")
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
     return rows.frame()
