@@ -274,8 +274,9 @@ def _is_number(x: Any, none: bool = False) -> bool:
 
 def _variant_problem(v: dict[str, Any]) -> str | None:
     """What is wrong with the fields of one variant that the reports read, or None."""
-    if "status" not in v:  # the runner writes one from the start ("pending"): without it, no row
-        return '"status" is missing'
+    for key in ("status", "label"):  # the runner writes both from the start (status "pending")
+        if not isinstance(v.get(key), str):
+            return f'"{key}" is missing or not a string'
     for key in ("status", "label", "reason", "error"):
         if v.get(key) is not None and not isinstance(v[key], str):
             return f'"{key}" is {type(v[key]).__name__}, not a string'
@@ -316,10 +317,12 @@ def _workload_manifest_problem(data: Any) -> str | None:
     if not _is_number(data.get("numel"), none=True):
         return f'"numel" is {data["numel"]!r}, not a number'
     env, nvtx = data.get("env") or {}, data.get("nvtx") or {}
-    if isinstance(env, dict) and not _is_number(env.get("peak_bandwidth_bytes_per_s"), none=True):
-        return f'"env"/"peak_bandwidth_bytes_per_s" is {env["peak_bandwidth_bytes_per_s"]!r}, not a number'
-    if isinstance(nvtx, dict) and any(nvtx.get(k) is not None and not isinstance(nvtx[k], str)
-                                      for k in ("domain", "prefix")):
+    peak = env.get("peak_bandwidth_bytes_per_s") if isinstance(env, dict) else None
+    if peak is not None and not (_is_number(peak) and 1e9 <= peak < 1e16):  # 1 GB/s to 10 PB/s
+        return f'"env"/"peak_bandwidth_bytes_per_s" is {peak!r}, not a memory bandwidth in bytes/s'
+    # domain None is NVTX's default domain; a prefix is always written, "" to take every range
+    if isinstance(nvtx, dict) and ((nvtx.get("domain") is not None and not isinstance(nvtx["domain"], str))
+                                   or ("prefix" in nvtx and not isinstance(nvtx["prefix"], str))):
         return '"nvtx" has a domain or prefix that is not a string'
     for key, kind in (("shape", list), ("env", dict), ("nvtx", dict)):
         if data.get(key) is not None and not isinstance(data[key], kind):

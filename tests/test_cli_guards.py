@@ -113,7 +113,8 @@ def test_non_integer_schema_version_is_exit_4(h200_run):
 
 @pytest.mark.parametrize("text,what", [
     ('{"variants": "x"}', '"variants" is str, not a list'),
-    ('{"workload": "mean", "variants": [{"label": "no name"}]}', '"variants"[0] is not an object with a "name" string'),
+    ('{"workload": "mean", "baseline": "torch_mean", "device": "cpu", "iters": 5, "variants": [{"label": "no name"}]}',
+     '"variants"[0] is not an object with a "name" string'),
     ('[1, 2]', "not a JSON object but list"),
 ])
 def test_malformed_workload_json_is_exit_4_naming_the_file(text, what, h200_run):

@@ -150,6 +150,8 @@ def _load_report(rf: RunFolder):
     wman = rf.workload_manifest()
     nv = wman.get("nvtx") or {}
     located = compressed.locate(rf.file(REPORT))
+    if not located.is_file():
+        raise ParseError(located, "no such file (ncu wrote no report)")
     st = located.stat()
     key = (str(located.resolve()), st.st_size, st.st_mtime_ns, nv.get("domain"), nv.get("prefix", PREFIX))
     if key not in _LAST_READ:

@@ -168,6 +168,13 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
     recorded = set(ranges["variant"])
     missing = [v for v in ran if v not in recorded]
+    # the runner lists every variant from the start: a range of one it does not list means the two
+    # files disagree (a damaged workload.json), and that variant's row would silently vanish
+    unlisted = sorted(recorded - {v.get("name") for v in wman.get("variants", [])})
+    if unlisted:
+        raise ParseError(sqlite, f"the export has NVTX ranges of variant(s) {', '.join(unlisted)} that "
+                                 f"workload.json does not list",
+                         hint="workload.json and the export disagree; is workload.json from this run?")
     if ran and len(missing) == len(ran):
         hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
         raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",

@@ -23,7 +23,7 @@ from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
-from reports.unify import RowMaker, activity_rows
+from reports.unify import RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
@@ -180,6 +180,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
                     break
                 samples.extend(per.tolist())
             rows.samples(name, "time_ns", samples, "ns")
+            idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
         else:
             rows.samples(name, "time_ns", wall, "ns")
         rows.samples(name, "cpu_time_ns", wall, "ns")

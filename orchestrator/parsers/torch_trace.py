@@ -119,7 +119,8 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
         dur = np.fromiter(map(float, [e.get("dur", 0.0) for e in x]), dtype=np.float64, count=len(x))
     except (TypeError, ValueError) as exc:
         raise ParseError(path, f"an event's ts or dur is not a number ({exc})") from exc
-    bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args", no_args), dict)), None)
+    # "args": null is a trace with no args for that event (read as before); a list or a string is damage
+    bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
         raise ParseError(path, f"the args of complete event {bad} are not a JSON object")
     return {
