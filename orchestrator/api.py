@@ -197,7 +197,12 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise
     status, error = _final_status(rf, run, error)
-    # the reports carry the final status: set it first, write them once, then save the manifest
+    return conclude(rf, run, status, error)
+
+
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> Run:
+    """End a run folder: the reports carry the final status, so set it first, write them once,
+    then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
     rf.set_status(status, error.message if error else None)
     if run is not None:
         try:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sqlite3
 import sys
 import time
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, UsageError
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, UsageError
 
 ANY_DOMAIN = "*"
 SQLITE = "report.sqlite"
@@ -429,7 +428,6 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json,
     the report and the final status, as api.profile does for a built-in run."""
     from orchestrator import api
-    from orchestrator.errors import ToolTimeoutError
     from orchestrator.parsers import compressed
     from orchestrator.parsers import nsys_sqlite as ns
     from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
@@ -462,21 +460,4 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    rf.set_status(status, error.message if error else None)
-    if run is not None:
-        try:
-            api.write_report(run)
-        except GprofError as exc:
-            rf.remove_reports()
-            error = error or exc
-            rf.set_status("failed", error.message)
-    if error is not None and status != "interrupted" and not isinstance(error, ToolTimeoutError):
-        error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
-    rf.finish()
-    if run is not None:
-        run.manifest = rf.manifest
-    if error is not None:
-        error.run = run  # type: ignore[attr-defined]
-        error.run_path = rf.path  # type: ignore[attr-defined]
-        raise error
-    return run
+    return api.conclude(rf, run, status, error)

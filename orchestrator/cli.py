@@ -178,14 +178,7 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
         for step in api.plan(req):
             click.echo(format_argv(step.argv, step.env))
         return
-    try:
-        run = api.profile(workload, backend, argv=sys.argv, **kw)
-    except GprofError as exc:
-        partial = getattr(exc, "run", None)
-        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
-            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
-        raise
-    _print_run(run, fmt, per_kernel=per_kernel)
+    _run_and_print(lambda: api.profile(workload, backend, argv=sys.argv, **kw), fmt, False, per_kernel)
 
 
 def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0,
@@ -495,7 +488,7 @@ def _capture_options(f):
     return f
 
 
-def _run_capture(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
+def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
     fmt = "json" if as_json else fmt
     click.get_current_context().meta["gprof.per_kernel"] = per_kernel
     try:
@@ -523,7 +516,7 @@ def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, p
     """
     from orchestrator import capture as cap
 
-    _run_capture(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
+    _run_and_print(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
                                             timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
 
 
@@ -573,7 +566,7 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
         for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
             click.echo(format_argv(step.argv))
         return
-    _run_capture(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
+    _run_and_print(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
                  per_kernel)
 
 

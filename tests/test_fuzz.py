@@ -411,3 +411,28 @@ def test_no_peak_bandwidth_is_said_under_the_table(root):
         damaged.write_bytes(data)
     assert table["pct_of_peak_bw"].isna().all() and table["achieved_gb_s"].notna().all()
     assert "no peak bandwidth recorded for this device: % peak BW left empty" in footer
+
+
+@pytest.mark.parametrize("path,value", [
+    (("variants", 1, "status"), None), (("variants", 1, "label"), "delete"), (("nvtx", "prefix"), None),
+    (("iters",), None), (("env", "peak_bandwidth_bytes_per_s"), 1), (("variants", 1), "delete"),
+])
+def test_workload_json_damage_found_past_200_cases_is_an_error(root, path, value):
+    """Cases the longer runs found (docs/fuzz.md): each gave other numbers, an empty row or a
+    traceback with exit 0; now a ParseError naming workload.json or the folder."""
+    folder, data, doc, baseline, _, _ = prepared("workload.json", root)
+    new = copy.deepcopy(doc)
+    parent = new
+    for key in path[:-1]:
+        parent = parent[key]
+    if value == "delete":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    damaged = folder / "workload.json"
+    damaged.write_text(json.dumps(new))
+    try:
+        outcome, detail = classify(folder, damaged, baseline)
+    finally:
+        damaged.write_bytes(data)
+    assert outcome == "error", detail

@@ -20,7 +20,7 @@ from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, _kernel_label, _no_report, _sets_flush, per_iteration
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, idle_gap_rows
