@@ -39,6 +39,8 @@ REPORT = "report.nsys-rep"
 BACKEND = "program"
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
+TRACE = "trace.json"
 
 
 # ------------------------------------------------------------------------------ which ranges
@@ -151,6 +153,55 @@ def _top_level(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarra
     return top
 
 
+def nesting(ranges: pd.DataFrame) -> dict[str, list[str]]:
+    """Which selected ranges hold others: per variant whose instances enclose other selected
+    ranges on their thread, the variants of the ranges directly inside (in order of first
+    appearance; its own name where a range nests in one of the same name). Variants that hold
+    none are absent. `ranges` is RangeFilter.select()'s frame.
+
+    Example:
+        >>> nesting(RangeFilter.parse("*@").select(export))
+        {'step': ['forward', 'backward', 'train:loss']}
+    """
+    tid = pd.factorize(ranges["global_tid"])[0]  # torch traces name threads by strings
+    start, end = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+    variant = ranges["variant"].to_numpy(dtype=object)
+    holds: dict[str, dict[str, None]] = {}
+    stack: list[int] = []
+    prev_tid = None
+    for i in np.lexsort((-end, start, tid)).tolist():  # per thread, by start, outer first
+        if tid[i] != prev_tid:
+            stack, prev_tid = [], tid[i]
+        while stack and end[stack[-1]] < start[i]:
+            stack.pop()
+        # the innermost still-open range that wholly encloses it (start/end ranges may overlap)
+        parent = next((j for j in reversed(stack) if end[j] >= end[i]), None)
+        if parent is not None:
+            holds.setdefault(variant[parent], {})[variant[i]] = None
+        stack.append(i)
+    order = {v: k for k, v in enumerate(dict.fromkeys(variant))}
+    return {v: list(c) for v, c in sorted(holds.items(), key=lambda kv: order[kv[0]])}
+
+
+def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """The activity launched inside `variant`'s ranges, its nested ranges' included, as
+    `nsys stats -r nvtx_kern_sum` counts a range's kernels: rows of attribute_kernels(..., ranges=)
+    whose launch call starts inside an instance of `variant` on the same thread, with variant and
+    range_id set to that instance (the innermost where instances of one name nest)."""
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    mine = ranges[ranges["variant"] == variant]
+    act = attributed[attributed["range_id"] >= 0]  # activity outside every selected range is outside these too
+    if mine.empty or act.empty:
+        return attributed.iloc[:0]
+    hit = ns._innermost_containing(mine["global_tid"].to_numpy(), mine["start"].to_numpy(), mine["end"].to_numpy(),
+                                   act["global_tid"].to_numpy(), act["launch_start"].to_numpy(dtype=np.int64))
+    out = act[hit >= 0].copy()
+    out["range_id"] = mine["range_id"].to_numpy()[hit[hit >= 0]]
+    out["variant"] = pd.Series(variant, index=out.index, dtype=attributed["variant"].dtype)
+    return out
+
+
 def held_ranges(export, limit: int = 25) -> str:
     """What ranges a capture holds, for the message when none matched: domain, name, count."""
     every = all_ranges(export)
@@ -227,7 +278,9 @@ def capture_device(sqlite: Path, export) -> tuple[str, str]:
 def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
                       iters_per_range: int = 1, borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
     """The synthetic workload.json of a capture: one variant (status ok) per range name the
-    filter takes, in order of first appearance, with its range count and iterations.
+    filter takes, in order of first appearance, with its range count and iterations; one that
+    holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
+    variant that holds none.
 
     Raises ParseError (exit 4) when no range matches, naming the ranges the capture holds."""
     ranges = filt.select(export)
@@ -236,6 +289,7 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
         raise ParseError(source, f"no NVTX range matches {filt.spec}",
                          hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""))
     counts = ranges.groupby("variant", sort=False).size()
+    holds = nesting(ranges)
     device, device_name = capture_device(sqlite, export)
     borrowed = borrowed or {}
     known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
@@ -244,12 +298,15 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
         b = known.get(v, {})
         variants.append({"name": v, "label": b.get("label", v), "status": "ok",
                          "bytes_moved": b.get("bytes_moved"), "ranges": int(n), "iters": int(n) * iters_per_range})
+        if v in holds:  # reported with its nested ranges' activity included, never as the baseline
+            variants[-1]["holds"] = holds[v]
     iters = {v["iters"] for v in variants}
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", device)
     if device_name:
         env.setdefault("device_name", device_name)
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in counts.index else variants[0]["name"]
+    flat = [v["name"] for v in variants if v["name"] not in holds]
+    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
     return {
         "schema_version": 1, "workload": name, "workload_source": "capture",
         "description": f"NVTX ranges ({filt.spec}) of {source}",
@@ -315,7 +372,7 @@ class ProgramRequest:
             return self.name
         if self.capture:
             base = Path(self.capture).name
-            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES):
+            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
                 base = base.removesuffix(suffix)
             return base or "capture"
         script = next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
@@ -382,6 +439,8 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
         raise ParseError(src, "no such file")
     kind = capture_kind(src)
     borrowed = sibling_workload(src)
+    if kind == "torch-trace":
+        return _import_trace(src, ranges, borrowed, cli_argv, options)
     nv = (borrowed or {}).get("nvtx") or {}
     if ranges is None and borrowed and nv.get("prefix") is not None and nv.get("api") != "capture":
         ranges = f"{nv.get('domain') or ''}@{nv['prefix']}"
@@ -397,6 +456,102 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     rf.update(machine=envinfo.machine(), tools=tools, kind="import", notes=[],
               program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec})
     return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed)
+
+
+def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> str:
+    """The record_function prefix `--ranges` names for a torch.profiler trace: PREFIX alone (a
+    trace has no NVTX domains); by default the project's own `variant:`."""
+    if spec is None:
+        return ((borrowed or {}).get("ranges") or {}).get("prefix", "variant:")
+    if "@" in spec:
+        raise UsageError(f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
+                         f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})")
+    return spec
+
+
+def trace_manifest(trace, prefix: str, *, name: str, source: str,
+                   borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The synthetic workload.json of a torch.profiler trace: one variant per record_function
+    range name starting with `prefix` (the name after it), in order of first appearance; its
+    iterations are the `iter` ranges inside it (gprof-orch's own traces), else its instances.
+    Nested ranges are marked as for NVTX (`holds`). A trace from a gprof-orch run folder keeps
+    that run's labels, bytes, shape and environment.
+
+    Raises ParseError (exit 4) when no range matches, naming the ranges the trace holds."""
+    from orchestrator.parsers import torch_trace as tt
+
+    ev = trace.events
+    ann = ev[ev["cat"] == "user_annotation"]
+    if not ann["name"].str.startswith(prefix).any():
+        counts = ann.groupby("name", sort=False).size().sort_values(ascending=False, kind="stable")
+        held = ", ".join(f"{n} x{c}" for n, c in counts.head(25).items()) + (
+            f", and {len(counts) - 25} more" if len(counts) > 25 else "")
+        raise ParseError(source, f"no record_function range starts with {prefix!r}",
+                         hint=(f"it holds (name xcount): {held}; choose them with --ranges PREFIX" if held else
+                               "it holds no record_function range at all (torch.profiler.record_function)"))
+    ranges, iters = tt.variant_ranges(trace, prefix)
+    holds = nesting(ranges.rename(columns={"tid": "global_tid", "start_ns": "start", "end_ns": "end"}))
+    per_iter = iters.groupby("variant").size()
+    counts = ranges.groupby("variant", sort=False).size()
+    borrowed = borrowed or {}
+    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
+    variants = []
+    for v, n in counts.items():
+        b = known.get(v, {})
+        variants.append({"name": v, "label": b.get("label", v), "status": "ok", "bytes_moved": b.get("bytes_moved"),
+                         "ranges": int(n), "iters": int(per_iter.get(v, n))})
+        if v in holds:
+            variants[-1]["holds"] = holds[v]
+    device = "cuda" if ev["cat"].isin(tt.GPU_CATS).any() else "cpu"
+    env = dict(borrowed.get("env") or {})
+    env.setdefault("device", device)
+    gpu_name = next((d.get("name") for d in trace.device_properties if isinstance(d, dict) and d.get("name")), None)
+    if gpu_name:
+        env.setdefault("device_name", gpu_name)
+    flat = [v["name"] for v in variants if v["name"] not in holds]
+    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
+    n_iters = {v["iters"] for v in variants}
+    return {
+        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "description": f"record_function ranges ({prefix}*) of {source}",
+        "baseline": baseline, "mode": "capture",
+        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
+        "device": device, "iters": n_iters.pop() if len(n_iters) == 1 else None,
+        "ranges": {"prefix": prefix, "api": "record_function"}, "trace": TRACE,
+        "env": env, "status": "ok", "variants": variants,
+    }
+
+
+def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
+    """import_capture() of a torch.profiler Chrome trace: a `torch-trace` run folder whose
+    variants are the record_function ranges named PREFIX..."""
+    from orchestrator import envinfo
+    from orchestrator.parsers import compressed
+    from orchestrator.parsers import torch_trace as tt
+    from orchestrator.runfolder import RunFolder
+
+    if options.get("iters") is not None:
+        raise UsageError("--iters applies to NVTX captures; a torch.profiler trace's iterations are its `iter` "
+                         "record_function ranges, or else each range")
+    prefix = trace_prefix(ranges, borrowed)
+    if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
+        options["name"] = borrowed["workload"]
+    req = ProgramRequest(ranges=prefix, capture=str(src.resolve()), **options)
+    rf = RunFolder.create("torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(),
+                          argv=cli_argv)
+    rf.update(machine=envinfo.machine(), tools={}, kind="import", notes=[],
+              program={"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix})
+    dest = rf.path / (TRACE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
+
+    def step() -> None:
+        shutil.copyfile(src, dest)
+        rf.add_command("import", ["cp", str(src), str(dest)])
+
+    def manifest() -> dict[str, Any]:
+        trace = tt.read_trace(compressed.locate(rf.path / TRACE))
+        return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed)
+
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
 
 
 def _located(sqlite: Path) -> Path | None:
@@ -415,8 +570,8 @@ def capture_kind(src: Path) -> str:
         return "sqlite"
     if name.endswith(".ncu-rep"):
         raise UsageError(f"{src}: importing .ncu-rep captures is not supported yet (nsys only so far)")
-    if name.endswith((".json", ".json.gz", ".pt.trace.json")):
-        raise UsageError(f"{src}: importing torch.profiler traces is not supported yet (nsys only so far)")
+    if name.endswith(TRACE_SUFFIXES):
+        return "torch-trace"
     with open(src, "rb") as fh:
         head = fh.read(16)
     if head.startswith(b"SQLite format 3"):
@@ -424,9 +579,11 @@ def capture_kind(src: Path) -> str:
     raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, or .sqlite from `nsys export`)")
 
 
-def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None):
-    """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json,
-    the report and the final status, as api.profile does for a built-in run."""
+def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
+                manifest=None):
+    """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
+    (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
+    final status, as api.profile does for a built-in run."""
     from orchestrator import api
     from orchestrator.parsers import compressed
     from orchestrator.parsers import nsys_sqlite as ns
@@ -443,12 +600,18 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
     run = None
     located = _located(rf.path / SQLITE)
-    if located is not None:
+
+    def nsys_manifest() -> dict[str, Any]:
+        with compressed.plain_file(located) as plain:
+            export = ns.read_export(plain)
+            return workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
+                                     iters_per_range=req.iters or 1, borrowed=borrowed)
+
+    if manifest is None and located is not None:
+        manifest = nsys_manifest
+    if manifest is not None and (error is None or located is not None):
         try:
-            with compressed.plain_file(located) as plain:
-                export = ns.read_export(plain)
-                wman = workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
-                                         iters_per_range=req.iters or 1, borrowed=borrowed)
+            wman = manifest()
             write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
             run = api.build_report(rf, write=False)
         except GprofError as exc:

@@ -469,7 +469,8 @@ def _capture_options(f):
     opts = [
         click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
                      help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
-                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range."),
+                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range. "
+                     "A torch.profiler trace has no domains: PREFIX alone (default variant:)."),
         click.option("--iters", type=int, default=None,
                      help="Iterations inside one range instance (default 1: each instance is one iteration)."),
         click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
@@ -506,13 +507,17 @@ def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> Non
 @_capture_options
 def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel) -> None:
     """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
-    too) per NVTX range: each range is a variant, each instance one iteration. Exit 4 when no
-    range matches (the message lists those the capture holds).
+    too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
+    trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
+    domain), its `iter` ranges the iterations where it has them. A range holding other chosen
+    ranges is marked nested, with inclusive numbers and no speedup. Exit 4 when no range matches
+    (the message lists those the capture holds).
 
     \b
     Example:
       gprof-orch import profile.nsys-rep
       gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
+      gprof-orch import trace.json --ranges step
     """
     from orchestrator import capture as cap
 

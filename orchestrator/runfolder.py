@@ -328,7 +328,8 @@ def _workload_manifest_problem(data: Any) -> str | None:
         if data.get(key) is not None and not isinstance(data[key], kind):
             return f'"{key}" is {type(data[key]).__name__}, not {kind.__name__}'
     iters = data.get("iters")
-    if iters is None and not data.get("stop_rule"):  # null only where a stop rule set the counts
+    # null only where a stop rule set the counts, or each variant has its own (an imported capture)
+    if iters is None and not data.get("stop_rule") and not all(type(v.get("iters")) is int for v in variants):
         return '"iters" is null and there is no stop rule'
     if iters is not None and (type(iters) is not int or iters < 0):
         return f'"iters" is {iters!r}, not a count'

@@ -81,6 +81,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
         g = by_variant.get(name)
         row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
         note = v.get("reason") or v.get("error") or ""
+        if v.get("holds"):  # an imported capture's range that holds other variants' ranges
+            note = (f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)"
+                    + (f"; {note}" if note else ""))
         lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
         if len(lost):
             row["status"] = "not in report"
@@ -166,8 +169,11 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     if table.empty:
         return table
     base = table.loc[table["variant"] == baseline, "time_median_us"]
-    if len(base) and pd.notna(base.iloc[0]):
+    # a range holding others is their sum plus its own work: not an alternative to compare
+    nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
+    if len(base) and pd.notna(base.iloc[0]) and baseline not in nested:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
+        table.loc[table["variant"].isin(nested), "speedup_vs_baseline"] = np.nan
     # variants whose launches are the very same kernels
     same = []
     for name in table["variant"]:

@@ -38,7 +38,7 @@ def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
         if v.get("status") != "ok":
             continue
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
-        rows.add(v["name"], "iterations", wman.get("iters") or v.get("samples") or 0, "count")
+        rows.add(v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count")
 
 
 def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str) -> None:

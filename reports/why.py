@@ -178,7 +178,10 @@ def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) 
                 if typical_us > HOST_BOUND_IDLE_FRACTION * gpu_us:
                     table.at[i, "host_bound"] = "host-bound"
     # the fewest among variants whose launches split into the iterations (not an incomplete one's)
-    lp = pd.to_numeric(table["launches_per_iter"], errors="coerce").where(table["status"] == "ok")
+    # and not a range that holds others: its launches are theirs too
+    nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
+    lp = pd.to_numeric(table["launches_per_iter"], errors="coerce").where(
+        (table["status"] == "ok") & ~table["variant"].isin(nested))
     if lp.notna().any():
         table["extra_kernels_per_iter"] = lp - lp.min()
     return table

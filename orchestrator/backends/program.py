@@ -19,7 +19,7 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, _kernel_label, _no_report, _sets_flush, per_iteration
-from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter
+from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
@@ -141,7 +141,9 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
     """The unified rows of a capture: per variant (a range name), its GPU activity, and one
     `time_ns` sample per iteration: the GPU time of the activity its range launched where it
     launched any, else the range's wall time; `cpu_time_ns`: the range's wall time per iteration.
-    A range instance holds wman["iters_per_range"] iterations (1 unless known)."""
+    A range instance holds wman["iters_per_range"] iterations (1 unless known). A variant whose
+    ranges hold other variants' (wman `holds`) counts their activity too; every other variant
+    keeps only what no selected range inside it launched (innermost wins)."""
     from orchestrator.parsers import nsys_sqlite as ns
 
     export = ns.read_export(sqlite)
@@ -162,10 +164,16 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
         rows.add(name, "iterations", float(len(r) * k), "count")
         if v.get("bytes_moved") is not None:
             rows.add(name, "bytes_moved", v["bytes_moved"], "bytes")
-        srow = summary[summary["variant"] == name]
+        if v.get("holds"):  # a range holding other variants' ranges: inclusive, as nvtx_kern_sum counts it
+            act = inclusive_activity(attributed, ranges, name)
+            srow = ns.summarize(act, ranges)
+            srow = srow[srow["variant"] == name]
+        else:  # innermost wins
+            act = attributed[attributed["variant"] == name]
+            srow = summary[summary["variant"] == name]
         rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
         rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
-        act = attributed[attributed["variant"] == name].sort_values("launch_start", kind="stable")
+        act = act.sort_values("launch_start", kind="stable")
         activity_rows(rows, name, act.assign(label=_kernel_label(act)), "label")
         wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
         if len(act):

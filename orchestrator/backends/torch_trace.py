@@ -28,21 +28,33 @@ class TorchTraceBackend(Backend):
 
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
+        imported = wman.get("mode") == "capture"  # `gprof-orch import trace.json --ranges PREFIX`
         return frame_from_trace(trace, rows, ok, on_gpu=wman.get("device") == "cuda",
-                                iters=wman.get("iters") or None)
+                                iters=wman.get("iters") or None,
+                                prefix=(wman.get("ranges") or {}).get("prefix", "variant:"),
+                                holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")}
+                                if imported else None)
 
 
 def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu: bool,
-                     iters: int | None = None) -> pd.DataFrame:
+                     iters: int | None = None, prefix: str = "variant:",
+                     holds: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Rows of one trace: per-iteration time (GPU kernel time on a GPU, host wall on a CPU),
-    host time per iteration, self CPU time, and every GPU activity's duration.
+    host time per iteration, self CPU time, and every GPU activity's duration. The variants are
+    the record_function ranges named `prefix` + name.
 
     With `iters` (what the workload ran), a variant whose trace holds another number of
     iterations, or iterations with different numbers of GPU activities, gets no time samples
-    but a row that marks it incomplete: a lost event would otherwise give a different median."""
+    but a row that marks it incomplete: a lost event would otherwise give a different median.
+
+    `holds` (an imported trace; see orchestrator.capture.nesting): each range of a variant
+    without `iter` ranges inside is one iteration, and a variant named in `holds` counts the GPU
+    activity of the ranges nested in it (as nvtx_kern_sum does), every other innermost-wins."""
     from orchestrator.parsers import torch_trace as tt
 
-    s = tt.summarize(trace)
+    s = tt.summarize(trace, prefix)
+    if holds is not None:
+        s = _as_capture(trace, s, holds)
     keep = (lambda v: v in variants) if variants is not None else (lambda v: True)
     broken: set[str] = set()
     if iters:
@@ -81,3 +93,38 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
     return rows.frame()
+
+
+def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) -> dict[str, pd.DataFrame]:
+    """tt.summarize()'s result for an imported trace: a variant without `iter` ranges takes each
+    of its ranges as one iteration, and a variant that holds others takes the GPU activity
+    launched anywhere inside its ranges (duplicated from the variants nested in it)."""
+    from orchestrator.parsers import torch_trace as tt
+
+    ranges = s["ranges"].copy()
+    ranges["iteration"] = ranges.groupby("variant", sort=False).cumcount()
+    whole = set(ranges["variant"]) - set(s["iterations"]["variant"])
+    mine = ranges[ranges["variant"].isin(whole)]
+    iters = pd.concat([s["iterations"], mine.assign(wall_ns=mine["end_ns"] - mine["start_ns"])[
+        s["iterations"].columns]], ignore_index=True)
+    gpu = s["gpu"]
+    if len(gpu):
+        ev = trace.events
+        rt = ev[ev["cat"].isin(tt.RUNTIME_CATS) & (ev["correlation"] >= 0)].drop_duplicates("correlation")
+        t = gpu["correlation"].map(rt.set_index("correlation")["start_ns"])
+        pts = gpu.assign(t=t)[t.notna()].astype({"t": "int64"})
+        for name in whole:  # the instance of the variant's own range that launched it
+            own = pts[pts["variant"] == name]
+            it = tt._containing(own, ranges[ranges["variant"] == name], "iteration")
+            gpu.loc[own.index, "iteration"] = pd.to_numeric(it, errors="coerce").fillna(-1).astype("int64")
+        extra = []
+        for name in holds:
+            r = ranges[ranges["variant"] == name]
+            it = pd.to_numeric(tt._containing(pts, r, "iteration"), errors="coerce")
+            inside = it.notna() & (pts["variant"] != name)
+            extra.append(gpu.loc[pts.index[inside]].assign(variant=name, iteration=it[inside].astype("int64")))
+        gpu = pd.concat([gpu, *extra], ignore_index=True) if extra else gpu
+    inside = gpu.dropna(subset=["variant"])
+    gpu_iter = (inside[inside["iteration"] >= 0].groupby(["variant", "iteration"])["duration_ns"].sum()
+                .rename("gpu_ns").reset_index())
+    return {**s, "iterations": iters, "gpu": gpu, "gpu_per_iteration": gpu_iter}

@@ -147,15 +147,16 @@ def _gc_paused() -> Iterator[None]:
 
 def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Series:
     """For each point (tid, t), the `label` of the latest-starting range on the same tid that
-    contains t; NaN where none does. Ranges of one label must not overlap on one tid."""
-    if points.empty or ranges.empty:
-        return pd.Series([None] * len(points), index=points.index, dtype="object")
-    p = points[["tid", "t"]].reset_index().sort_values("t", kind="stable")
-    r = ranges[["tid", "start_ns", "end_ns", label]].sort_values("start_ns", kind="stable")
-    m = pd.merge_asof(p, r, left_on="t", right_on="start_ns", by="tid", direction="backward")
-    inside = m["t"] <= m["end_ns"]
-    m.loc[~inside, label] = None
-    return m.set_index("index")[label].reindex(points.index)
+    contains t (the innermost where ranges nest); None where none does."""
+    from orchestrator.parsers.nsys_sqlite import _innermost_containing
+
+    out = np.full(len(points), None, dtype=object)
+    if len(points) and len(ranges):
+        hit = _innermost_containing(ranges["tid"].to_numpy(dtype=object), ranges["start_ns"].to_numpy(dtype=np.int64),
+                                    ranges["end_ns"].to_numpy(dtype=np.int64), points["tid"].to_numpy(dtype=object),
+                                    points["t"].to_numpy(dtype=np.int64))
+        out[hit >= 0] = ranges[label].to_numpy(dtype=object)[hit[hit >= 0]]
+    return pd.Series(out, index=points.index, dtype="object")
 
 
 def attribute(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter") -> pd.DataFrame:
