@@ -81,8 +81,25 @@ def main() -> None:
     p.add_argument("--timers", default=",".join(TIMERS), help="of " + ", ".join(TIMERS))
     p.add_argument("--no-nsys", action="store_true")
     p.add_argument("--no-do-bench", action="store_true")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="FIDELITY_JSON",
+                   help="no runs: merge the rows of earlier fidelity.json files (later ones add methods)")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.merge:
+        merged: dict[tuple, dict] = {}
+        metas = []
+        for f in a.merge:
+            d = json.loads(f.read_text())
+            metas.append(d["meta"])
+            for r in d["rows"]:
+                key = (r["workload"], r["size"], r["dtype"], r["variant"])
+                merged.setdefault(key, {}).update({k: v for k, v in r.items() if v is not None})
+        meta = {k: "; ".join(dict.fromkeys(str(m[k]) for m in metas)) for k in ("device", "date", "commit")}
+        rows = list(merged.values())
+        (a.out / "fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        (a.out / "fidelity.md").write_text(_markdown(meta, rows))
+        print(_markdown(meta, rows))
+        return
     points = [(pt.split(":") + ["float32"])[:2] for pt in a.points.split(",")]
     by_dtype: dict[str, list[str]] = {}
     for size, dtype in points:
@@ -154,7 +171,7 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
         ratios = [f(r[m] / ns, 3) if r.get(m) and ns else "" for m in methods]
         lines.append("| " + " | ".join([r["workload"], r["size"], r["dtype"], r["variant"], f(ns),
                                          *[f(r.get(m)) for m in methods], *ratios,
-                                         f(r.get("noise_pct")), str(r.get("samples") or "")]) + " |")
+                                         f(r.get("noise_pct")), str(int(r["samples"])) if r.get("samples") else ""]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -222,3 +222,147 @@ def test_python_api_is_exported():
 
     assert orchestrator.profile_program is capture.profile_program
     assert orchestrator.import_capture is capture.import_capture
+
+
+# ------------------------------------------------------------------------------ nested ranges (issue 16)
+
+def test_nesting_and_inclusive_activity_on_gpu_kernels():
+    """A range around D_torch_push and E_torch_startend (same thread): it holds both, and its
+    inclusive kernels are theirs, as nvtx_kern_sum counts D and E (5760 + 5697 ns)."""
+    ex = ns.read_export(VARIANTS)
+    sel = RangeFilter.parse("@").select(ex)
+    assert sel["global_tid"].nunique() == 1
+    outer = pd.DataFrame({"range_id": [0], "variant": ["outer"], "start": [sel["start"].min() - 1],
+                          "end": [sel["end"].max() + 1], "wall_ns": [sel["end"].max() - sel["start"].min() + 2],
+                          "global_tid": [sel["global_tid"].iloc[0]], "event_type": [59], "domain": [None]})
+    ranges = pd.concat([outer, sel.assign(range_id=sel["range_id"] + 1)], ignore_index=True)
+    assert capture.nesting(ranges) == {"outer": ["D_torch_push", "E_torch_startend"]}
+    att = ns.attribute_kernels(ex, ranges=ranges)
+    own = att[(att["variant"] == "outer") & (att["kind"] == "kernel")]
+    assert own.empty  # innermost wins: the variants keep their kernels
+    inc = capture.inclusive_activity(att, ranges, "outer")
+    k = inc[inc["kind"] == "kernel"]
+    assert len(k) == 2 and int(k["duration_ns"].sum()) == 5760 + 5697
+    assert set(k["range_id"]) == {0} and set(k["variant"]) == {"outer"}
+    assert capture.nesting(sel) == {}
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_import_nested_cpu_capture_marked_inclusive_no_speedup(tmp_path):
+    run = capture.import_capture(CPU, ranges="gprof@", out=tmp_path / "r")
+    holds = {v["name"]: v.get("holds") for v in run.workload["variants"]}
+    assert holds["variant:a"] == ["inner"] and holds["variant:b"] == ["inner"] and holds["inner"] is None
+    assert run.workload["baseline"] == "inner"  # the first range that holds none
+    t = run.table.set_index("variant")
+    assert t.loc["variant:a", "note"].startswith("nested: holds inner")
+    assert t[["speedup_vs_baseline"]].loc[["variant:a", "variant:b"]].isna().all().all()
+    assert t.loc["inner", "speedup_vs_baseline"] == 1.0 and t["speedup_vs_baseline"].notna().sum() == 4
+    # counts and wall time: inclusive, as nsys's own nvtx_sum gives them
+    rows = nsys_stats("nvtx_sum", CPU, tmp_path)
+    theirs = {r["Range"].removeprefix("gprof:"): (int(r["Instances"]), int(r["Total Time (ns)"])) for r in rows
+              if r["Range"].startswith("gprof:")}
+    f = run.frame[run.frame["metric"] == "time_ns"]
+    mine = {v: (len(g), int(round(g["value"].sum()))) for v, g in f.groupby("variant", sort=False)}
+    assert mine == theirs
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_exec_nsys_nested_ranges(tmp_path, monkeypatch):
+    pytest.importorskip("nvtx")
+    monkeypatch.setenv("GPROF_NSYS", str(NSYS))
+    run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "3"], "nsys", ranges="*@",
+                                  out=tmp_path / "run", cuda=False)
+    assert run.status == "ok"
+    holds = {v["name"]: v["holds"] for v in run.workload["variants"] if v.get("holds")}
+    assert holds == {"step": ["forward", "backward", "train:loss"]}
+    assert run.workload["baseline"] == "load"
+    t = run.table.set_index("variant")
+    assert t.loc["step", "note"].startswith("nested: holds forward, backward, train:loss")
+    assert pd.isna(t.loc["step", "speedup_vs_baseline"]) and t.loc["forward", "speedup_vs_baseline"] > 0
+    # a step's wall time holds its children's
+    f = run.frame[run.frame["metric"] == "time_ns"].groupby("variant")["value"].sum()
+    assert f["step"] > f["forward"] + f["backward"] + f["train:loss"]
+    # report on the folder reads the same
+    pd.testing.assert_frame_equal(api.load_run(run.path).table, run.table)
+
+
+# ------------------------------------------------------------------------------ import of torch.profiler traces
+
+TORCH_RUN = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200" / "torch-trace-mean"
+MEASURED = ["variant", "kernels", "launches_per_iter", "time_median_us", "time_iqr_us", "samples", "cpu_median_us"]
+
+
+def test_import_torch_trace_equals_report(tmp_path):
+    import lzma
+    import shutil
+
+    original = api.load_run(TORCH_RUN)
+    run = capture.import_capture(TORCH_RUN / "trace.json", ranges="variant:", out=tmp_path / "json")
+    assert run.status == "ok" and run.manifest["backend"] == "torch-trace"
+    pd.testing.assert_frame_equal(original.table, run.table)
+    assert run.table["time_median_us"].round(2).tolist() == [101.92, 101.73, 103.25]
+    pd.testing.assert_frame_equal(api.load_run(tmp_path / "json").table, run.table)
+    # trace.json.xz in a copy of the folder: the same
+    folder = tmp_path / "folder"
+    shutil.copytree(TORCH_RUN, folder)
+    (folder / "trace.json.xz").write_bytes(lzma.compress((folder / "trace.json").read_bytes()))
+    (folder / "trace.json").unlink()
+    xz = capture.import_capture(folder / "trace.json.xz", ranges="variant:", out=tmp_path / "xz")
+    pd.testing.assert_frame_equal(original.table, xz.table)
+    # a bare trace (no run folder beside it): the same measurements, named by the ranges
+    bare = tmp_path / "t.json.xz"
+    shutil.copyfile(folder / "trace.json.xz", bare)
+    b = capture.import_capture(bare, ranges="variant:", out=tmp_path / "bare")
+    pd.testing.assert_frame_equal(original.table[MEASURED], b.table[MEASURED])
+    assert b.workload["device"] == "cuda" and b.workload["iters"] == 20
+
+
+def test_import_torch_trace_no_match_and_domain(cli, tmp_path):
+    res = cli("import", str(TORCH_RUN / "trace.json"), "--ranges", "nope", "--out", str(tmp_path / "a"))
+    assert res.exit_code == EXIT_PARSE
+    assert "no record_function range starts with 'nope'" in res.output
+    assert "iter x60" in res.output and "variant:torch_mean x1" in res.output
+    res = cli("import", str(TORCH_RUN / "trace.json"), "--ranges", "gprof@variant:", "--out", str(tmp_path / "b"))
+    assert res.exit_code == 2 and "no NVTX domains" in res.output
+
+
+def _record_nested_trace(path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.randn(128, 128)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            with record_function("my:step"):
+                with record_function("my:fwd"):
+                    y = x @ x
+                with record_function("my:bwd"):
+                    x = (y @ x) / 128
+        with record_function("other"):
+            x.sum()
+    prof.export_chrome_trace(str(path))
+
+
+def test_import_cpu_torch_trace_with_nested_record_functions(tmp_path):
+    trace = tmp_path / "trace.json"
+    _record_nested_trace(trace)
+    run = capture.import_capture(trace, ranges="my:", out=tmp_path / "r")
+    assert run.status == "ok" and run.workload["device"] == "cpu"
+    assert [v["name"] for v in run.workload["variants"]] == ["step", "fwd", "bwd"]
+    assert {v["name"]: v.get("holds") for v in run.workload["variants"]} == {"step": ["fwd", "bwd"], "fwd": None,
+                                                                               "bwd": None}
+    assert run.workload["baseline"] == "fwd"
+    # every instance one iteration; its time is the range's wall time, as the trace gives it
+    events = json.loads(trace.read_text())["traceEvents"]
+    ann = [e for e in events if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
+    f = run.frame[run.frame["metric"] == "time_ns"]
+    for name in ("step", "fwd", "bwd"):
+        theirs = sorted(round(float(e["dur"]) * 1000) for e in ann if e["name"] == f"my:{name}")
+        assert sorted(f.loc[f["variant"] == name, "value"].round().astype(int)) == theirs
+    t = run.table.set_index("variant")
+    assert t["samples"].tolist() == [3, 3, 3]
+    assert t.loc["step", "note"].startswith("nested: holds fwd, bwd")
+    assert pd.isna(t.loc["step", "speedup_vs_baseline"]) and t.loc["fwd", "speedup_vs_baseline"] == 1.0
+    pd.testing.assert_frame_equal(api.load_run(tmp_path / "r").table, run.table)
