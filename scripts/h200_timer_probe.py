@@ -33,7 +33,8 @@ def measure(hold, fn, n=200):
     return statistics.median(a.elapsed_time(b) * 1e3 for a, b in zip(s, e)), hold.timeouts()
 
 
-fns = {"mean": lambda: x.mean(), "host300": lambda: (busy(300), x.mean()),
+tiny = torch.empty(1, device="cuda")
+fns = {"empty": lambda: None, "tiny": lambda: tiny.zero_(), "mean": lambda: x.mean(), "host300": lambda: (busy(300), x.mean()),
        "host2ms": lambda: (busy(2000), x.mean())}
 t0 = time.perf_counter()
 blocking = timers.BlockingHold()
