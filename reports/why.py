@@ -87,6 +87,10 @@ def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
         })
     t = pd.DataFrame(out, columns=FINDING_COLUMNS)
     t["_sev"] = t["severity"].map(SEVERITY_ORDER).fillna(len(SEVERITY_ORDER))
+    # a finding with an estimated gain outranks any without one short of an error: ncu's
+    # warnings without one are about the collection ("the optional metric ... could not be
+    # found"), not about the kernel
+    t["_sev"] = t["_sev"].where((t["_sev"] == 0) | t["variant_speedup_pct"].isna(), 0.5)
     t["_gain"] = t["variant_speedup_pct"].fillna(-1.0)
     # ncu's own bottleneck verdict (SpeedOfLight) on the kernel that takes most of the time comes
     # first when it asks for a change, as ncu's own report puts it first

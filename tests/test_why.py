@@ -94,3 +94,17 @@ def test_json_and_html_hold_every_finding(h200_run):
     assert 'id="findings"' in page and "Latency Issue" in page
     assert page.count('class="finding-variant"') == 3
     assert "low compute throughput and memory bandwidth utilization" in page
+
+
+def test_warp_state_findings_name_the_lecture_means_stall(h200_run):
+    """ncu-triton-mean-why: captured on the H200 with the default sections that now include
+    WarpStateStats and SchedulerStats. The lecture Triton mean's top finding is the stall that
+    explains it (one scalar loop per row waits on its loads), not a note about the collection."""
+    run = load_run(h200_run("ncu-triton-mean-why"))
+    top = run.findings[run.findings["variant"] == "triton_lecture"].iloc[0]
+    assert (top["section"], top["rule"], top["title"]) == ("WarpStateStats", "CPIStall", "Long Scoreboard Stalls")
+    assert top["kernel"] == "lecture_row_mean_kernel"
+    assert top["estimated_speedup_pct"] == pytest.approx(74.94, abs=0.01)
+    assert "scoreboard dependency on a L1TEX" in top["message"]
+    why = _row(run, "triton_lecture")["why"]
+    assert "3.8% DRAM peak" in why and "Long Scoreboard Stalls (WarpStateStats/CPIStall, est. 75% faster)" in why
