@@ -79,3 +79,22 @@ def test_self_cpu_time_subtracts_children(tmp_path):
     k = s["gpu"].iloc[0]
     assert (k["variant"], k["iteration"], k["duration_ns"], k["launch_ns"]) == ("v", 0, 3500, 5000)
     assert s["iterations"]["wall_ns"].tolist() == [50_000]
+
+
+def test_a_kernel_before_its_launch_call_is_damage(h200_run):
+    """The fuzz's open case: event 276 of torch-trace-mean (torch.mean's reduce kernel) with its
+    `ts` swapped for the string "1.0" moved "GPU idle us/iter" to 2.7e11 with exit 0."""
+    import json as _json
+
+    from orchestrator import load_run
+    from orchestrator.errors import ParseError
+
+    path = h200_run("torch-trace-mean") / "trace.json"
+    data = _json.loads(path.read_text())
+    events = data["traceEvents"]
+    assert events[276]["cat"] == "kernel" and "reduce_kernel" in events[276]["name"]
+    events[276]["ts"] = "1.0"
+    path.write_text(_json.dumps(data))
+    folder = path.parent
+    with pytest.raises(ParseError, match="start before the CUDA call that launched them"):
+        load_run(folder)

@@ -30,6 +30,7 @@ except ImportError:
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+CLOCK_SKEW_NS = 1_000_000  # 1 ms: far above any host/GPU clock skew Kineto leaves
 EVENT_COLUMNS = ["cat", "name", "pid", "tid", "start_ns", "end_ns", "correlation"]
 
 
@@ -172,6 +173,14 @@ def attribute(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "it
     gpu["tid"] = gpu["correlation"].map(rt["tid"])
     gpu["t"] = gpu["correlation"].map(rt["start_ns"])
     gpu["launch_ns"] = gpu["correlation"].map(rt["end_ns"] - rt["start_ns"])
+    # GPU work cannot start before the call that launched it; Kineto puts both on the host's
+    # clock, so beyond a skew of CLOCK_SKEW_NS such a pair is a damaged timestamp
+    early = gpu["t"].notna() & (gpu["start_ns"] < gpu["t"] - CLOCK_SKEW_NS)
+    if early.any():
+        bad = gpu[early].iloc[0]
+        raise ParseError(trace.path, f"{int(early.sum())} GPU activities start before the CUDA call that launched "
+                                     f"them (the first: {bad['name']!r}, correlation {int(bad['correlation'])}, "
+                                     f"{(bad['t'] - bad['start_ns']) / 1e3:.0f} us early): a damaged timestamp")
     ranges, iters = variant_ranges(trace, prefix, iter_label)
     has = gpu["t"].notna()
     gpu["variant"] = None
