@@ -262,7 +262,8 @@ def load_run(path: str | Path) -> "Run | MultiRun":
     write = rf.writable()
     if rf.manifest.get("kind") in ("all", "sweep"):
         return _build_multi(rf, write=write)
-    if rf.manifest.get("backend") not in backends.BACKENDS:
+    backend = rf.manifest.get("backend")
+    if not isinstance(backend, str) or backend not in backends.BACKENDS:
         raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
     return build_report(rf, write=write)
 

@@ -98,3 +98,34 @@ def test_a_kernel_before_its_launch_call_is_damage(h200_run):
     folder = path.parent
     with pytest.raises(ParseError, match="start before the CUDA call that launched them"):
         load_run(folder)
+
+
+def test_a_kernel_without_a_duration_is_damage(h200_run):
+    """Found by the 5,000-case fuzz: deleting `dur` of event 276 (a reduce kernel) read as a
+    0 ns kernel and moved torch.mean's median, exit 0."""
+    import json as _json
+
+    from orchestrator import load_run
+    from orchestrator.errors import ParseError
+
+    path = h200_run("torch-trace-mean") / "trace.json"
+    data = _json.loads(path.read_text())
+    del data["traceEvents"][276]["dur"]
+    path.write_text(_json.dumps(data))
+    with pytest.raises(ParseError, match="has no duration"):
+        load_run(path.parent)
+
+
+def test_a_manifest_backend_that_is_not_a_name_is_an_error(h200_run):
+    """Found by the 5,000-case fuzz: "backend": [] crashed with a TypeError (unhashable list)."""
+    import json as _json
+
+    from orchestrator import load_run
+    from orchestrator.errors import ParseError
+
+    folder = h200_run("torch-trace-mean")
+    man = _json.loads((folder / "manifest.json").read_text())
+    man["backend"] = []
+    (folder / "manifest.json").write_text(_json.dumps(man))
+    with pytest.raises(ParseError, match="unknown backend"):
+        load_run(folder)

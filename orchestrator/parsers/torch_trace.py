@@ -120,6 +120,10 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
         dur = np.fromiter(map(float, [e.get("dur", 0.0) for e in x]), dtype=np.float64, count=len(x))
     except (TypeError, ValueError) as exc:
         raise ParseError(path, f"an event's ts or dur is not a number ({exc})") from exc
+    # GPU work always has a duration in torch.profiler's traces: one without is damage, not 0 ns
+    lost = next((i for i, e in enumerate(x) if e.get("cat") in GPU_CATS and "dur" not in e), None)
+    if lost is not None:
+        raise ParseError(path, f"GPU event {lost} ({x[lost].get('name', '')!r}) has no duration")
     # "args": null is a trace with no args for that event (read as before); a list or a string is damage
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
