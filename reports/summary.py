@@ -57,6 +57,11 @@ def sample_stats(values: np.ndarray) -> dict[str, float]:
             "n": float(v.size)}
 
 
+def _also(note: str, more: str) -> str:
+    """A variant's note with one more clause."""
+    return f"{note}; {more}" if note else more
+
+
 def _noise(n: float, times: np.ndarray) -> float:
     """The median's 95% CI half-width over the median, percent (workloads/stopping.py)."""
     from workloads.stopping import noise_pct
@@ -96,9 +101,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 names = k.groupby("kernel", sort=False)["value"].size()
                 row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
                 row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
-                note = (note + "; " if note else "") + (
+                note = _also(note, (
                     f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
-                    f"per-iteration numbers (the rows are in frame.csv)")
+                    f"per-iteration numbers (the rows are in frame.csv)"))
         elif g is not None and not g.empty:
             times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
             t = sample_stats(times)
@@ -128,41 +133,41 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                     row[col] = x * scale
             weighted = weighting_note(g)
             if weighted:
-                note = (note + "; " if note else "") + weighted
+                note = _also(note, weighted)
             if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
                 row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
             if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
-                note = (note + "; " if note else "") + (
+                note = _also(note, (
                     f"{row['status']} part-way: {t['n']:.0f}"
                     + (f" of {wman['iters']}" if wman.get("iters") else "")
-                    + " samples taken; the numbers are over those")
+                    + " samples taken; the numbers are over those"))
             if v.get("hold_note"):
-                note = (note + "; " if note else "") + v["hold_note"]
+                note = _also(note, v["hold_note"])
             if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
-                note = (note + "; " if note else "") + f"clocks: {v['clock_note']}; its samples ran slower"
+                note = _also(note, f"clocks: {v['clock_note']}; its samples ran slower")
             rule = wman.get("stop_rule") or {}
             if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
                 row["status"] = "noisy"
-                note = (note + "; " if note else "") + (
+                note = _also(note, (
                     f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
-                    f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)")
+                    f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)"))
             uneven = g.loc[g["metric"] == UNEVEN_LAUNCHES, "value"]
             if len(uneven):
                 n = float(uneven.iloc[0])
                 row["status"] = "incomplete"
-                note = (note + "; " if note else "") + (
+                note = _also(note, (
                     f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
-                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.csv)")
+                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.csv)"))
             seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
             if len(seen):
                 row["status"] = "incomplete"
-                note = (note + "; " if note else "") + (
+                note = _also(note, (
                     f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
-                    f"time (the report lost events or is damaged)")
+                    f"time (the report lost events or is damaged)"))
             if t["n"] == 1:
-                note = (note + "; " if note else "") + "n=1: one sample, so no spread (IQR, CV) to show"
+                note = _also(note, "n=1: one sample, so no spread (IQR, CV) to show")
             if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
-                note = (note + "; " if note else "") + f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median"
+                note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
         row["note"] = note
         rows.append(row)
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)

@@ -26,7 +26,7 @@ from typing import Any
 
 from workloads import registry, timers
 from workloads.devices import peak_bandwidth
-from workloads.stopping import StopRule
+from workloads.stopping import StopRule, measure, noise_pct
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 MANIFEST = "workload.json"
@@ -545,8 +545,6 @@ def _capture(v, x):
 def _sample(spec, call, flush, hold, samples: "Samples", watch=None, reads: list | None = None) -> None:
     """Time `call` until the stop rule is met: each sample is the L2 flush, the hold, then the
     call between two CUDA events (or the host clock on a CPU run), then the release."""
-    from workloads import stopping
-
     if samples.cuda:
         import torch
 
@@ -578,16 +576,14 @@ def _sample(spec, call, flush, hold, samples: "Samples", watch=None, reads: list
             reads.append(watch.read())
         return samples.times[first:]
 
-    stopping.measure(spec.stop, take, time.monotonic)
+    measure(spec.stop, take, time.monotonic)
 
 
 def _noise(entry: dict, rule: StopRule) -> None:
     """What the samples reached: their count, the median's noise, and whether the rule's
     max noise was met (a variant that ran out of time is marked noisy in the report)."""
-    from workloads import stopping
-
     xs = entry.get("time_samples_ns") or []
-    noise = stopping.noise_pct(xs)
+    noise = noise_pct(xs)
     entry.update(samples=len(xs), noise_pct=round(noise, 4) if noise != float("inf") else None,
                  converged=rule.converged(xs))
 
