@@ -396,6 +396,23 @@ def test_a_renamed_memset_column_is_an_error(tmp_path):
     assert "CUPTI_ACTIVITY_KIND_MEMSET has no column correlationId" in e.value.message
 
 
+def test_a_runtime_call_that_ends_before_it_starts_is_an_error(tmp_path):
+    """The nsys flip the 5,000-case run found: byte 305481 xor 1 of nsys-triton-mean's export
+    moves a cudaLaunchKernel's start 16.8 ms past its end; triton_lecture's launch CPU time read
+    -816.6 us/iter (and its median 2193.59 us for 2193.83), exit 0."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
+    data[305481] ^= 1
+    p = tmp_path / "report.sqlite"
+    p.write_bytes(bytes(data))
+    with pytest.raises(ParseError) as e:
+        ns.read_export(p)
+    assert str(p) in e.value.message
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME: 1 record(s) end before they start" in e.value.message
+
+
 def test_no_peak_bandwidth_is_said_under_the_table(root):
     """A workload.json without env/peak_bandwidth_bytes_per_s: % peak BW is empty, and the line
     under the table says why (it was silent)."""

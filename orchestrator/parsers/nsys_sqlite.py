@@ -252,7 +252,22 @@ def _read(reader: _Reader) -> NsysExport:
     memset = _finish(s, MEMSET_COLUMNS)
 
     nvtx = _finish_nvtx_frame(pending["nvtx"](), strings)
+    for table, frame in (("CUPTI_ACTIVITY_KIND_KERNEL", kernels), ("CUPTI_ACTIVITY_KIND_RUNTIME", runtime),
+                         ("CUPTI_ACTIVITY_KIND_MEMCPY", memcpy), ("CUPTI_ACTIVITY_KIND_MEMSET", memset)):
+        _check_durations(path, table, frame)
     return NsysExport(path, kernels, runtime, nvtx, memcpy, memset, meta, tables)
+
+
+def _check_durations(path: Path, table: str, frame: pd.DataFrame) -> None:
+    """A record that ends before it starts is damage, never a negative time: one flipped bit of
+    a runtime call's start (byte 305481 of nsys-triton-mean's export) made a launch call end
+    16.8 ms before it began and moved the variant's launch CPU time to -816.6 us/iter."""
+    bad = np.flatnonzero(frame["duration_ns"].to_numpy() < 0)
+    if len(bad):
+        row = frame.iloc[bad[0]]
+        raise ParseError(path, f"table {table}: {len(bad)} record(s) end before they start "
+                               f"(the first: start {row['start']}, end {row['end']})",
+                         hint="the export is damaged; run `nsys export` again")
 
 
 def _string_table(con: sqlite3.Connection) -> np.ndarray:
