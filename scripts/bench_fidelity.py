@@ -7,6 +7,7 @@ session on one GPU:
     none       gprof-orch time --timer none (the host's launch is timed too)
     warm       gprof-orch time --timer blocking --no-flush-l2 (the cache as nsys's back-to-back
                iterations leave it: the like-for-like check against nsys)
+    graph      gprof-orch time --cuda-graph (blocking, flushed): graph replays, no launch cost
     do_bench   triton.testing.do_bench(fn, return_mode="median"), in this process
     nsys       gprof-orch nsys: the GPU time of the variant's kernels per iteration
 and each one's ratio to nsys. Writes fidelity.json and fidelity.md into --out.
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SLOW_HOST = ROOT / "tests" / "fixtures" / "workloads" / "slow_host.py"
-TIMERS = ("blocking", "sleep", "none", "warm")
+TIMERS = ("blocking", "sleep", "none", "warm", "graph")
 
 
 def _cli(args: list[str], out: Path) -> dict[str, dict]:
@@ -113,6 +114,7 @@ def main() -> None:
                 out = a.out / "runs" / f"{wl}-{dtype}-{method}"
                 args = (["nsys", wl, "--iters", "50"] if method == "nsys" else
                         ["time", wl, "--timer", "blocking", "--no-flush-l2"] if method == "warm" else
+                        ["time", wl, "--timer", "blocking", "--cuda-graph"] if method == "graph" else
                         ["time", wl, "--timer", method])
                 got = _cli(args + ["--size", ",".join(sizes), "--dtype", dtype] + extra, out)
                 for point, table in got.items():

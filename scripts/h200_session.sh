@@ -9,7 +9,8 @@
 # during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
 # the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
 # (every backend on square and mean), sweep (triton-mean at three sizes), timers (the time backend's
-# timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS)
+# timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
+# exec (a training script and nested ranges under `exec nsys`, checked against nsys stats)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -54,6 +55,17 @@ if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
   python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
     --timers "${FIDELITY_TIMERS:-blocking,sleep,none,warm}" ${FIDELITY_ARGS:-} 2>&1 | tail -60
+fi
+if has exec; then
+  # issue 16: a user's own training script, and the nested-range program, under `exec nsys`; each
+  # range's launches and GPU ns checked against `nsys stats -r nvtx_kern_sum` on the same export
+  log "exec nsys: scripts/train_small.py"
+  g exec nsys --ranges '*@' -o "$RUNS/exec-train" -- python3 scripts/train_small.py --steps 20 2>&1 | tee "$OUT/exec-train.txt" | cut -c1-220
+  python3 scripts/check_kern_sum.py "$RUNS/exec-train" 2>&1 | tee -a "$OUT/exec-train.txt"
+  log "exec nsys: nested ranges"
+  g exec nsys --ranges '*@' -o "$RUNS/exec-nested" -- python3 tests/fixtures/nsys/h200_nested_nvtx0210/program.py 2>&1 \
+    | tee "$OUT/exec-nested.txt" | cut -c1-220
+  python3 scripts/check_kern_sum.py "$RUNS/exec-nested" 2>&1 | tee -a "$OUT/exec-nested.txt"
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
