@@ -27,6 +27,9 @@ NO_RANGE, NO_ACTIVITY = 1, 2
 UNEVEN_LAUNCHES = "uneven_launches"
 # metric of a variant whose report holds (value) another number of iterations than it ran
 ITERATIONS_IN_REPORT = "iterations_in_report"
+# metric of a captured range (exec/import) in which its own thread launched no GPU work, so its
+# time is the range's wall time; value: the kernel launches other threads made inside its span
+WALL_TIME_ONLY = "wall_time_only"
 
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

@@ -12,7 +12,8 @@ import pandas as pd
 
 from reports.kernels import TIME_WEIGHTED, time_weighted, weighting_note
 from reports.names import short_kernel_name
-from reports.schema import ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES,
+                            WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -158,6 +159,14 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 note = _also(note, (
                     f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
                     f"per-iteration time (the report lost launches or is damaged; each launch is in frame.csv)"))
+            wall_only = g.loc[g["metric"] == WALL_TIME_ONLY, "value"]
+            if len(wall_only):
+                others = float(wall_only.iloc[0])
+                note = _also(note, (
+                    "no GPU work launched from its own thread inside the range: the time is the range's "
+                    "wall time" + (f"; {others:g} kernel launches by other threads fell inside it (nsys, as "
+                                   f"nvtx_kern_sum, counts a kernel in the range of the thread that launched "
+                                   f"it; PyTorch's backward launches from its own thread)" if others else "")))
             seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
             if len(seen):
                 row["status"] = "incomplete"

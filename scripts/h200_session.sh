@@ -14,9 +14,11 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
-RUNS=/tmp/gprof-runs
-rm -rf "$RUNS"; mkdir -p "$RUNS"
 stages=${*:-doctor tests time trace nsys ncu}
+# one folder (and one pack) per call: a second call in the same session keeps the first's runs
+tag=${stages// /-}
+RUNS=/tmp/gprof-runs/$tag
+rm -rf "$RUNS"; mkdir -p "$RUNS"
 g() { python3 -m orchestrator "$@"; }
 log() { echo "=== $* ($(date -u +%H:%M:%S))" >&2; }
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -135,5 +137,5 @@ fi
 if has sweep; then log "sweep triton-mean"; g time triton-mean --size 1e6,1e7,1e8 -o "$RUNS/sweep-triton-mean"; fi
 # pack: the run folders without the bulky nsys-rep (the sqlite export is what tests read)
 log pack
-(cd "$RUNS" && find . -name '*.nsys-rep' -delete; tar cf - . | xz -T0 -6 > "$OUT/runs.tar.xz")
+(cd "$RUNS" && find . -name '*.nsys-rep' -delete; tar cf - . | xz -T0 -6 > "$OUT/runs-$tag.tar.xz")
 ls -la "$OUT"

@@ -123,8 +123,14 @@ class NsysBackend(ToolBackend):
         # nsys says so in its log when it lost events (seen on the H200 past its launch limit
         # without a CUDA flush interval: see SAFE_LAUNCHES)
         for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):
-            if "Errors occurred while processing the raw events" in proc.log_tail(rf.logs / name, 40):
+            tail = proc.log_tail(rf.logs / name, 80)
+            if "Errors occurred while processing the raw events" in tail:
                 why = ("the run was interrupted" if rf.manifest.get("status") == "interrupted"
+                       # seen on the H200: nsys 2023.4.4 under a CUDA 13 PyTorch training step drops
+                       # that thread's API events, and with them every kernel it launched
+                       else "this nsys does not know a CUDA runtime call the program made (the CUDA runtime "
+                            "is newer than nsys): kernels launched by that thread are missing; use an nsys "
+                            "at least as new as the CUDA runtime" if "Unknown runtime API function index" in tail
                        else "profile fewer --iters")
                 return [f"nsys reported errors while processing the raw events (logs/{name}): events were "
                         f"lost; {why}"]

@@ -22,7 +22,7 @@ from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, _kernel_label
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
 from reports.unify import RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
@@ -137,6 +137,19 @@ def _find_program(run_dir: Path, argv: list[str]) -> int | None:
     return None
 
 
+def _launched_by_other_threads(attributed: pd.DataFrame, ranges: pd.DataFrame) -> int:
+    """GPU work launched inside the ranges' time spans by threads other than the range's own.
+    nsys (and nvtx_kern_sum) counts a kernel in the range of the thread that launched it, so
+    a range whose work another thread launches holds none: PyTorch's backward, for one, launches
+    its kernels from autograd's device thread, never from the thread that opened "backward"."""
+    ls = attributed["launch_start"].to_numpy(dtype=np.float64, na_value=np.nan)
+    tid = attributed["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
+    n = 0
+    for start, end, rtid in zip(ranges["start"], ranges["end"], ranges["global_tid"]):
+        n += int(((ls >= start) & (ls <= end) & (tid != rtid)).sum())
+    return n
+
+
 def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
     """The unified rows of a capture: per variant (a range name), its GPU activity, and one
     `time_ns` sample per iteration: the GPU time of the activity its range launched where it
@@ -191,6 +204,8 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
             idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
         else:
             rows.samples(name, "time_ns", wall, "ns")
+            if len(export.kernels):
+                rows.add(name, WALL_TIME_ONLY, float(_launched_by_other_threads(attributed, r)), "count")
         rows.samples(name, "cpu_time_ns", wall, "ns")
     outside = attributed[attributed["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"), "label")

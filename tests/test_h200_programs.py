@@ -1,0 +1,62 @@
+"""User programs profiled with `gprof-orch exec nsys` on the H200 (tests/fixtures/runs/h200-programs,
+see its README): reports rebuilt from the committed run folders, against nsys's own numbers."""
+from pathlib import Path
+
+import pytest
+
+from orchestrator import load_run
+
+PROGRAMS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200-programs"
+
+
+def _t(run):
+    return run.table.set_index("variant")
+
+
+def _kernels_per_variant(run) -> dict[str, list[int]]:
+    f = run.frame
+    k = f[(f["metric"] == "kernel_time_ns") & ~f["kernel"].astype(str).str.startswith("[")]
+    return {str(v): [len(g), int(g["value"].sum())] for v, g in k.groupby("variant") if v != "(outside variants)"}
+
+
+def test_nested_program_ranges(h200_run):
+    run = load_run(h200_run("exec-nested", "h200-programs"))
+    t = _t(run)
+    assert _kernels_per_variant(run) == {"step": [18, 46720], "backward": [6, 21696], "forward": [6, 12575],
+                                         "grad_sum": [3, 15520], "train:opt": [3, 7104], "eval": [1, 5120]}
+    assert t.loc["step", "note"].startswith("nested: holds forward, train:opt, backward")
+    assert t.loc["backward", "note"].startswith("nested: holds grad_sum")
+    assert (t["status"] == "ok").all()
+
+
+@pytest.mark.nsys
+def test_nested_program_equals_nvtx_kern_sum(h200_run, tmp_path):
+    """Per range (nested ones inclusive): launches and GPU ns equal nsys's own nvtx_kern_sum."""
+    from test_nsys_parser import NSYS, nsys_stats
+
+    if NSYS is None:
+        pytest.skip("nsys not found")
+    path = h200_run("exec-nested", "h200-programs")
+    theirs: dict[str, list[int]] = {}
+    for row in nsys_stats("nvtx_kern_sum:base", path / "report.sqlite", tmp_path):
+        if row["NVTX Range"]:
+            acc = theirs.setdefault(row["NVTX Range"].lstrip(":"), [0, 0])
+            acc[0] += int(row["Kern Inst"])
+            acc[1] += int(row["Total Time (ns)"])
+    assert theirs == _kernels_per_variant(load_run(path)) and len(theirs) == 6
+
+
+def test_training_script_says_why_its_ranges_hold_no_kernels(h200_run):
+    """nsys 2023.4.4 lost the main thread's CUDA calls (a CUDA 13 call it does not know) and puts
+    the backward kernels, launched from autograd's own thread, in no range: no range wall time may
+    pass for a GPU time without a word, and the log's cause is named."""
+    run = load_run(h200_run("exec-train", "h200-programs"))
+    t = _t(run)
+    assert list(t.index) == ["step", "forward", "backward", "optimizer"]
+    assert _kernels_per_variant(run) == {}
+    for v in t.index:
+        assert "no GPU work launched from its own thread inside the range: the time is the range's wall time" \
+            in t.loc[v, "note"], v
+    assert "300 kernel launches by other threads fell inside it" in t.loc["backward", "note"]
+    assert "by other threads" not in t.loc["forward", "note"]
+    assert any("does not know a CUDA runtime call" in w for w in run.warnings)
