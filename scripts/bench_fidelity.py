@@ -12,6 +12,11 @@ session on one GPU:
     nsys       gprof-orch nsys: the GPU time of the variant's kernels per iteration
 and each one's ratio to nsys. Writes fidelity.json and fidelity.md into --out.
 
+--same-loop adds the like-for-like check: `gprof-orch time --timer blocking --iters 200` run under
+`gprof-orch exec nsys`, each timed call in its own NVTX range (GPROF_MARK_CALLS), so nsys's
+kernel time of exactly those calls (flushed, held, as the events saw them) sits beside the
+events' median of the same samples: `loop_events` and `loop_nsys`, per point.
+
     python3 scripts/bench_fidelity.py --out /tmp/fid [--workloads square,mean] [--points 1e6,1e8,1e8:bfloat16]
 
 Needs a CUDA GPU and nsys (on the H200: `source .device/setup.sh` first).
@@ -49,6 +54,30 @@ def _cli(args: list[str], out: Path) -> dict[str, dict]:
     return found
 
 
+def _same_loop(workload: str, size: str, dtype: str, out: Path, extra: list[str]) -> dict[str, dict]:
+    """{variant: {"loop_events": us, "loop_nsys": us}}: one `time` run under nsys, its events'
+    median beside nsys's GPU time per call of the very calls they timed."""
+    from workloads.runner import MARK_CALLS_ENV
+
+    timed, traced = out / "time", out / "exec"
+    argv = [sys.executable, "-m", "orchestrator", "exec", "nsys", "--ranges", "gprof@call:", "-o", str(traced),
+            "--format", "csv", "--", sys.executable, "-m", "orchestrator", "time", workload, "--size", size,
+            "--dtype", dtype, "--timer", "blocking", "--iters", "200", "-o", str(timed), *extra]
+    t0 = time.monotonic()
+    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, MARK_CALLS_ENV: "1"})
+    print(f"  same loop {workload} {size} {dtype}: exit {res.returncode} in {time.monotonic() - t0:.1f} s",
+          file=sys.stderr)
+    found: dict[str, dict] = {}
+    for key, folder in (("loop_events", timed), ("loop_nsys", traced)):
+        rep = folder / "report.json"
+        if not rep.exists():
+            print(res.stderr[-1500:], file=sys.stderr)
+            continue
+        for r in json.loads(rep.read_text()).get("variants", []):
+            found.setdefault(r["variant"], {})[key] = r.get("time_median_us")
+    return found
+
+
 def _do_bench(workload: str, size: str, dtype: str) -> dict[str, float]:
     import torch
     import triton.testing
@@ -82,6 +111,7 @@ def main() -> None:
     p.add_argument("--timers", default=",".join(TIMERS), help="of " + ", ".join(TIMERS))
     p.add_argument("--no-nsys", action="store_true")
     p.add_argument("--no-do-bench", action="store_true")
+    p.add_argument("--same-loop", action="store_true", help="add the same-loop check (events and nsys on one run)")
     p.add_argument("--merge", nargs="+", type=Path, metavar="FIDELITY_JSON",
                    help="no runs: merge the rows of earlier fidelity.json files (later ones add methods)")
     a = p.parse_args()
@@ -122,6 +152,10 @@ def main() -> None:
                     results.setdefault((size, dtype), {})[method] = table
             for size in ([] if a.no_do_bench else sizes):
                 results.setdefault((_norm(size), dtype), {})["do_bench"] = _do_bench(wl, size, dtype)
+            for size in (sizes if a.same_loop else []):
+                loop = _same_loop(wl, size, dtype, a.out / "runs" / f"{wl}-{size}-{dtype}-loop", extra)
+                for key in ("loop_events", "loop_nsys"):
+                    results.setdefault((_norm(size), dtype), {})[key] = {v: d.get(key) for v, d in loop.items()}
         for (size, dtype), by_method in results.items():
             variants = sorted({v for t in by_method.values() for v in t},
                               key=lambda v: list(by_method.get("nsys", {}) or by_method.get("blocking", {})).index(v)
@@ -160,8 +194,10 @@ def _device() -> str:
 
 def _markdown(meta: dict, rows: list[dict]) -> str:
     methods = [m for m in (*TIMERS, "do_bench") if any(r.get(m) is not None for r in rows)]
+    loop = any(r.get("loop_nsys") is not None for r in rows)
     head = ["workload", "size", "dtype", "variant", "nsys us", *[f"{m} us" for m in methods],
-            *[f"{m}/nsys" for m in methods], "noise %", "samples"]
+            *[f"{m}/nsys" for m in methods], *(["loop events us", "loop nsys us", "loop events - nsys us"] if loop else []),
+            "noise %", "samples"]
     lines = [f"device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -173,6 +209,9 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
         ratios = [f(r[m] / ns, 3) if r.get(m) and ns else "" for m in methods]
         lines.append("| " + " | ".join([r["workload"], r["size"], r["dtype"], r["variant"], f(ns),
                                          *[f(r.get(m)) for m in methods], *ratios,
+                                         *([f(r.get("loop_events")), f(r.get("loop_nsys")),
+                                            f(r["loop_events"] - r["loop_nsys"]) if r.get("loop_events") and
+                                            r.get("loop_nsys") else ""] if loop else []),
                                          f(r.get("noise_pct")), str(int(r["samples"])) if r.get("samples") else ""]) + " |")
     return "\n".join(lines) + "\n"
 

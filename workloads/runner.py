@@ -33,6 +33,9 @@ MANIFEST = "workload.json"
 TRACE = "trace.json"
 NVTX_DOMAIN = "gprof"
 RANGE_PREFIX = "variant:"
+# set (to anything): the time backend wraps each timed call in an NVTX range "call:<variant>", so
+# nsys can time the very calls the events time (scripts/bench_fidelity.py's same-loop check)
+MARK_CALLS_ENV = "GPROF_MARK_CALLS"
 ITER_LABEL = "iter"
 MODES = ("time", "profile", "torch-trace")
 # while a variant is timed, its samples reach workload.json at least this often (seconds): a
@@ -484,6 +487,8 @@ def _run_timed(spec, variants, x, entries, ranges, man) -> None:
                     e.update(status="skipped", reason=f"cannot be captured in a CUDA graph: {reason}")
                     man.save()
                     continue
+            if os.environ.get(MARK_CALLS_ENV):
+                call = _marked(call, ranges, "call:" + v.name)
             ranges.push(RANGE_PREFIX + v.name)
             try:
                 hold.reset()
@@ -540,6 +545,17 @@ def _capture(v, x):
     graph.replay()
     torch.cuda.synchronize()
     return graph.replay, None
+
+
+def _marked(call, ranges: "Ranges", text: str):
+    """`call` inside its own NVTX range: the launches in it are the call's, not the flush's or the hold's."""
+    def marked():
+        ranges.push(text)
+        try:
+            call()
+        finally:
+            ranges.pop()
+    return marked
 
 
 def _sample(spec, call, flush, hold, samples: "Samples", watch=None, reads: list | None = None) -> None:
