@@ -140,7 +140,7 @@ def main() -> None:
         extra = ["--workload-file", str(SLOW_HOST)] if wl.startswith("slow-host") else []
         results: dict[str, dict] = {}
         for dtype, sizes in by_dtype.items():
-            for method in a.timers.split(",") + ([] if a.no_nsys else ["nsys"]):
+            for method in [t for t in a.timers.split(",") if t] + ([] if a.no_nsys else ["nsys"]):
                 out = a.out / "runs" / f"{wl}-{dtype}-{method}"
                 args = (["nsys", wl, "--iters", "50"] if method == "nsys" else
                         ["time", wl, "--timer", "blocking", "--no-flush-l2"] if method == "warm" else

@@ -56,7 +56,7 @@ fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
   python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
-    --timers "${FIDELITY_TIMERS:-blocking,sleep,none,warm}" ${FIDELITY_ARGS:-} 2>&1 | tail -60
+    --timers "${FIDELITY_TIMERS-blocking,sleep,none,warm}" ${FIDELITY_ARGS:-} 2>&1 | tail -60
 fi
 if has exec; then
   # issue 16: a user's own training script, and the nested-range program, under `exec nsys`; each
