@@ -4,7 +4,7 @@
     python scripts/fuzz.py --cases 500 -k ncu    # only the kinds whose name matches
 
 The cases are hypothesis's, derandomized: the same N cases on every run. Prints one line per
-kind: same / error / flagged (and any different / crash / unclear error, which fail the run).
+kind: same / error / flagged / renamed (and any different / crash / unclear error, which fail the run).
 """
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def main() -> int:
             for line in counts_file.read_text().splitlines():
                 rec = json.loads(line)
                 counts[rec["kind"]][rec["outcome"]] += 1
-    print(f"\n{'kind':<15} {'cases':>6} {'same':>6} {'error':>6} {'flagged':>8} other")
+    print(f"\n{'kind':<15} {'cases':>6} {'same':>6} {'error':>6} {'flagged':>8} {'renamed':>8} other")
     for kind, c in counts.items():
-        other = ", ".join(f"{k} {v}" for k, v in c.items() if k not in ("same", "error", "flagged")) or "-"
-        print(f"{kind:<15} {sum(c.values()):>6} {c['same']:>6} {c['error']:>6} {c['flagged']:>8} {other}")
+        other = ", ".join(f"{k} {v}" for k, v in c.items() if k not in ("same", "error", "flagged", "renamed")) or "-"
+        print(f"{kind:<15} {sum(c.values()):>6} {c['same']:>6} {c['error']:>6} {c['flagged']:>8} {c['renamed']:>8} {other}")
     return rc
 
 

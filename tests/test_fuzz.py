@@ -9,6 +9,9 @@ value of another type. The report is rebuilt from the damaged folder and the out
 - "error": a ParseError (exit code 4) whose message names the damaged file, or
 - "flagged": exit 0, every variant that changed is marked (status not ok, with a note) and
   the others are the same;
+- "renamed": every number and status the same, only text read from the file differs (a flipped
+  byte inside a kernel's name in the export's string table: as with a digit in JSON, no reader
+  can tell, the files carry no checksum);
 
 never different numbers with exit 0 ("different"), never a traceback ("crash").
 
@@ -122,11 +125,11 @@ def _reading_in_place(seen: dict | None = None):
     def fork(path, timeout):
         return _fork_isolated(path, timeout, seen)
 
-    def read_export(path):  # an export this case left alone reads as it did in the last case
-        key = (str(Path(path).resolve()), hashlib.sha1(Path(path).read_bytes()).hexdigest())
+    def read_export(path, **options):  # an export this case left alone reads as it did in the last case
+        key = (str(Path(path).resolve()), hashlib.sha1(Path(path).read_bytes()).hexdigest(), repr(sorted(options.items())))
         if key not in _EXPORTS:
             _EXPORTS.clear()
-            _EXPORTS[key] = real_read_export(path)
+            _EXPORTS[key] = real_read_export(path, **options)
         return copy.deepcopy(_EXPORTS[key])
 
     def get(name):
@@ -240,6 +243,18 @@ def _emptied_and_said(table: pd.DataFrame, footer: list[str], baseline: pd.DataF
     return said if ok else []
 
 
+# the table's columns that hold text read from the raw file (kernel names), not numbers
+_NAMES = ("kernels", "kernels_full", "why")
+
+
+def _renamed(table: pd.DataFrame, baseline: pd.DataFrame) -> bool:
+    """Only kernel names differ: every number and status is the baseline's."""
+    if table.shape != baseline.shape or list(table.columns) != list(baseline.columns):
+        return False
+    cols = [c for c in table.columns if not table[c].equals(baseline[c])]
+    return bool(cols) and set(cols) <= set(_NAMES)
+
+
 def _why_without_speedup(table: pd.DataFrame, baseline: pd.DataFrame, i: int) -> bool:
     if "why" not in table:
         return True
@@ -262,6 +277,8 @@ def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | N
         return "crash", f"{type(exc).__name__}: {exc}"
     if _same(table, baseline):
         return "same", ""
+    if _renamed(table, baseline):
+        return "renamed", ", ".join(sorted(set(table["kernels"]) - set(baseline["kernels"])))
     said = _emptied_and_said(table, footer, baseline)
     if said:
         return "flagged", "; ".join(said)
@@ -324,7 +341,7 @@ def check(kind: str, root: Path, draw) -> None:
     finally:
         damaged.write_bytes(data)
     _record(kind, outcome, what)
-    assert outcome in ("same", "error", "flagged"), f"{kind}, {what}: {outcome}\n{detail}"
+    assert outcome in ("same", "error", "flagged", "renamed"), f"{kind}, {what}: {outcome}\n{detail}"
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -411,6 +428,36 @@ def test_a_runtime_call_that_ends_before_it_starts_is_an_error(tmp_path):
         ns.read_export(p)
     assert str(p) in e.value.message
     assert "CUPTI_ACTIVITY_KIND_RUNTIME: 1 record(s) end before they start" in e.value.message
+
+
+def test_a_flipped_kernel_name_is_renamed_not_different(root):
+    """Byte 8426 xor 1 of nsys-triton-mean's export turns lecture_row_mean_kernel into
+    mecture_row_mean_kernel in StringIds: every number stays, only the name moves."""
+    base, data, _, table = prepared("nsys-sqlite", root)[:4]
+    folder = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(base, folder, dirs_exist_ok=True)
+    bad = bytearray(data)
+    bad[8426] ^= 1
+    (folder / "report.sqlite").write_bytes(bytes(bad))
+    outcome, detail = classify(folder, folder / "report.sqlite", table)
+    assert (outcome, detail) == ("renamed", "mecture_row_mean_kernel, reduce_kernel<MeanOps>")
+
+
+def test_a_variant_range_lost_from_a_torch_trace_is_not_in_report(tmp_path):
+    """Deleting event 163 of torch-trace-mean's trace (the `variant:sum_div_numel` range) left
+    sum_div_numel an `ok` row with no numbers, exit 0; now it is `not in report`, with the reason."""
+    from orchestrator import load_run
+
+    folder = tmp_path / "run"
+    shutil.copytree(RUNS / "torch-trace-mean", folder)
+    doc = json.loads((folder / "trace.json").read_text())
+    assert doc["traceEvents"][163]["name"] == "variant:sum_div_numel"
+    del doc["traceEvents"][163]
+    (folder / "trace.json").write_text(json.dumps(doc))
+    t = load_run(folder).table.set_index("variant")
+    assert t.loc["sum_div_numel", "status"] == "not in report"
+    assert "no range for it" in t.loc["sum_div_numel", "note"]
+    assert (t.drop("sum_div_numel")["status"] == "ok").all()
 
 
 def test_no_peak_bandwidth_is_said_under_the_table(root):
