@@ -27,6 +27,7 @@ import functools
 import threading
 from dataclasses import dataclass
 
+from workloads.kernels import _launch
 from workloads.kernels._common import (
     as_matrix,
     cdiv,
@@ -39,6 +40,7 @@ from workloads.kernels._common import (
     on_device,
     pick_config,
 )
+from workloads.kernels._launch import fast_calls, launch_plain
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,7 @@ _workspaces: dict = {}
 _workspace_lock = threading.Lock()
 # (device index, config, dtype) -> programs per SM that fit at once, read off the compiled kernel
 _occupancy: dict = {}
+_fast = fast_calls("fast_mean")
 
 
 def _workspace(device, size: int):
@@ -257,6 +260,20 @@ def _workspace(device, size: int):
     return ws
 
 
+def _plan(n: int, cfg: MeanConfig, dtype, device) -> tuple[int, int, tuple]:
+    """(grid, partials length, occupancy key) of a launch: the persistent grid capped by the
+    tiles there are and by the programs that fit on an SM (once a compile has told)."""
+    import torch
+
+    sms = num_sms(device)
+    dev_index = device.index if device.index is not None else (
+        torch.cuda.current_device() if device.type == "cuda" else 0)
+    occ_key = (device.type, dev_index, cfg, dtype)
+    pps = min(cfg.programs_per_sm, _occupancy.get(occ_key, cfg.programs_per_sm))
+    grid = max(1, min(cdiv(n, cfg.block), sms * pps))
+    return grid, next_pow2(max(grid, sms * _PARTIALS_PER_SM)), occ_key
+
+
 def fast_mean(x, config: MeanConfig | dict | tuple | str | None = None):
     """Mean of all elements of `x`, as a 0-d tensor of x's dtype, in one kernel launch.
 
@@ -272,9 +289,37 @@ def fast_mean(x, config: MeanConfig | dict | tuple | str | None = None):
       second launch.
     - The counter lives in a cached workspace (per device and stream) and is reset by the
       kernel itself, so no zeroing launch either.
+    - The host side: a call whose shape (numel, dtype, alignment, device, stream, config) has
+      been launched before repeats that launch through Triton's C launcher directly (see
+      workloads/kernels/_launch.py): none of Triton's per-call argument specialisation, no
+      config choice, no workspace lookup. The first call of each shape takes the plain path.
 
     config: a MeanConfig (or dict/tuple/'b4096_w8_p4'); None picks from FAST_MEAN_HEURISTIC.
     """
+    st = _launch.STATE
+    key = None
+    if st.enabled and (config is None or type(config) is MeanConfig):
+        where = st.where(x)
+        if where is not None and x.is_contiguous():
+            n = x.numel()
+            xp = x.data_ptr()
+            key = (n, x.dtype, xp & 15 == 0, where, config)
+            call = _fast.calls.get(key)
+            if call is not None:
+                launch, empty_like, template, pp, cp, block, p_block, acc_fp64, stages, _ = call
+                out = empty_like(template)
+                op = out.data_ptr()
+                # Triton compiled the learned kernel for a 16-byte aligned output; torch's
+                # allocator always gives one, the check keeps any other allocator correct
+                if not op & 15:
+                    launch(xp, pp, cp, op, n, block, p_block, acc_fp64, stages)
+                    return out
+                key = None
+    return _fast_mean_plain(x, config, key)
+
+
+def _fast_mean_plain(x, config, key):
+    """fast_mean through Triton's own launch; learns the launch for `key` (None: don't)."""
     import torch
 
     float_dtype_or_raise(x, _floating(torch), "fast_mean")
@@ -286,24 +331,27 @@ def fast_mean(x, config: MeanConfig | dict | tuple | str | None = None):
     if not flat.is_contiguous():
         flat = flat.contiguous()
     device = flat.device
-    sms = num_sms(device)
-    dev_index = device.index if device.index is not None else (
-        torch.cuda.current_device() if device.type == "cuda" else 0)
-    occ_key = (device.type, dev_index, cfg, flat.dtype)
-    pps = min(cfg.programs_per_sm, _occupancy.get(occ_key, cfg.programs_per_sm))
-    grid = max(1, min(cdiv(n, cfg.block), sms * pps))
-    p_block = next_pow2(max(grid, sms * _PARTIALS_PER_SM))
+    grid, p_block, occ_key = _plan(n, cfg, flat.dtype, device)
     partials, counter = _workspace(device, p_block)
     out = torch.empty((), dtype=x.dtype, device=device)
     _, kernel = _kernels()
+    acc_fp64 = x.dtype == torch.float64
     with on_device(device):
-        compiled = kernel[(grid,)](flat, partials, counter, out, n, BLOCK=cfg.block, P_BLOCK=p_block,
-                                   ACC_FP64=x.dtype == torch.float64, STAGES=cfg.stages,
-                                   num_warps=cfg.num_warps)
+        record = launch_plain(kernel, (grid,), (flat, partials, counter, out, n),
+                              dict(BLOCK=cfg.block, P_BLOCK=p_block, ACC_FP64=acc_fp64, STAGES=cfg.stages,
+                                   num_warps=cfg.num_warps))
+    compiled = record.compiled
     if occ_key not in _occupancy and device.type == "cuda":
         props = device_props(device)
         n_regs = getattr(compiled, "n_regs", None)
         shared = getattr(getattr(compiled, "metadata", None), "shared", 0)
         if props is not None and n_regs:
             _occupancy[occ_key] = max_programs_per_sm(n_regs, shared, cfg.num_warps, props)
+    # learned only when the next plain call would launch the same grid: the first compile of
+    # a config caps the grid by occupancy from then on
+    if key is not None and not out.data_ptr() & 15 and _plan(n, cfg, flat.dtype, device)[:2] == (grid, p_block):
+        template = torch.empty((), dtype=x.dtype, device=device)
+        _fast.learn(key, record, key[3][1], lambda launch: (
+            launch, torch.empty_like, template, partials.data_ptr(), counter.data_ptr(), cfg.block, p_block,
+            acc_fp64, cfg.stages, (partials, counter)))  # the last keeps the workspace alive
     return out

@@ -1,0 +1,332 @@
+"""Tests of the fast launch path (workloads/kernels/_launch.py) of fast_mean and triton_square.
+
+On a CPU the Triton kernels run in the interpreter, which has no compiled kernel: the fast
+path's bookkeeping (keys, learning from a plain call, the arguments it passes) runs with a
+fake backend whose "launch" rebuilds the tensors from the int pointers it is given and runs
+the same kernel through the interpreter. A wrong grid, pointer, size or constexpr shows as a
+wrong result. On a GPU the real path is tested against the plain one (gpu-marked tests).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    # before triton is first imported (conftest.py does the same; either is enough)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _interpreting() -> tuple[bool, str]:
+    if HAS_CUDA:
+        return False, "a GPU is present: the gpu tests cover the real launch path"
+    try:
+        import triton.language as tl
+        from triton.runtime.jit import JITFunction
+    except ImportError as e:
+        return False, f"triton not importable: {e}"
+    if isinstance(tl.zeros, JITFunction):
+        return False, "triton was imported before TRITON_INTERPRET=1 was set in this process"
+    return True, ""
+
+
+INTERP_OK, INTERP_WHY = _interpreting()
+requires_interp = pytest.mark.skipif(not INTERP_OK, reason=INTERP_WHY)
+
+
+def _tensor_at(ptr: int, dtype) -> torch.Tensor:
+    """A one-element CPU tensor at address `ptr` (the interpreter reads memory by address, so
+    the kernel sees the whole buffer the pointer starts)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return torch.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=dtype)
+
+
+class FakeBackend:
+    """CPU tensors on "device 0", on a stream the test sets; a bound launch replays the kernel
+    through the interpreter with the arguments the fast path passes."""
+
+    def __init__(self, refuse: str | None = None):
+        self.stream = 7
+        self.refuse = refuse
+        self.fast_launches = 0
+        self.bound: list = []
+
+    def describe(self) -> str:
+        return "fake: interpreter replay"
+
+    def where(self, x):
+        return (0, self.stream) if x.device.type == "cpu" else None
+
+    def bind(self, record, stream):
+        if self.refuse:
+            return None, self.refuse
+        dtypes = [a.dtype if hasattr(a, "data_ptr") else None for a in record.args]
+        options = {k: v for k, v in record.kwargs.items() if k not in record.kernel.arg_names}
+        self.bound.append((record, stream))
+
+        def launch(*args):
+            assert len(args) == len(record.kernel.arg_names), args
+            self.fast_launches += 1
+            real = list(args)
+            for i, dt in enumerate(dtypes):
+                if dt is not None:
+                    assert isinstance(args[i], int), "pointers go to the C launcher as ints"
+                    real[i] = _tensor_at(args[i], dt)
+            # constexprs arrive positionally, as the C launcher gets them: same values as planned
+            for name, value in zip(record.kernel.arg_names[len(record.args):], args[len(record.args):]):
+                assert record.kwargs[name] == value, (name, value)
+            record.kernel[record.grid](*real, **options)
+
+        return launch, "fake"
+
+
+def _rand(n, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, generator=g).to(dtype)
+
+
+def _same_bits(a, b) -> bool:
+    """Bit-equal (NaN included: the mean of an empty tensor)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+def _both(fn, x, **kw):
+    """(plain result, fast result): the fast one from a cached launch. The first fast-mode
+    call learns (on a GPU the first of a config only after its occupancy is known: two)."""
+    from workloads.kernels import _launch
+
+    with _launch.launch_mode("plain"):
+        plain = fn(x, **kw)
+    got = [fn(x, **kw) for _ in range(3)]
+    assert all(_same_bits(g, got[-1]) for g in got), got
+    return plain, got[-1]
+
+
+@requires_interp
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_fast_mean_bit_identical_to_plain(dtype):
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_mean import MeanConfig, fast_mean
+
+    with _launch.use_backend(FakeBackend()) as fake:
+        for n, cfg in ((1, None), (4097, None), (10 * 64 * 4 + 13, MeanConfig(64, 2, 3))):
+            x = _rand(n, dtype, seed=n)
+            before = fake.fast_launches
+            plain, fast = _both(fast_mean, x, config=cfg)
+            assert fake.fast_launches == before + 2, "the later fast calls did not take the cached launch"
+            assert _same_bits(plain, fast) and fast.dtype == dtype and fast.dim() == 0
+        # the kernel's counter is back at zero after cached launches too
+        from workloads.kernels import triton_mean as tm
+
+        assert all(c.item() == 0 for _, c in tm._workspaces.values())
+
+
+@requires_interp
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_triton_square_bit_identical_to_plain(dtype):
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_square import SquareConfig, triton_square
+
+    with _launch.use_backend(FakeBackend()) as fake:
+        for n, cfg in ((7, None), (1000, SquareConfig(128, 4, False)), (33 * 65, None)):
+            x = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(dtype)
+            before = fake.fast_launches
+            plain, fast = _both(triton_square, x, config=cfg)
+            assert fake.fast_launches == before + 2
+            assert _same_bits(plain, fast) and torch.equal(fast, x * x)
+        m = torch.randn(3, 11, 65)  # shape kept, cached too
+        assert torch.equal(triton_square(m), m * m) and torch.equal(triton_square(m), m * m)
+
+
+@requires_interp
+def test_cached_launch_not_reused_across_dtype_size_alignment_stream():
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_mean import fast_mean
+    from workloads.kernels.triton_square import triton_square
+
+    with _launch.use_backend(FakeBackend()) as fake:
+        for fn, name in ((fast_mean, "fast_mean"), (triton_square, "triton_square")):
+            fc = _launch.fast_calls(name)
+            base = _rand(2000, torch.float32, seed=1)
+            shapes = [(base[:1000], 7), (base[:1000].to(torch.bfloat16), 7), (base[:999], 7),
+                      (base[1:1001], 7), (base[:1000], 8)]
+            seen = set()
+            for x, stream in shapes:
+                fake.stream = stream
+                n_calls, n_fast = len(fc.calls), fake.fast_launches
+                fn(x)  # a new shape: learned from a plain call, no cached launch used
+                assert fake.fast_launches == n_fast, (name, x.dtype, x.numel(), stream)
+                assert len(fc.calls) == n_calls + 1
+                key = next(k for k in fc.calls if k not in seen)
+                seen.add(key)
+                assert fake.bound[-1][1] == stream  # bound to the stream its key names
+                again = fn(x)  # the same shape again: the cached launch
+                assert fake.fast_launches == n_fast + 1
+                assert torch.equal(again, fn(x))
+            fake.stream = 7
+            # the unaligned view x[1:] got its own key (Triton compiles it apart)
+            assert {k[2] for k in fc.calls} == {True, False}
+            assert {k[-2] for k in fc.calls} == {(0, 7), (0, 8)}
+
+
+@requires_interp
+def test_fallbacks_to_the_plain_path():
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_mean import fast_mean
+    from workloads.kernels.triton_square import triton_square
+
+    x = _rand(1500, torch.float32, seed=2)
+    want_mean = fast_mean(x)
+    # here (TRITON_INTERPRET=1) the real path declines, and says why
+    assert "TRITON_INTERPRET" in _launch.status()["path"]
+    assert not any(_launch.fast_calls(k).calls for k in ("fast_mean", "triton_square"))
+    # a backend that cannot bind: remembered as refused, every call plain and right
+    with _launch.use_backend(FakeBackend(refuse="no relaunch here")) as fake:
+        for _ in range(3):
+            assert torch.equal(fast_mean(x), want_mean)
+            assert torch.equal(triton_square(x), x * x)
+        assert fake.fast_launches == 0
+        assert _launch.fast_calls("fast_mean").refused == {"no relaunch here": 1}
+        # non-contiguous input, a config given as a string, integers: the plain path as before
+        m = x.reshape(30, 50)[:, ::2]
+        assert torch.equal(triton_square(m), m * m) and torch.equal(triton_square(x, "b128_w4"), x * x)
+        with pytest.raises(TypeError, match="fast_mean supports"):
+            fast_mean(torch.arange(10))
+        with pytest.raises(TypeError, match="triton_square supports"):
+            triton_square(torch.arange(10))
+        assert torch.isnan(fast_mean(torch.empty(0)))
+    # plain mode, asked for
+    with _launch.use_backend(FakeBackend()) as fake, _launch.launch_mode("plain"):
+        fast_mean(x), fast_mean(x)
+        assert fake.fast_launches == 0 and "plain" in _launch.status()["path"]
+
+
+def test_run_contract_and_bind_without_a_gpu():
+    """The detection of Triton's launch API and the bound call's argument order, with fakes."""
+    from workloads.kernels import _launch
+
+    three_six = """
+            launch_metadata = kernel.launch_metadata(grid, stream, *bound_args.values())
+            kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata,
+                       knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *bound_args.values())
+    """
+    assert _launch.run_contract_in(three_six)
+    assert not _launch.run_contract_in(three_six.replace("kernel.packed_metadata, ", ""))
+    calls = []
+    record = _launch.Launch(None, (5, 1, 1), (), {}, SimpleNamespace(
+        run=lambda *a: calls.append(a), function=1234, packed_metadata=(8, 1, 0)))
+    launch, how = _launch.bind_compiled(record, 99)
+    assert how == "run"
+    launch(11, 22, 3, "BLOCK")
+    assert calls == [(5, 1, 1, 99, 1234, (8, 1, 0), None, None, None, 11, 22, 3, "BLOCK")]
+
+    class Launcher:  # stands for 3.6's CudaLauncher: its C launch called directly
+        launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = False, False, 0, 0
+
+        def __init__(self):
+            self.launch = CLaunch()
+
+        def __call__(self, *a):
+            calls.append(("run",) + a)
+
+    class CLaunch:
+        def __call__(self, *a):
+            calls.append(a)
+
+    calls.clear()
+    record = record._replace(compiled=SimpleNamespace(run=Launcher(), function=1234, packed_metadata=(8, 1, 0)))
+    launch, how = _launch.bind_compiled(record, 99, direct_cls=Launcher)
+    assert how == "direct"
+    launch(11, 22)
+    assert calls == [(5, 1, 1, 99, 1234, False, False, None, None, (8, 1, 0), None, None, None, 11, 22)]
+    # scratch memory per launch, no loaded function, another API: not relaunched directly / at all
+    record.compiled.run.global_scratch_size = 64
+    assert _launch.bind_compiled(record, 99, direct_cls=Launcher)[1] == "run"
+    assert _launch.bind_compiled(record._replace(compiled=SimpleNamespace(run=Launcher(), function=None,
+                                                                          packed_metadata=())), 99)[0] is None
+    launch, why = _launch.bind_compiled(record._replace(compiled=object()), 99)
+    assert launch is None and "not a relaunchable CompiledKernel" in why
+    with pytest.raises(ValueError):
+        _launch.set_mode("turbo")
+
+
+def test_kernel_modules_still_import_nothing_heavy():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    code = ("import sys\nimport workloads.kernels._launch, workloads.kernels.triton_mean\n"
+            "import workloads.kernels.triton_square\n"
+            "heavy = [m for m in ('torch', 'triton') if m in sys.modules]\nassert not heavy, heavy\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert res.returncode == 0, res.stderr
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_gpu_fast_path_bit_identical_and_keyed(dtype):
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_mean import fast_mean
+    from workloads.kernels.triton_square import triton_square
+
+    assert _launch.status()["path"].startswith("fast"), _launch.status()
+    for n in (1, 4097, 10**6 + 3, 10**7):
+        x = torch.rand(n, device="cuda").to(dtype)
+        # x[1:]: not 16-byte aligned, another compiled kernel, another key (empty for n=1: NaN)
+        for v in (x, x[1:]):
+            for fn in (fast_mean, triton_square):
+                plain, fast = _both(fn, v)
+                assert _same_bits(plain, fast), (fn.__name__, v.numel(), dtype)
+            assert torch.equal(triton_square(v), torch.square(v))
+    for name in ("fast_mean", "triton_square"):
+        fc = _launch.fast_calls(name)
+        assert any(v is not None for v in fc.calls.values()), fc.describe()
+        assert not fc.refused, fc.refused
+    # another stream: its own launches (and workspace), results the same
+    x = torch.rand(10**6 + 3, device="cuda").to(dtype)
+    want = fast_mean(x), triton_square(x)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        got = [(fast_mean(x), triton_square(x)) for _ in range(3)][-1]
+    s.synchronize()
+    assert _same_bits(got[0], want[0]) and _same_bits(got[1], want[1])
+    keys = [k for k in _launch.fast_calls("fast_mean").calls if k[0] == x.numel() and k[1] == dtype]
+    assert len({k[3] for k in keys}) >= 2
+
+
+
+@pytest.mark.gpu
+def test_gpu_launch_hooks_take_the_plain_path():
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    from triton import knobs
+
+    from workloads.kernels.triton_mean import fast_mean
+
+    chain = getattr(knobs.runtime.launch_enter_hook, "add", None)
+    if chain is None:
+        pytest.skip("this triton's launch hooks are not a HookChain")
+    x = torch.rand(10**6, device="cuda")
+    fast_mean(x), fast_mean(x)
+    seen = []
+    hook = lambda metadata: seen.append(metadata)  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        got = fast_mean(x)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(seen) == 1, "a registered launch hook did not see the launch"
+    assert _same_bits(got, fast_mean(x))

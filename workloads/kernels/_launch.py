@@ -1,0 +1,405 @@
+"""Relaunch a compiled Triton kernel without Triton's per-call work: the fast launch path.
+
+Where the host time of ``kernel[grid](*args, **kw)`` goes in Triton 3.6 (read from
+python/triton/runtime/jit.py ``JITFunction.run``, compiler/compiler.py ``CompiledKernel``,
+backends/nvidia/driver.py ``CudaLauncher`` and the C ``launch`` it generates), on every call,
+for a kernel that is already compiled:
+
+1. ``kernel[grid]`` builds a lambda; ``run`` puts ``knobs.runtime.debug`` and
+   ``knobs.compilation.instrumentation_mode`` into the keyword arguments, asks the driver for
+   the current device (``torch.cuda.current_device``) and stream, and runs the pre-run hooks;
+2. the binder (a function generated per kernel by ``create_function_from_signature``) binds
+   every argument into a dict and calls ``native_specialize_impl`` on each non-constexpr one:
+   a tensor's dtype becomes ``"*fp32"``, its ``data_ptr() % 16`` the divisibility attribute, an
+   int its width (i32/i64);
+3. ``compute_cache_key``: ``tuple(specialization)`` and ``str(options)`` (the keyword dict
+   formatted to a string) form the key of a dict lookup, then the kernel cache lookup;
+4. a loop checking that no global the kernel read has changed; the grid is canonicalised;
+5. ``CompiledKernel.launch_metadata(grid, stream, *args)``: in 3.6 ``launch_enter_hook`` is a
+   ``HookChain``, never None, so every call runs ``_init_handles`` and builds a ``LazyDict``;
+6. ``CompiledKernel.run`` (a property) -> ``CudaLauncher.__call__``: two scratch allocations
+   considered, then the C ``launch``: ``PyArg_ParseTuple`` of 13 + n arguments, a call of the
+   (empty) enter-hook chain, for each pointer argument a ``data_ptr()`` call and a
+   ``cuPointerGetAttribute``, ``cuLaunchKernelEx``, the (empty) exit-hook chain.
+
+Measured on the H200 (torch 2.11, Triton 3.6, 1e6 float32; scripts/bench_launch.py's
+breakdown, each step timed alone): the plain fast_mean call costs 35-42 us, of which
+``kernel[grid](...)`` is 13.6 (binder 2.1, cache key 1.0, launch_metadata 0.7, the launch with
+tensors and hooks 6.8) and our own Python the rest: ``torch.empty((), dtype=, device=)`` 3.0,
+``torch.cuda.current_stream`` for the workspace 3.6, the grid plan 2.5, ``reshape`` 1.3,
+``on_device`` 0.9. torch.mean's whole call is 10 us.
+
+Of the six steps only the last C launch is needed once the compiled kernel, its grid and its
+constexprs are known. A caller keeps, per call shape (see ``FastCalls``), a ``functools.partial``
+of the C launch with everything fixed bound in (grid, stream, CUfunction, packed metadata,
+no hooks) and passes only what changes: pointers as ints (the C launcher takes an int as the
+address as is: no ``data_ptr()`` call, no ``cuPointerGetAttribute``), ``n`` and the constexprs
+(the C launcher parses, and ignores, a slot for each). A cached fast_mean call then costs
+7-9 us on the H200 (0.73-0.96x torch.mean's host time), triton_square 7-10 us (1.07-1.15x
+torch.square's, whose whole call is one C++ dispatch): the C launch itself is 3.8 us of it,
+the output's ``torch.empty_like`` 1.9.
+
+Where it cannot apply, the kernel's plain ``kernel[grid](...)`` path runs, and ``status()``
+says why: TRITON_INTERPRET=1 (the interpreter has no compiled kernel), no CUDA, a torch
+without the raw-stream functions, a Triton whose ``JITFunction.run`` no longer launches
+through ``CompiledKernel.run`` with the argument order relied on here, launch hooks
+registered (a profiler such as proton must see every launch as Triton reports it), Triton's
+debug or instrumentation mode on, a tensor on a device other than the current one, a kernel
+that needs scratch memory per launch.
+
+Not repeated per call: JITFunction's pre-run hooks and its changed-globals check (steps 1
+and 4). The kernels relaunched here are private to their modules (nobody adds hooks) and read
+no globals but ``tl``.
+
+GPROF_ORCH_TRITON_LAUNCH=plain (or ``launch_mode("plain")``) forces the plain path, to compare.
+
+Imports neither torch nor triton at import time.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import re
+import types
+from typing import Any, NamedTuple
+
+MODE_ENV = "GPROF_ORCH_TRITON_LAUNCH"
+MODES = ("fast", "plain")
+# cached call shapes per kernel; a caller cycling through more sizes than this starts over
+MAX_CALLS = 1024
+
+# JITFunction.run's own launch, whitespace removed: the contract the fast path relies on
+# (the CompiledKernel.run argument order: grid, stream, CUfunction, packed metadata, launch
+# metadata, the two hooks, then every kernel argument, constexprs included, in order).
+_RUN_CONTRACT = ("kernel.run(grid_0,grid_1,grid_2,stream,kernel.function,kernel.packed_metadata,"
+                 "launch_metadata,knobs.runtime.launch_enter_hook,knobs.runtime.launch_exit_hook,"
+                 "*bound_args.values())")
+# Triton 3.6's generated C launch: grid x3, stream, function, cooperative, pdl, global and
+# profile scratch, kernel metadata, launch metadata, enter and exit hooks; then the arguments
+_DIRECT_FORMAT = "iiiKKppOOOOOO"
+_DIRECT_CALL_PARAMS = ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+
+
+class _State:
+    """What every fast path reads per call: `enabled` and `where(x)`. Resolved on first use
+    (imports torch and triton then), so that importing the kernels stays free."""
+
+    def __init__(self) -> None:
+        self.injected = None  # a backend put in by use_backend (tests)
+        self.reset()
+
+    def _resolve_then_where(self, x):
+        _resolve(self)
+        return self.where(x)
+
+    def reset(self) -> None:
+        """Back to unresolved: the next call resolves the path for the current mode."""
+        self.enabled, self.where, self.bind = True, self._resolve_then_where, None
+        self.why, self.backend = "not resolved yet (no call so far)", None
+
+
+STATE = _State()
+_MODE = os.environ.get(MODE_ENV, "fast").strip().lower() or "fast"
+
+
+def _never(x):
+    return None
+
+
+def _disable(state: _State, why: str) -> None:
+    state.enabled, state.where, state.bind, state.why, state.backend = False, _never, None, why, None
+
+
+def _install(state: _State, backend) -> None:
+    state.enabled, state.where, state.bind = True, backend.where, backend.bind
+    state.why, state.backend = backend.describe(), backend
+
+
+def _resolve(state: _State) -> None:
+    """Choose the backend: the CUDA one when everything it relies on is there, else none
+    (every call takes the plain path) with the reason kept in `state.why`."""
+    from workloads.kernels._common import interpreting
+
+    if _MODE not in MODES:
+        _disable(state, f"{MODE_ENV}={_MODE!r} is none of {', '.join(MODES)}: plain launches")
+        return
+    if _MODE == "plain":
+        _disable(state, f"plain launches asked for ({MODE_ENV}=plain or launch_mode('plain'))")
+        return
+    if state.injected is not None:
+        _install(state, state.injected)
+        return
+    if interpreting():
+        _disable(state, "TRITON_INTERPRET=1: the kernels run in Triton's interpreter, which has "
+                        "no compiled kernel to relaunch")
+        return
+    try:
+        backend = CudaBackend()
+    except _Unsupported as exc:
+        _disable(state, str(exc))
+        return
+    _install(state, backend)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def run_contract_in(source: str) -> bool:
+    """Does this source of JITFunction.run launch with the call the fast path repeats?"""
+    return _RUN_CONTRACT in re.sub(r"\s+", "", source)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_contract_holds() -> tuple[bool, str]:
+    try:
+        from triton.runtime.jit import JITFunction
+
+        src = inspect.getsource(JITFunction.run)
+    except (ImportError, OSError, TypeError) as exc:
+        return False, f"cannot read triton's JITFunction.run ({type(exc).__name__}: {exc})"
+    if not run_contract_in(src):
+        return False, ("this triton's JITFunction.run does not launch with kernel.run(grid_0, grid_1, "
+                       "grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, hooks, "
+                       "*args): its CompiledKernel API differs from the one relaunched here")
+    return True, ""
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_launcher_class():
+    """Triton 3.6's CudaLauncher class when its C launch has the layout called directly here
+    (checked on the class and the module's format string), else None: then the launch goes
+    through CompiledKernel.run, one Python call more."""
+    try:
+        from triton.backends.nvidia import driver as nv
+    except ImportError:
+        return None
+    cls = getattr(nv, "CudaLauncher", None)
+    if cls is None or getattr(nv, "_BASE_ARGS_FORMAT", None) != _DIRECT_FORMAT:
+        return None
+    try:
+        params = list(inspect.signature(cls.__call__).parameters)
+    except (TypeError, ValueError):
+        return None
+    return cls if params == _DIRECT_CALL_PARAMS else None
+
+
+class CudaBackend:
+    """The fast path on CUDA: where a tensor's launch would go, and how to bind a launch."""
+
+    def __init__(self) -> None:
+        try:
+            import torch
+        except ImportError as exc:
+            raise _Unsupported(f"no torch: {exc}") from exc
+        if not torch.cuda.is_available():
+            raise _Unsupported("no CUDA device: the Triton kernels cannot run compiled here")
+        get_device = getattr(torch._C, "_cuda_getDevice", None)
+        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if get_device is None or raw_stream is None:
+            raise _Unsupported("this torch has no torch._C._cuda_getDevice/_cuda_getCurrentRawStream")
+        ok, why = _run_contract_holds()
+        if not ok:
+            raise _Unsupported(why)
+        try:
+            from triton import knobs
+        except ImportError:
+            # before triton.knobs (3.4) the hooks lived on CompiledKernel: not looked at here
+            raise _Unsupported("this triton has no triton.knobs (older than 3.4): plain launches") from None
+        self._tensor = torch.Tensor
+        self._get_device = get_device
+        self._raw_stream = raw_stream
+        self._runtime = knobs.runtime
+        self._compilation = knobs.compilation
+        # 3.6: the hooks are HookChains, empty unless a hook was added; 3.4-3.5: None or a function
+        self._hook_chain = getattr(knobs, "HookChain", None)
+        self._direct_cls = _direct_launcher_class()
+
+    def describe(self) -> str:
+        how = "C launch called directly" if self._direct_cls is not None else "through CompiledKernel.run"
+        return f"fast: cached launches ({how})"
+
+    def where(self, x):
+        """(device index, raw stream) the plain path would launch `x`'s kernel on, or None
+        when the fast path must not serve this call."""
+        if not isinstance(x, self._tensor) or not x.is_cuda:
+            return None  # anything else meets the plain path's own checks and errors
+        dev = x.get_device()
+        # the plain path makes x's device current first (on_device); keep that one path
+        if dev != self._get_device():
+            return None
+        rt = self._runtime
+        chain = self._hook_chain
+        # a registered launch hook (proton, a user's) sees launches only through Triton's path;
+        # debug and instrumentation change which kernel Triton compiles. Inline: per call.
+        hook = rt.launch_enter_hook
+        if hook is not None and (type(hook) is not chain or hook.calls):
+            return None
+        hook = rt.launch_exit_hook
+        if hook is not None and (type(hook) is not chain or hook.calls):
+            return None
+        if rt.debug or self._compilation.instrumentation_mode:
+            return None
+        return dev, self._raw_stream(dev)
+
+    def bind(self, record: "Launch", stream: int):
+        return bind_compiled(record, stream, self._direct_cls)
+
+
+def bind_compiled(record: "Launch", stream: int, direct_cls=None):
+    """(launch, how) where launch(*kernel_args) repeats `record`'s launch on `stream`, or
+    (None, why not). kernel_args: every parameter in order, constexprs included, pointers as
+    ints. how: 'direct' (Triton 3.6's C launch called as CudaLauncher.__call__ calls it, when
+    `direct_cls` is that launcher's class) or 'run' (through CompiledKernel.run, as
+    JITFunction.run launches)."""
+    compiled = record.compiled
+    try:
+        run = compiled.run  # the property loads the module (done by the plain launch already)
+        function = compiled.function
+        packed = compiled.packed_metadata
+    except Exception as exc:  # noqa: BLE001 - any CompiledKernel API difference means: plain
+        return None, f"not a relaunchable CompiledKernel ({type(exc).__name__}: {exc})"
+    if function is None:
+        return None, "the compiled kernel has no loaded CUfunction"
+    gx, gy, gz = record.grid
+    if direct_cls is not None and type(run) is direct_cls:
+        launch = getattr(run, "launch", None)
+        # scratch memory is allocated per launch by CudaLauncher.__call__; a Python function
+        # here is wrap_handle_tensordesc's wrapper: both need the full call
+        if (launch is not None and not isinstance(launch, types.FunctionType)
+                and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)):
+            return functools.partial(launch, gx, gy, gz, stream, function, run.launch_cooperative_grid,
+                                     run.launch_pdl, None, None, packed, None, None, None), "direct"
+    if not callable(run):
+        return None, "CompiledKernel.run is not callable"
+    return functools.partial(run, gx, gy, gz, stream, function, packed, None, None, None), "run"
+
+
+class Launch(NamedTuple):
+    """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple
+    kwargs: dict
+    compiled: Any
+
+
+def launch_plain(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict) -> Launch:
+    """Triton's own launch, kernel[grid](*args, **kwargs), and its record (the CompiledKernel
+    on a GPU; whatever the interpreter returns under TRITON_INTERPRET=1)."""
+    compiled = kernel[grid](*args, **kwargs)
+    return Launch(kernel, (tuple(grid) + (1, 1))[:3], args, kwargs, compiled)
+
+
+class FastCalls:
+    """One kernel's cached launches: call key -> the tuple its fast path unpacks.
+
+    A key holds everything the plain path's launch depends on: numel (the grid, the int
+    width Triton gives n, the config chosen), dtype, the input's 16-byte alignment (Triton
+    compiles a separate kernel for aligned and unaligned pointers; outputs and workspaces come
+    from torch's allocator, aligned, and are checked), (device, stream) and the config asked
+    for. A key is learned from a plain call that just ran with it, so the fast path repeats
+    exactly that launch. Triton never unloads a compiled module, so a bound launch stays valid."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.calls: dict = {}
+        self.how: dict = {}  # key -> "direct" / "run" (how its launch is made), or why refused
+        self.tiers: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self.how.clear()
+        self.tiers.clear()
+        self.refused.clear()
+
+    def learn(self, key, record: "Launch", stream: int, make) -> None:
+        """Bind the plain launch `record` for `key` and store make(launch) (the tuple the
+        caller's fast path unpacks)."""
+        bind = STATE.bind
+        if bind is None or key in self.calls:
+            return
+        launch, how = bind(record, stream)
+        if launch is None:
+            self.refused[how] = self.refused.get(how, 0) + 1
+            # remembered as refused, so that each miss does not try to bind again
+            value = None
+        else:
+            self.tiers[how] = self.tiers.get(how, 0) + 1
+            value = make(launch)
+        if len(self.calls) >= MAX_CALLS:
+            self.calls.clear()
+            self.how.clear()
+        self.calls[key] = value
+        self.how[key] = how
+
+    def describe(self) -> dict:
+        return {"cached_calls": sum(v is not None for v in self.calls.values()), "tiers": dict(self.tiers),
+                "refused": dict(self.refused)}
+
+
+_REGISTRY: dict[str, FastCalls] = {}
+
+
+def fast_calls(name: str) -> FastCalls:
+    """The FastCalls of kernel `name` (one per kernel, shared by its callers)."""
+    fc = _REGISTRY.get(name)
+    if fc is None:
+        fc = _REGISTRY[name] = FastCalls(name)
+    return fc
+
+
+def clear() -> None:
+    """Forget every cached launch (they are learned again from the next plain calls)."""
+    for fc in _REGISTRY.values():
+        fc.clear()
+
+
+def set_mode(mode: str) -> None:
+    """'fast' (cached launches where they apply) or 'plain' (Triton's own launch every call)."""
+    global _MODE
+    if mode not in MODES:
+        raise ValueError(f"launch mode must be one of {', '.join(MODES)}; got {mode!r}")
+    _MODE = mode
+    STATE.reset()
+
+
+def mode() -> str:
+    return _MODE
+
+
+@contextlib.contextmanager
+def launch_mode(new: str):
+    """Run the block with launches in `new` mode ('fast' or 'plain'), then restore."""
+    old = _MODE
+    set_mode(new)
+    try:
+        yield
+    finally:
+        set_mode(old)
+
+
+@contextlib.contextmanager
+def use_backend(backend):
+    """Serve the fast path with `backend` (its where(x), bind(record, stream) and describe())
+    in place of the CUDA one, in 'fast' mode: how the tests run the fast path on a CPU."""
+    STATE.injected = backend
+    STATE.reset()
+    clear()
+    try:
+        yield backend
+    finally:
+        STATE.injected = None
+        STATE.reset()
+        clear()
+
+
+def status() -> dict:
+    """The launch path in use and why, and per kernel the launches cached and how they launch."""
+    if STATE.where == STATE._resolve_then_where:
+        _resolve(STATE)
+    return {"mode": _MODE, "path": STATE.why, "kernels": {k: v.describe() for k, v in _REGISTRY.items()}}
