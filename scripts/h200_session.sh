@@ -10,7 +10,9 @@
 # the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
 # (every backend on square and mean), sweep (triton-mean at three sizes), timers (the time backend's
 # timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
-# exec (a training script and nested ranges under `exec nsys`, checked against nsys stats)
+# exec (a training script and nested ranges under `exec nsys`, checked against nsys stats), roofline
+# (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
+# (the fast Triton mean under nsys, Triton's launch against the cached one)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -68,6 +70,39 @@ if has exec; then
   g exec nsys --ranges '*@' -o "$RUNS/exec-nested" -- python3 tests/fixtures/nsys/h200_nested_nvtx0210/program.py 2>&1 \
     | tee "$OUT/exec-nested.txt" | cut -c1-220
   python3 scripts/check_kern_sum.py "$RUNS/exec-nested" 2>&1 | tee -a "$OUT/exec-nested.txt"
+fi
+if has roofline; then
+  # issue 17: ncu with SpeedOfLight_RooflineChart on the built-ins, its cost, and ncu's details CSV
+  log "roofline capture"; ROOFLINE_TIMING_REPS=${ROOFLINE_TIMING_REPS:-1} bash scripts/capture_roofline_fixture.sh 2>&1 | tail -40
+fi
+if has cluster; then
+  # issue 18 on one GPU: the same sweep serial and on a local-cuda cluster (one worker, GPU=1),
+  # then nsys and ncu points through the cluster; each point's manifest names its GPU
+  for how in serial cluster; do
+    flag=(); [[ $how == cluster ]] && flag=(--cluster local-cuda)
+    log "time sweep triton-mean, $how"
+    s=$(date +%s%N); g time triton-mean --size 1e6,1e7,1e8 -v torch_mean,triton_fast "${flag[@]}" \
+      -o "$RUNS/sweep-$how" 2>&1 | grep -v '^saved' | tail -12; e=$(date +%s%N)
+    echo "time sweep $how wall: $(( (e - s) / 1000000 )) ms"
+  done
+  log "nsys sweep via local-cuda"; g nsys triton-mean --size 1e6,1e7 -v torch_mean,triton_fast --cluster local-cuda \
+    -o "$RUNS/nsys-sweep-cluster" 2>&1 | tail -6
+  log "ncu sweep via local-cuda"; g ncu triton-mean --size 1e6,1e7 -v torch_mean,triton_fast --cluster local-cuda \
+    -o "$RUNS/ncu-sweep-cluster" 2>&1 | tail -6
+  python3 - "$RUNS" <<'PY'
+import json, pathlib, sys
+for m in sorted(pathlib.Path(sys.argv[1]).glob("*-cluster/*/manifest.json")):
+    d = json.loads(m.read_text())
+    print(m.parent.parent.name, m.parent.name, d.get("status"), json.dumps(d.get("placement")))
+PY
+fi
+if has launch-report; then
+  # issue 17's before/after: the fast Triton mean under nsys with Triton's own launch (plain) and the cached one
+  for mode in plain fast; do
+    log "nsys triton-mean 1e7, launch $mode"
+    GPROF_ORCH_TRITON_LAUNCH=$mode g nsys triton-mean --size 1e7 -v torch_mean,triton_fast -o "$RUNS/launch-$mode" \
+      2>&1 | tee "$OUT/launch-$mode.txt" | grep -v '^saved'
+  done
 fi
 if has check; then log "doctor --check"; g doctor --check | tail -5; fi
 # sigint_case NAME TOOL CONDITION [ARGS]: TOOL square (torch_square, mul, pow) into $RUNS/NAME,
