@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from typing import Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolTimeoutError
+from orchestrator.errors import (GprofError, InterruptedRunError, ParseError, RunFailedError, ToolTimeoutError,
+                                 UsageError)
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
 
@@ -170,6 +172,10 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         return sweep(workload, backend, sizes, dtypes, **rest)
     argv = options.pop("argv", None)
     req = Request(workload=workload, backend=backend, **options).validate()
+    if req.each_gpu:
+        return each_gpu(req, argv)
+    if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
+        return _profile_on_cluster(req, argv)
     be = backends.get(backend)
     tools = be.require(req)  # a missing profiler fails here, before a run folder exists
     rf = RunFolder.create(backend, workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
@@ -260,7 +266,7 @@ def load_run(path: str | Path) -> "Run | MultiRun":
     written and `.saved` is False."""
     rf = RunFolder.open(path)
     write = rf.writable()
-    if rf.manifest.get("kind") in ("all", "sweep"):
+    if rf.manifest.get("kind") in MULTI_KINDS:
         return _build_multi(rf, write=write)
     backend = rf.manifest.get("backend")
     if not isinstance(backend, str) or backend not in backends.BACKENDS:
@@ -270,10 +276,15 @@ def load_run(path: str | Path) -> "Run | MultiRun":
 
 # -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
 
+# the kinds of parent folder: every backend, every size/dtype, the one point on every worker's GPU
+MULTI_KINDS = ("all", "sweep", "each-gpu")
+
+
 @dataclass
 class MultiRun:
-    """A parent run folder holding child runs: kind 'all' (one a backend) or 'sweep' (one a
-    size and dtype). `table` is the merged table (all) or the time-vs-size table (sweep)."""
+    """A parent run folder holding child runs: kind 'all' (one a backend), 'sweep' (one a size and
+    dtype) or 'each-gpu' (one a worker's GPU). `table` is the merged table (all), the time-vs-size
+    table (sweep) or the per-GPU table with the slow GPUs flagged (each-gpu)."""
 
     path: Path
     manifest: dict[str, Any]
@@ -315,7 +326,7 @@ class MultiRun:
     def title(self) -> str:
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
-        what = "all backends" if self.kind == "all" else "sweep"
+        what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
         return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
 
     def footer(self) -> list[str]:
@@ -332,6 +343,10 @@ class MultiRun:
             from reports import merge
 
             lines.append(merge.legend(on_gpu=self.workload.get("device") == "cuda"))
+        if self.kind == "each-gpu" and not self.table.empty:
+            from orchestrator.cluster import slow_lines
+
+            lines += slow_lines(self.table)
         return lines
 
 
@@ -349,27 +364,46 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     """Run each (name, job) into rf/<name> (a job returns a Run, or a string: the reason it is
     skipped), recording each child's status in the parent manifest as it ends. Stops at an
     interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
-    children = rf.manifest.setdefault("children", {})
     interrupted: InterruptedRunError | None = None
     for name, job in jobs:
         try:
-            result = job(rf.path / name)
-            children[name] = ({"status": "skipped", "reason": result} if isinstance(result, str)
-                              else {"status": result.status, "folder": name})
+            _record_child(rf, name, job(rf.path / name))
         except InterruptedRunError as exc:
-            children[name] = {"status": "interrupted", "folder": name, "error": exc.message}
+            _record_child(rf, name, exc)
             interrupted = exc
         except KeyboardInterrupt:  # between two children's runs
             interrupted = InterruptedRunError("interrupted")
-            children.setdefault(name, {"status": "interrupted", "folder": name, "error": interrupted.message})
+            if name not in rf.manifest.get("children", {}):
+                _record_child(rf, name, interrupted)
         except GprofError as exc:
-            children[name] = {"status": "failed", "folder": name, "error": exc.message}
-        try:
-            rf.save()
-        except GprofError:
-            pass  # finish() below tries again, and says so if it cannot
+            _record_child(rf, name, exc)
         if interrupted:
             break
+    return _finish_children(rf, what, interrupted)
+
+
+def _record_child(rf: RunFolder, name: str, result: "Run | MultiRun | str | GprofError", **extra: Any) -> None:
+    """Record how the child `name` ended in the parent manifest, and save it: a Run (its status),
+    a string (why it was skipped), or the error it ended with (interrupted, or failed). `extra`
+    (where it ran, on a cluster) is kept beside."""
+    if isinstance(result, str):
+        entry: dict[str, Any] = {"status": "skipped", "reason": result}
+    elif isinstance(result, GprofError):
+        entry = {"status": "interrupted" if isinstance(result, InterruptedRunError) else "failed", "folder": name,
+                 "error": result.message}
+    else:
+        entry = {"status": result.status, "folder": name}
+    rf.manifest.setdefault("children", {})[name] = {**entry, **extra}
+    try:
+        rf.save()
+    except GprofError:
+        pass  # finish() tries again, and says so if it cannot
+
+
+def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError | None) -> MultiRun:
+    """End a parent folder once its children have ended: its status from theirs, its reports,
+    its manifest saved. Raises what went wrong, with `.run`."""
+    children = rf.manifest.setdefault("children", {})
     bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
     err: GprofError | None = interrupted or (RunFailedError(
         "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()), hint=f"the other {what} are in {rf.path}")
@@ -391,34 +425,126 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     return multi
 
 
+def run_point(point: Any, out: Path) -> "Run | MultiRun | str":
+    """One child of a parent folder (an orchestrator.cluster.Point: a sweep's size and dtype, a
+    backend of `all`, a worker's GPU) run into `out`, here: the same on a Dask worker as in the
+    serial loop. A string is why the backend cannot run here (`all` skips it). Raises GprofError
+    as profile() does."""
+    if point.check:
+        reason = _unavailable(point.backend, Request(workload=point.workload, backend=point.backend,
+                                                     **point.options))
+        if reason:
+            return reason
+    return profile(point.workload, point.backend, out=out, **point.options)
+
+
+def _unavailable(name: str, req: Request) -> str | None:
+    """Why backend `name` cannot run on this machine, or None when it can."""
+    from orchestrator import envinfo
+
+    avail = backends.get(name).check(req)
+    if not avail.ok:
+        return avail.detail.splitlines()[0]
+    if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
+        return "ncu needs an NVIDIA GPU (none here, or --device cpu)"
+    return None
+
+
+def _point_options(req: Request, *drop: str) -> dict[str, Any]:
+    """A point's own profile() options: the parent request's, less where and how the parent runs."""
+    from orchestrator.request import CLUSTER_FIELDS
+
+    opts = {k: v for k, v in req.to_json().items()
+            if k not in ("workload", "backend", "out", "root", *CLUSTER_FIELDS, *drop)}
+    if opts.get("workload_file"):  # a worker's working folder is not ours
+        opts["workload_file"] = str(Path(opts["workload_file"]).resolve())
+    return opts
+
+
+def _run_points(create: Any, points: list, what: str, req: Request) -> MultiRun:
+    """Run every point into the parent folder `create()` makes: here, one after another, or on the
+    cluster the request names (connected before the folder is made: an unreachable scheduler
+    leaves no folder)."""
+    spec = req.cluster_spec()
+    if spec is None:
+        rf = create()
+        return _run_children(rf, [(p.name, functools.partial(run_point, p)) for p in points], what)
+    from orchestrator import cluster
+
+    with cluster.Session(spec, req.connect_timeout) as session:
+        return _run_on_cluster(create(), session, points, what, req.retries)
+
+
+def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retries: int) -> MultiRun:
+    """The cluster's side of _run_children: each point a task; each result unpacked into rf/<name>
+    as it ends, its placement in its manifest and the parent's, the parent manifest saved."""
+    rf.update(cluster=session.info())
+
+    def record(outcome: Any) -> None:
+        try:
+            result = _unpack_outcome(rf.path / outcome.name, outcome)
+        except GprofError as exc:  # it could not be written here (disk full): that point failed
+            result = exc
+        _record_child(rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS})
+
+    interrupted = session.run(points, retries=retries, on_result=record)
+    # the children in the points' order, as the serial run lists them, whatever order they ended in
+    children = rf.manifest.setdefault("children", {})
+    rf.manifest["children"] = {p.name: children[p.name] for p in points if p.name in children}
+    return _finish_children(rf, what, interrupted)
+
+
+# what the parent manifest's children entries keep of where a point ran (its own manifest: all of it)
+PLACEMENT_KEYS = ("worker", "host", "gpu_name", "gpu_uuid", "attempts")
+
+
+def _unpack_outcome(folder: Path, outcome: Any) -> "Run | MultiRun | str | GprofError":
+    """A point's Outcome into `folder`: its run folder unpacked, where it ran written into its
+    manifest, its reports rebuilt here (their titles name this folder). Returns what
+    _record_child records."""
+    if outcome.status == "skipped":
+        return outcome.error or "skipped"
+    run = None
+    if outcome.archive is not None:
+        from orchestrator import cluster
+
+        cluster.unpack(outcome.archive, folder)
+        child = RunFolder.open(folder)
+        child.update(placement=outcome.placement)
+        try:
+            run = load_run(folder)
+        except GprofError:
+            run = None  # the runner never wrote workload.json: the folder keeps its logs
+    return run if outcome.status == "ok" and run is not None else outcome.as_error()
+
+
 def profile_all(workload: str, backends_: list[str] | None = None, **options: Any) -> MultiRun:
     """Every backend available here, one after another, into one parent folder; a backend that
-    cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason."""
+    cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason. With a
+    cluster (options cluster=, scheduler_file=), each backend is a task, checked on its worker."""
     from orchestrator import envinfo
+    from orchestrator.cluster import Point
 
     argv = options.pop("argv", None)
     req = Request(workload=workload, backend="all", **options).validate()
-    rf = RunFolder.create("all", workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
-    rf.update(machine=envinfo.machine(), kind="all")
-    child_opts = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend", "out", "root")}
+    if req.each_gpu:
+        raise UsageError("--each-gpu runs one point on every GPU: not with `all` (run one backend)")
 
-    def job(name: str):
-        def run(out: Path) -> "Run | str":
-            avail = backends.get(name).check(req)
-            if not avail.ok:
-                return avail.detail.splitlines()[0]
-            if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
-                return "ncu needs an NVIDIA GPU (none here, or --device cpu)"
-            return profile(workload, name, out=out, **child_opts)
-        return run
+    def create() -> RunFolder:
+        rf = RunFolder.create("all", workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
+        rf.update(machine=envinfo.machine(), kind="all")
+        return rf
 
     names = backends_ or ["time", "torch-trace", "nsys", "ncu"]
-    return _run_children(rf, [(n, job(n)) for n in names], "backends' results")
+    opts = _point_options(req)
+    return _run_points(create, [Point(n, workload, n, opts, check=True) for n in names], "backends' results", req)
 
 
 def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
-    """The workload at every (size, dtype) point, one child run (and process) each."""
+    """The workload at every (size, dtype) point, one child run (and process) each; with a cluster,
+    one task each."""
     from orchestrator import envinfo
+    from orchestrator.cluster import Point
     from orchestrator.request import parse_size
 
     argv = options.pop("argv", None)
@@ -427,16 +553,71 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     base = Request(workload=workload, backend=backend, size=sizes[0], dtype=dtypes[0], **options)
     for d in dtypes:
         Request(**{**base.__dict__, "dtype": d}).validate()
-    rf = RunFolder.create(f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(),
-                          argv=argv)
-    rf.update(machine=envinfo.machine(), kind="sweep", sweep_backend=backend, sizes=sizes, dtypes=dtypes)
-    opts = {k: v for k, v in base.to_json().items() if k not in ("workload", "backend", "out", "root", "size", "dtype")}
+    if base.each_gpu:
+        raise UsageError("--each-gpu runs one point on every GPU: give one --size and one --dtype")
 
-    def job(size: str, dtype: str):
-        return lambda out: profile(workload, backend, size=size, dtype=dtype, out=out, **opts)
+    def create() -> RunFolder:
+        rf = RunFolder.create(f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(),
+                              argv=argv)
+        rf.update(machine=envinfo.machine(), kind="sweep", sweep_backend=backend, sizes=sizes, dtypes=dtypes)
+        return rf
 
+    opts = _point_options(base, "size", "dtype")
     # a point without --size runs the workload's default shape (which depends on the device)
-    return _run_children(rf, [(f"{s or 'default'}-{d}", job(s, d)) for d in dtypes for s in sizes], "points")
+    points = [Point(f"{s or 'default'}-{d}", workload, backend, {**opts, "size": s, "dtype": d})
+              for d in dtypes for s in sizes]
+    return _run_points(create, points, "points", base)
+
+
+def each_gpu(req: Request, argv: list[str] | None = None) -> MultiRun:
+    """The one point of `req` once on every worker that has a GPU (the cluster it names, else
+    local-cuda), pinned to that worker: a parent folder of kind each-gpu with a child per worker,
+    and a table that flags GPUs more than cluster.SLOW_PCT % slower than the median of the GPUs'
+    medians."""
+    from orchestrator import cluster, envinfo
+
+    spec = req.cluster_spec()
+    opts = _point_options(req)
+    with cluster.Session(spec, req.connect_timeout) as session:
+        workers = session.workers()
+        points = [cluster.Point(cluster.worker_label(a, w["name"]), req.workload, req.backend, opts,
+                                worker=w["name"]) for a, w in sorted(workers.items(), key=lambda aw: aw[1]["name"])]
+        rf = RunFolder.create(f"{req.backend}-each-gpu", req.workload, out=req.out, root=req.root,
+                              request=req.to_json(), argv=argv)
+        rf.update(machine=envinfo.machine(), kind="each-gpu", each_gpu_backend=req.backend)
+        return _run_on_cluster(rf, session, points, "GPUs' results", req.retries)
+
+
+def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
+    """One run (not a sweep) as one task on the cluster the request names, into the run folder the
+    serial run would have made, with where it ran in its manifest."""
+    from orchestrator import cluster
+
+    with cluster.Session(req.cluster_spec(), req.connect_timeout) as session:
+        where = session.info()
+        rf = RunFolder.create(req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(),
+                              argv=argv)
+        point = cluster.Point(rf.path.name, req.workload, req.backend, _point_options(req))
+        outcomes: list = []
+        interrupted = session.run([point], retries=req.retries, on_result=outcomes.append)
+    outcome = outcomes[0] if outcomes else None
+    if outcome is None or outcome.archive is None:
+        error = outcome.as_error() if outcome else interrupted or RunFailedError("the point never ran")
+        rf.update(cluster=where, placement=outcome.placement if outcome else None)
+        rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error.message)
+        error.run_path = rf.path  # type: ignore[attr-defined]
+        raise error
+    cluster.unpack(outcome.archive, rf.path)  # over the placeholder manifest: the worker's is the run's
+    rf = RunFolder.open(rf.path)
+    rf.manifest.update(argv=argv or [], request=req.to_json(), placement=outcome.placement, cluster=where)
+    run = None
+    error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()
+    try:
+        run = build_report(rf, write=False)
+    except GprofError as exc:
+        error = error or exc
+    status = "ok" if error is None else "interrupted" if isinstance(error, InterruptedRunError) else "failed"
+    return conclude(rf, run, status, error)
 
 
 def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None) -> MultiRun:
@@ -463,6 +644,10 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
         first = next(iter(runs.values())).workload if runs else {}
         table = merge.merged_table({n: r.table for n, r in runs.items()}, first.get("baseline"),
                                    on_gpu=first.get("device") == "cuda")
+    elif kind == "each-gpu":
+        from orchestrator.cluster import each_gpu_table
+
+        table = each_gpu_table(runs)
     else:
         points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
         table = merge.sweep_table(points)
@@ -476,8 +661,8 @@ def _write_multi(multi: MultiRun) -> None:
     from reports import html, render
 
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
-    if multi.kind == "all":
-        sections.insert(0, ("merged", multi.table))
+    if multi.kind in ("all", "each-gpu"):
+        sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
     meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
     try:
         render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)

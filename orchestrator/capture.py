@@ -601,12 +601,17 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
     run = None
     located = _located(rf.path / SQLITE)
+    handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once
 
     def nsys_manifest() -> dict[str, Any]:
         with compressed.plain_file(located) as plain:
-            export = ns.read_export(plain)
-            return workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
-                                     iters_per_range=req.iters or 1, borrowed=borrowed)
+            # lean: what the manifest and the report use (a million-kernel capture read twice in
+            # full took longer than `nsys stats` on it)
+            export = ns.read_export(plain, lean=True)
+            wman = workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
+                                   iters_per_range=req.iters or 1, borrowed=borrowed)
+        handed.append(export)
+        return wman
 
     if manifest is None and located is not None:
         manifest = nsys_manifest
@@ -614,7 +619,12 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
         try:
             wman = manifest()
             write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-            run = api.build_report(rf, write=False)
+            frame = None
+            if handed:  # the rows from the export already in memory, by workload.json as written
+                from orchestrator.backends.program import frame_from_capture
+
+                frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
+            run = api.build_report(rf, frame, write=False)
         except GprofError as exc:
             if error is None:
                 error = exc

@@ -140,10 +140,33 @@ def run_options(f):
         click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
         click.option("--dry-run", is_flag=True, help="Print the exact commands and exit."),
         click.option("--fail-variant", default=None, hidden=True),
+        *cluster_options(),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def cluster_options() -> list:
+    """--cluster and its companions (orchestrator/cluster.py), on every backend command and `all`;
+    their defaults are the Request's."""
+    from orchestrator.request import Request
+
+    return [
+        click.option("--cluster", default=None, metavar="SPEC",
+                     help="Run the points on Dask, each point (a sweep's size/dtype, a backend of `all`) one "
+                     "task needing the resource GPU=1: local:N (N worker processes here), local-cuda (one "
+                     "worker per visible GPU), tcp://HOST:PORT (a running scheduler)."),
+        click.option("--scheduler-file", type=click.Path(dir_okay=False), default=None,
+                     help="A running Dask scheduler, by the file it wrote (dask scheduler --scheduler-file, "
+                     "dask-jobqueue)."),
+        click.option("--retries", type=int, default=Request.retries, show_default=True,
+                     help="Times a point whose worker was lost (killed, out of memory) is submitted again."),
+        click.option("--each-gpu", is_flag=True, help="Run the one point on every worker's GPU (default cluster: "
+                     "local-cuda): a table per GPU, those more than 3% slower than the median flagged."),
+        click.option("--connect-timeout", type=float, default=Request.connect_timeout, show_default=True,
+                     metavar="S", help="Seconds a scheduler has to answer (then exit 3)."),
+    ]
 
 
 def _request_kwargs(kw: dict) -> dict:
@@ -175,6 +198,12 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
     workload = kw.pop("workload")
     if kw.pop("dry_run"):
         req = Request(workload=workload, backend=backend, **kw)
+        spec = req.cluster_spec()
+        if spec is not None:
+            from orchestrator import cluster
+
+            what = "on every worker's GPU of " if req.each_gpu else "each point a task (resource GPU=1) on "
+            click.echo(f"# would run {what}{cluster.describe(spec)}")
         for step in api.plan(req):
             click.echo(format_argv(step.argv, step.env))
         return
@@ -213,7 +242,8 @@ def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) ->
         click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
                                  kernels=run.kernels if per_kernel else None), err=to_err)
     if fmt == "table" and run.saved:
-        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.csv", err=True)
+        csv = ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""  # only small frames (reports/render.py)
+        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -78,6 +78,13 @@ class ToolTimeoutError(ToolFailedError):
     exit_code = EXIT_TIMEOUT
 
 
+class ClusterUnavailableError(GprofError):
+    """A Dask scheduler that does not answer within --connect-timeout, or has no worker that can
+    take a point (none with the resource GPU): like a missing tool, the message says how to get one."""
+
+    exit_code = EXIT_TOOL_NOT_FOUND
+
+
 class InterruptedRunError(GprofError):
     exit_code = EXIT_INTERRUPTED
 

@@ -7,10 +7,13 @@ then sees its target exit and writes everything), or only wait while the profile
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,79 @@ INTERRUPT_GRACE_S = 60.0
 # to write its whole report before it is ended (a second Ctrl-C ends it sooner)
 REPORT_WAIT_S = 600.0
 TERM_GRACE_S = 5.0
+
+
+# prctl(2)'s PR_SET_PDEATHSIG: the signal the kernel sends a process when its parent dies
+PR_SET_PDEATHSIG = 1
+# thread id -> its stop request (see stoppable()): set from another thread, taken as Ctrl-C
+_STOP_REQUESTS: dict[int, threading.Event] = {}
+
+
+def _parent_death_signal():
+    """A preexec_fn that makes the child get SIGTERM when the thread that started it dies, or None
+    off Linux (or without libc).
+
+    Why: the child is put in a session of its own (so the terminal's Ctrl-C reaches gprof-orch
+    alone, which then stops it in order), so nothing else ends it when its parent is killed
+    outright. On a Dask worker (`--cluster`) that happens: the worker process is killed (out of
+    memory, `kill -9`, the cluster closed while a point runs) and its workload runner, or the
+    nsys/ncu holding it, would go on measuring on a GPU that another point now uses. SIGTERM,
+    not SIGKILL: the runner takes it as Ctrl-C and exits, and nsys/ncu get the chance to end the
+    program they hold, which a SIGKILL of theirs would orphan (the signal reaches only the direct
+    child, not its process group). The kernel sends it when the *thread* that forked the
+    child ends; run() waits for its child in that same thread, so this only fires when the
+    whole process dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:  # between fork and exec: no imports, no locks
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+@contextlib.contextmanager
+def stoppable():
+    """While inside, run() in this thread takes `event.set()`, from any other thread, as the
+    first Ctrl-C (so a Dask task stops its child the way an interrupted CLI run does).
+
+    Example:
+        >>> with stoppable() as stop:
+        ...     threading.Timer(5, stop.set).start()
+        ...     run(argv, log_dir=logs, name="workload")   # InterruptedRunError after 5 s
+    """
+    event = threading.Event()
+    _STOP_REQUESTS[threading.get_ident()] = event
+    try:
+        yield event
+    finally:
+        _STOP_REQUESTS.pop(threading.get_ident(), None)
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None) -> int:
+    """proc.wait(timeout), raising KeyboardInterrupt once this thread's stop request is set."""
+    stop = _STOP_REQUESTS.get(threading.get_ident())
+    if stop is None:
+        return proc.wait(timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if stop.is_set():
+            raise KeyboardInterrupt("stop requested")
+        left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+        try:
+            return proc.wait(timeout=max(left, 0))
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
 
 
 @dataclass
@@ -180,11 +256,14 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
     out_path, err_path = log_dir / f"{name}.stdout.log", log_dir / f"{name}.stderr.log"
     full_env = dict(os.environ)
     full_env.update(env or {})
+    stop = _STOP_REQUESTS.get(threading.get_ident())
+    if stop is not None and stop.is_set():
+        raise InterruptedRunError(f"interrupted before {name} started")
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full_env,
-                                    cwd=cwd, start_new_session=True)
+                                    cwd=cwd, start_new_session=True, preexec_fn=_parent_death_signal())
         except (FileNotFoundError, PermissionError) as exc:
             raise ToolNotFoundError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         pgid = proc.pid
@@ -192,7 +271,7 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
         what = "the workload runner" if name == "workload" else os.path.basename(argv[0])
         try:
             with Progress(f"{name} ({os.path.basename(argv[0])})"):
-                rc = proc.wait(timeout=timeout)
+                rc = _wait(proc, timeout)
         except subprocess.TimeoutExpired:
             _end_group(proc, pgid)
             raise ToolTimeoutError(

@@ -6,13 +6,18 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError
 from workloads import timers
 from workloads.stopping import StopRule
 
+if TYPE_CHECKING:
+    from orchestrator.cluster import ClusterSpec
+
 DEVICES = ("auto", "cuda", "cpu")
+# the Request fields that say where the points run: the parent's, never passed on to a point's run
+CLUSTER_FIELDS = ("cluster", "scheduler_file", "retries", "each_gpu", "connect_timeout")
 
 
 def parse_size(text: str) -> str:
@@ -140,6 +145,22 @@ class Request:
     cache_control: str = "all"
     ncu_args: list[str] = field(default_factory=list)
     fail_variant: str | None = None  # testing aid: the runner makes this variant raise
+    # scale-out (orchestrator/cluster.py): where the points run; none of these reach a point's own run
+    cluster: str | None = None          # local:N, local-cuda, tcp://HOST:PORT
+    scheduler_file: str | None = None   # a running scheduler's file (dask scheduler --scheduler-file)
+    retries: int = 2                    # resubmissions of a point whose worker was lost
+    each_gpu: bool = False              # the one point once on every worker's GPU
+    connect_timeout: float = 10.0       # seconds a scheduler has to answer
+
+    def cluster_spec(self) -> "ClusterSpec | None":
+        """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
+        --each-gpu without --cluster means local-cuda. Raises UsageError on a bad spec."""
+        from orchestrator import cluster
+
+        spec = cluster.parse_spec(self.cluster, self.scheduler_file)
+        if spec is None and self.each_gpu:
+            spec = cluster.parse_spec("local-cuda", None)
+        return spec
 
     def selected_variants(self) -> list[str]:
         """The variants that run, in the workload's order, the baseline always among them (as
@@ -158,6 +179,12 @@ class Request:
 
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"--timeout must be positive, not {self.timeout}")
+        if type(self.retries) is not int or self.retries < 0:
+            raise UsageError(f"--retries must be a whole number >= 0, not {self.retries}")
+        if not (isinstance(self.connect_timeout, (int, float)) and math.isfinite(self.connect_timeout)
+                and self.connect_timeout > 0):
+            raise UsageError(f"--connect-timeout must be a positive number of seconds, not {self.connect_timeout}")
+        self.cluster_spec()
         if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
             raise UsageError(f"--out {self.out} exists and is a file, not a folder; choose a new folder")
         catalog = {w["workload"]: w for w in workload_catalog(self.workload_file, self.timeout)}

@@ -32,7 +32,10 @@ REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "repo
 
 def disk_error(path: Path, exc: OSError) -> GprofError:
     """The error a failed write into the run folder stands for (a full disk, mostly)."""
-    return GprofError(f"cannot write the run folder {path}: {exc.strerror or exc}",
+    # pyarrow's OSError carries the errno but its own strerror ("Error writing bytes to file.
+    # Detail: ..."): the system's words for the errno are the reason a user can act on
+    reason = os.strerror(exc.errno) if exc.errno else (exc.strerror or exc)
+    return GprofError(f"cannot write the run folder {path}: {reason}",
                       hint="free some space or choose another --out")
 
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from reports import render
+from reports import render, roofline
 from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER, VERDICT_STYLES
 
 SWEEP_COLUMNS = ("variant", "numel", "dtype", "time_median_us", "achieved_gb_s")
@@ -72,6 +72,7 @@ svg .whisker { stroke: var(--whisker); stroke-width: 1.5; }
 svg .ref { stroke: var(--failed); stroke-width: 1.5; stroke-dasharray: 5 4; }
 svg .ref-label { fill: var(--failed); }
 svg .series { fill: none; stroke-width: 2; }
+figure.gprof-roofline svg text { fill: #1f2328; }
 .gprof-table-wrap { overflow-x: auto; margin: 4px 0 8px; }
 table.gprof-table { border-collapse: collapse; font-size: 12.5px; font-variant-numeric: tabular-nums; }
 .gprof-table th, .gprof-table td { padding: 4px 8px; border-bottom: 1px solid var(--line);
@@ -196,11 +197,49 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
         plots.append(_time_plot(name, labels, table))
     if _has_values(table, "pct_of_peak_bw"):
         plots.append(_peak_bw_plot(name, labels, table))
+    chart = _roofline_html(anchor, name, labels, table)
+    if chart.startswith("<figure"):
+        plots.append(chart)
     if plots:
         out.append('<div class="gprof-plots">' + "\n".join(plots) + "</div>")
-    out.append(table_html(table, caption=name))
+    if chart and not chart.startswith("<figure"):
+        out.append(chart)
+    out.append(table_html(table.drop(columns=roofline.CHART_ONLY, errors="ignore"), caption=name))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _roofline_html(anchor: str, name: str, labels: list[str], table: pd.DataFrame) -> str:
+    """The roofline figure of an ncu table (reports/roofline.py, drawn by matplotlib); a line saying
+    why there is none for an ncu variant table without one; "" for other tables (a merged table
+    carries no roofline columns)."""
+    mask = roofline.has_point(table)
+    if not mask.any():
+        ncu = _has_values(table, "dram_pct_of_peak") or _has_values(table, "sm_pct_of_peak")
+        if not ncu or "roof_dram_gb_s" not in table.columns:
+            return ""
+        why = ("no variant executed floating-point instructions: no point on the FLOP roofline"
+               if _has_values(table, "roof_dram_gb_s") else
+               f"no roofline: this report holds no roofline metrics (ncu's {roofline.SECTION} section was not "
+               "collected)")
+        return f'<p class="empty gprof-roofline-missing">{_esc(why)}</p>'
+    shown = table[mask]
+    aria = (f"{name}: roofline, performance in GFLOP/s against arithmetic intensity in FLOP per DRAM byte, "
+            "log-log, with the memory and compute roofs. " + "; ".join(
+                f"{lab}: {r.arithmetic_intensity:.3g} FLOP/byte, {r.achieved_gflop_s:.1f} GFLOP/s, "
+                f"{r.pct_of_roof:.1f}% of the {roofline.limiting_roof(r)} roof"
+                for lab, (_, r) in zip([lab for lab, k in zip(labels, mask) if k], shown.iterrows())))
+    try:
+        svg = roofline.roofline_svg(table, id_prefix=f"{anchor}-roofline", labels=labels, palette=PALETTE, aria=aria)
+    except ImportError as exc:
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
+        # a dependency missing where the run was taken (a GPU image): the measurements and % of roof
+        # stand, the chart says what it needs
+        return ('<p class="empty gprof-roofline-missing">no roofline chart: matplotlib is not installed here '
+                "(pip install matplotlib; gprof-orch report FOLDER draws it); % of roof is in the table</p>")
+    return _figure("roofline", "Roofline (log-log): GFLOP/s against FLOP per DRAM byte; dashed: the distance "
+                               "to the roof at the variant's intensity", svg, extra_class="gprof-roofline")
 
 
 def kernels_html(kernels: pd.DataFrame) -> str:
@@ -359,8 +398,9 @@ def _peak_bw_plot(name: str, labels: list[str], table: pd.DataFrame) -> str:
     return _figure("pct_of_peak_bw", "Achieved bandwidth, % of peak (longer is better)", svg)
 
 
-def _figure(plot: str, caption: str, svg: str) -> str:
-    return (f'<figure class="gprof-plot" data-plot="{_esc(plot)}"><figcaption>{_esc(caption)}</figcaption>'
+def _figure(plot: str, caption: str, svg: str, *, extra_class: str = "") -> str:
+    cls = f"gprof-plot {extra_class}".strip()
+    return (f'<figure class="{cls}" data-plot="{_esc(plot)}"><figcaption>{_esc(caption)}</figcaption>'
             f"{svg}</figure>")
 
 

@@ -91,8 +91,10 @@ def weighting_legend(frame: pd.DataFrame, variants: Iterable[str] | None = None)
     kernels, or None when every variant has one kernel (or the frame has no ncu readings)."""
     if frame.empty:
         return None
-    names = list(variants) if variants is not None else list(dict.fromkeys(frame["variant"]))
-    by = {v: g for v, g in frame.groupby("variant", sort=False)}
+    names = list(variants) if variants is not None else list(pd.unique(frame["variant"]))
+    # only the rows weighted_kernel_count() looks at: a large run's frame has millions of others
+    per = frame[frame["metric"].isin(list(WEIGHTED)) & (frame["kernel"] != ALL_KERNELS)]
+    by = {v: g for v, g in per.groupby("variant", sort=False)}
     multi = [(v, weighted_kernel_count(by[v])) for v in names if v in by]
     multi = [(v, n) for v, n in multi if n > 1]
     if not multi:

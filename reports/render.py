@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,9 @@ DISPLAY = [
     ("pct_of_peak_bw", "% peak BW", "{:.1f}"),
     ("dram_pct_of_peak", "DRAM % peak", PCT),
     ("sm_pct_of_peak", "SM % peak", PCT),
+    ("pct_of_roof", "% of roof", PCT),
+    ("achieved_gflop_s", "GFLOP/s", "{:.1f}"),
+    ("arithmetic_intensity", "FLOP/byte", "{:.3g}"),
     ("achieved_occupancy_pct", "occupancy %", PCT),
     ("registers_per_thread", "regs", "{:.0f}"),
     ("bound", "bound", "{}"),
@@ -98,8 +102,9 @@ def _fmt(value: Any, fmt: str) -> str:
 # deviation over the mean) is pulled up by one outlier, and beside the IQR it reads as a
 # contradiction (CV 420%, IQR 7%) that the note on high spread already settles
 # The full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML; the
-# terminal and Markdown show the short ones.
-NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full", "why"}
+# terminal and Markdown show the short ones. The roofline's GFLOP/s and FLOP/byte are in the HTML
+# (beside its chart), JSON and CSV; the terminal shows their verdict, % of roof.
+NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full", "why", "achieved_gflop_s", "arithmetic_intensity"}
 
 # the per-kernel breakdown (reports/kernels.py, --per-kernel): its title under the main table
 KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
@@ -180,16 +185,43 @@ def render_kernels(kernels: pd.DataFrame, fmt: str) -> str:
     return to_text(kernels, title)
 
 
+# frame.csv is written beside frame.parquet only below this many rows, or when asked
+# (GPROF_FRAME_CSV=1; =0: never): a 3,000,000-kernel nsys capture made a 930 MB frame.csv that
+# took longer to write than the rest of the report (docs/scale-cpu.md)
+FRAME_CSV_MAX_ROWS = 100_000
+FRAME_CSV_ENV = "GPROF_FRAME_CSV"
+
+
+def wants_frame_csv(rows: int) -> bool:
+    """Whether a frame of `rows` rows is also written as frame.csv: $GPROF_FRAME_CSV (1/yes/true:
+    always, 0/no/false: never), else under FRAME_CSV_MAX_ROWS rows."""
+    ask = os.environ.get(FRAME_CSV_ENV, "").strip().lower()
+    if ask in ("1", "yes", "true"):
+        return True
+    if ask in ("0", "no", "false"):
+        return False
+    return rows < FRAME_CSV_MAX_ROWS
+
+
 def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
               meta: dict[str, Any]) -> dict[str, Path]:
-    paths = {"frame": folder / "frame.csv", "csv": folder / "report.csv", "json": folder / "report.json",
+    """report.csv/.json/.md, the frame as frame.parquet, and as frame.csv where wants_frame_csv()."""
+    paths = {"parquet": folder / "frame.parquet", "csv": folder / "report.csv", "json": folder / "report.json",
              "markdown": folder / "report.md"}
-    frame.to_csv(paths["frame"], index=False)
-    try:  # Parquet where pyarrow is installed (pip install 'gprof-orch[parquet]')
-        frame.to_parquet(folder / "frame.parquet", index=False)
-        paths["parquet"] = folder / "frame.parquet"
-    except ImportError:
-        pass
+    csv = wants_frame_csv(len(frame))
+    try:
+        # dictionary pages for the text columns only: the values are mostly distinct, and trying
+        # them in a dictionary first was a fifth of the write on a 9,000,000-row frame
+        frame.to_parquet(paths["parquet"], index=False, use_dictionary=[c for c in frame.columns if c != "value"])
+    except ImportError:  # pyarrow is a dependency; without it the frame is kept as CSV, whatever its size
+        del paths["parquet"]
+        (folder / "frame.parquet").unlink(missing_ok=True)  # an earlier report's would disagree
+        csv = True
+    if csv:
+        paths["frame"] = folder / "frame.csv"
+        frame.to_csv(paths["frame"], index=False)
+    else:  # an earlier report's frame.csv would no longer agree with frame.parquet
+        (folder / "frame.csv").unlink(missing_ok=True)
     table.to_csv(paths["csv"], index=False)
     paths["json"].write_text(to_json(table, meta))
     paths["markdown"].write_text(to_markdown(table, title, footer))

@@ -12,6 +12,8 @@ import pandas as pd
 
 from reports.kernels import TIME_WEIGHTED, time_weighted, weighting_note
 from reports.names import short_kernel_name
+from reports.roofline import ROOFLINE_COLUMNS
+from reports.roofline import point as roofline_point
 from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC
@@ -28,7 +30,7 @@ TABLE_COLUMNS = [
     "variant", "label", "status", "kernels", "kernels_full", "launches_per_iter", "time_median_us", "time_iqr_us",
     "time_min_us", "time_cv_pct", "samples", "noise_pct", "cpu_median_us", "launch_cpu_us", "gpu_busy_pct", "achieved_gb_s",
     "pct_of_peak_bw", "dram_pct_of_peak", "sm_pct_of_peak", "achieved_occupancy_pct", "registers_per_thread",
-    "bound", "speedup_vs_baseline", "same_kernel_as", "note",
+    "bound", *ROOFLINE_COLUMNS, "speedup_vs_baseline", "same_kernel_as", "note",
 ]
 
 # backend-specific metrics -> (table column, how kernels' values combine, scale). ncu's readings
@@ -67,7 +69,9 @@ def _noise(n: float, times: np.ndarray) -> float:
     """The median's 95% CI half-width over the median, percent (workloads/stopping.py)."""
     from workloads.stopping import noise_pct
 
-    x = noise_pct([float(t) for t in times if np.isfinite(t)]) if n >= 5 else np.nan
+    times = np.asarray(times, dtype=np.float64)
+    # sorted by numpy first: noise_pct's own sort of a sorted list is then one pass
+    x = noise_pct(np.sort(times[np.isfinite(times)]).tolist()) if n >= 5 else np.nan
     return x if np.isfinite(x) else np.nan
 
 
@@ -104,7 +108,7 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
                 note = _also(note, (
                     f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
-                    f"per-iteration numbers (the rows are in frame.csv)"))
+                    f"per-iteration numbers (the rows are in frame.parquet)"))
         elif g is not None and not g.empty:
             times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
             t = sample_stats(times)
@@ -137,6 +141,7 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 note = _also(note, weighted)
             if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
                 row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
+            row.update(roofline_point(g))  # reports/roofline.py: ncu's roofline rates, time-weighted
             if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
                 note = _also(note, (
                     f"{row['status']} part-way: {t['n']:.0f}"
@@ -158,7 +163,7 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 row["status"] = "incomplete"
                 note = _also(note, (
                     f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
-                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.csv)"))
+                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.parquet)"))
             wall_only = g.loc[g["metric"] == WALL_TIME_ONLY, "value"]
             if len(wall_only):
                 others = float(wall_only.iloc[0])
@@ -205,7 +210,9 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
                                                                     "memcpy_time_ns"])]
     if k.empty:
         return pd.DataFrame(columns=["kernel", "launches", "total_us"])
-    k = k.assign(short=k["kernel"].map(short_kernel_name))
+    # each distinct name shortened once: a large capture has millions of rows and a few names
+    codes, names = pd.factorize(k["kernel"], use_na_sentinel=False)
+    k = k.assign(short=np.array([short_kernel_name(n) for n in names], dtype=object)[codes])
     g = k.groupby("short", sort=False)["value"].agg(["size", "sum"]).reset_index()
     return pd.DataFrame({"kernel": g["short"], "launches": g["size"], "total_us": g["sum"] / 1e3})
 

@@ -69,10 +69,16 @@ def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     if r.empty:
         return pd.DataFrame(columns=FINDING_COLUMNS)
     r["title"] = r["title"].fillna("").astype(str)
+    # ncu's CSV details page gives no titles: a rule's k-th message of one severity on a launch
+    # is then the same finding on every launch (a rule may say two things, as LaunchConfiguration
+    # does; SOLBottleneck says "ok" on one launch and asks for a change on another, in no fixed order)
+    nth = r.groupby(["id", "section", "rule", "type"], sort=False, dropna=False).cumcount().astype(str)
+    r["_key"] = r["title"].where(r["title"] != "", "#" + r["type"].astype(str) + nth)
     share = _kernel_time_share(frame)
     out = []
-    for (variant, kernel, section, rule, title), g in r.groupby(
-            ["variant", "kernel", "section", "rule", "title"], sort=False, dropna=False):
+    for (variant, kernel, section, rule, _), g in r.groupby(
+            ["variant", "kernel", "section", "rule", "_key"], sort=False, dropna=False):
+        title = str(g["title"].iloc[0])
         first = g.iloc[0]
         est = pd.to_numeric(g["estimated_speedup_pct"], errors="coerce")
         est_med = float(est.median()) if est.notna().any() else math.nan

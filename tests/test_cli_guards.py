@@ -173,7 +173,8 @@ def test_a_user_workload_still_runs_under_ncu_dry_run():
 
 def test_a_hanging_profiler_version_probe_meets_the_timeout(tmp_path):
     # a stand-in nsys that never answers, not even --version, and leaves a grandchild behind
-    nsys = stand_in(tmp_path, "nsys", "sleep 300 &\nexec sleep 299")
+    pids = tmp_path / "pids"
+    nsys = stand_in(tmp_path, "nsys", f"sleep 300 &\necho $! $$ >> {pids}\nexec sleep 299")
     t0 = time.monotonic()
     res = run_cli("nsys", "square", *_cpu("--size", "1000", "--nsys", str(nsys), "--timeout", "2", "--json",
                                           "-o", str(tmp_path / "r")), timeout=120)
@@ -181,8 +182,15 @@ def test_a_hanging_profiler_version_probe_meets_the_timeout(tmp_path):
     assert res.returncode == 124, res.stderr
     assert f"`{nsys} --version` did not answer within 2 s" in res.stderr and "Traceback" not in res.stderr
     assert one_document(res.stdout)["exit_code"] == 124
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not [ln for ln in ps.splitlines() if ln.startswith(("sleep 300", "sleep 299"))]
+    # only the processes this stand-in started (by the pids it wrote), never the machine's whole
+    # `ps`: on a shared machine someone else's `sleep 300` is not ours
+    from test_faults import _running
+
+    mine = [int(p) for p in pids.read_text().split()]
+    deadline = time.monotonic() + 5  # the grandchild is reaped by init, a moment after its kill
+    while any(_running(p) for p in mine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mine and not any(_running(p) for p in mine)
 
 
 def test_version_probe_is_capped_without_a_timeout(tmp_path, monkeypatch):

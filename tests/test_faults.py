@@ -88,11 +88,13 @@ def test_ncu_argv_is_pinned(tmp_path):
     argv = res.stdout.split()
     assert argv[:6] == [str(ncu), "--nvtx", "--nvtx-include", "gprof@variant:torch_mean/", "--nvtx-include",
                         "gprof@variant:tensor_mean/"]
-    # WarpStateStats and SchedulerStats: their rules explain a latency-bound kernel (reports/why.py)
-    assert argv[6:18] == ["--section", "SpeedOfLight", "--section", "LaunchStats", "--section", "Occupancy",
+    # WarpStateStats and SchedulerStats: their rules explain a latency-bound kernel (reports/why.py);
+    # SpeedOfLight_RooflineChart: ncu's roofline rates (reports/roofline.py)
+    assert argv[6:20] == ["--section", "SpeedOfLight", "--section", "SpeedOfLight_RooflineChart",
+                          "--section", "LaunchStats", "--section", "Occupancy",
                           "--section", "WarpStateStats", "--section", "SchedulerStats",
                           "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum"]
-    assert argv[18:22] == ["--clock-control", "none", "--cache-control", "all"]
+    assert argv[20:24] == ["--clock-control", "none", "--cache-control", "all"]
     assert "--log-file" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 5] == ["workloads", "run", "mean", "--mode"]
 
 

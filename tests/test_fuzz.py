@@ -460,6 +460,52 @@ def test_a_variant_range_lost_from_a_torch_trace_is_not_in_report(tmp_path):
     assert (t.drop("sum_div_numel")["status"] == "ok").all()
 
 
+def test_a_string_that_is_not_utf8_is_an_error(tmp_path):
+    """Byte 284553 xor 128 of nsys-triton-mean's export breaks a string's UTF-8 (sqlite_master's
+    text): a UnicodeDecodeError traceback before; a ParseError naming the file now."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
+    data[284553] ^= 128
+    p = tmp_path / "report.sqlite"
+    p.write_bytes(bytes(data))
+    with pytest.raises(ParseError) as e:
+        ns.read_export(p)
+    assert str(p) in e.value.message and "not valid UTF-8" in e.value.message
+
+
+def test_an_event_name_that_is_not_text_is_an_error(tmp_path):
+    """torch-trace-mean's event 2 named 1 (a number): a pandas ValueError traceback before."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import torch_trace as tt
+
+    doc = json.loads((RUNS / "torch-trace-mean" / "trace.json").read_text())
+    assert doc["traceEvents"][2]["name"] == "iter"
+    doc["traceEvents"][2]["name"] = 1
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ParseError) as e:
+        tt.summarize(tt.read_trace(p), "variant:")
+    assert str(p) in e.value.message and "is not a string (1)" in e.value.message
+
+
+def test_a_launch_call_without_a_duration_is_an_error(tmp_path):
+    """Deleting `dur` of event 472 (a cudaLaunchKernel) of torch-trace-mean's trace read it as a
+    0 us call and moved the launch CPU time, exit 0; now a ParseError naming the file."""
+    from orchestrator.errors import ParseError
+    from orchestrator.parsers import torch_trace as tt
+
+    doc = json.loads((RUNS / "torch-trace-mean" / "trace.json").read_text())
+    assert doc["traceEvents"][472]["name"] == "cudaLaunchKernel"
+    del doc["traceEvents"][472]["dur"]
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ParseError) as e:
+        tt.summarize(tt.read_trace(p), "variant:")
+    assert str(p) in e.value.message and "('cudaLaunchKernel') has no duration" in e.value.message
+
+
 def test_no_peak_bandwidth_is_said_under_the_table(root):
     """A workload.json without env/peak_bandwidth_bytes_per_s: % peak BW is empty, and the line
     under the table says why (it was silent)."""

@@ -375,7 +375,7 @@ def fake_ncu(tmp_path, csv_path, rc=0):
     script = tmp_path / "ncu"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
-        printf '%s\\n' "$@" > "{tmp_path}/argv.txt"
+        printf '%s\\n' "$@" >> "{tmp_path}/argv.txt"
         cat "{csv_path}"
         exit {rc}
     """))
@@ -386,9 +386,13 @@ def fake_ncu(tmp_path, csv_path, rc=0):
 def test_load_falls_back_to_ncu_import(tmp_path, fixtures, csv_rep):
     ncu = fake_ncu(tmp_path, fixtures / RAW_CSV)
     rep = ncu_rep.load(fixtures / REP, ncu=ncu, reader="ncu")
-    assert (tmp_path / "argv.txt").read_text().splitlines() == ["--import", str(fixtures / REP), "--csv",
-                                                                 "--page", "raw"]
+    # the raw page for the numbers, then the details page for ncu's findings (this fake prints the
+    # raw page there too: the findings are missing and the report says why)
+    assert (tmp_path / "argv.txt").read_text().splitlines() == [
+        "--import", str(fixtures / REP), "--csv", "--page", "raw",
+        "--import", str(fixtures / REP), "--csv", "--page", "details"]
     assert rep.source == "csv" and rep.path == fixtures / REP
+    assert rep.rules.empty and rep.rules_note.startswith("ncu's findings were not read")
     pd.testing.assert_frame_equal(rep.kernels, csv_rep.kernels)
     pd.testing.assert_frame_equal(rep.metrics, csv_rep.metrics)
 

@@ -13,6 +13,7 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
+from orchestrator.parsers import ncu_rep
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT
@@ -25,8 +26,15 @@ LOG = "ncu.log"
 # CUDA square, 47% of DRAM peak) sends the reader to them: their rules (CPIStall,
 # IssueSlotUtilization) name the dominant warp stall and how rarely the schedulers issue, with an
 # estimated speedup. Both are small metric lists beside MemoryWorkloadAnalysis_Tables or
-# SourceCounters (left to --set full)
-DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats", "SchedulerStats")
+# SourceCounters (left to --set full).
+# SpeedOfLight_RooflineChart: ncu's own roofline (FP32/FP64 FLOPs per cycle, the device's FLOP and
+# DRAM peaks, the clocks): the HTML roofline and `% of roof` need it, and with it gprof-orch's point
+# is the one ncu's chart draws. About a dozen metrics beside SpeedOfLight's; the FLOP counts are
+# SASS instruction counts, which ncu may collect in passes of their own: not yet measured here.
+# scripts/capture_roofline_fixture.sh times `ncu triton-mean` and `ncu square` with and without it
+# on the H200 (the bound: at most 2x the run without it)
+DEFAULT_SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupancy", "WarpStateStats",
+                    "SchedulerStats")
 DEFAULT_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 NVTX_DOMAIN = "gprof"
 PREFIX = "variant:"
@@ -40,6 +48,9 @@ KERNEL_METRICS = {
     "memory_throughput_pct": ("memory_throughput_pct_of_peak", "pct"),
     "achieved_occupancy": ("achieved_occupancy_pct", "pct"),
     "registers_per_thread": ("registers_per_thread", "count"),
+    # the roofline (reports/roofline.py): achieved and peak rates, time-weighted per variant there
+    "dram_bytes_per_s": ("dram_bytes_per_s", "bytes/s"),
+    **{r.column: (r.column, r.unit) for r in ncu_rep.ROOFLINE_RATES},
 }
 
 
@@ -138,6 +149,28 @@ class NcuBackend(ToolBackend):
     def rules(self, rf: RunFolder) -> pd.DataFrame:
         """ncu's rule results of the report (read once per process with `parse`)."""
         return _load_report(rf).rules
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        """Says so when the report holds no roofline metrics (the roofline and `% of roof` are
+        then left out rather than guessed), and when ncu's findings could not be read."""
+        rep = _load_report(rf)
+        out = [rep.rules_note] if rep.rules_note else []
+        k = rep.kernels[rep.kernels["variant"].notna()]
+        if k.empty or k["peak_dram_bytes_per_s"].notna().any():
+            return out
+        from reports.roofline import missing_note
+
+        return out + [missing_note(_collected(rf))]
+
+
+def _collected(rf: RunFolder) -> list[str]:
+    """The --set/--section/--metrics options of the ncu command the run folder recorded."""
+    argv = next((c.get("argv") or [] for c in rf.manifest.get("commands", []) if c.get("step") == "ncu"), [])
+    out = []
+    for i, tok in enumerate(argv[:-1]):
+        if tok in ("--set", "--section", "--metrics"):
+            out += [tok, argv[i + 1]]
+    return out
 
 
 # the report last read, by (file, size, mtime): parse and rules read it once between them

@@ -168,9 +168,9 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     from orchestrator.parsers import nsys_sqlite as ns
 
-    export = ns.read_export(sqlite)
-    attributed = ns.attribute_kernels(export, domain=domain, prefix=prefix)
+    export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)
+    attributed = ns.attribute_kernels(export, ranges=ranges)
     ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
     recorded = set(ranges["variant"])
     missing = [v for v in ran if v not in recorded]
@@ -185,7 +185,9 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
         raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",
                          hint=hint)
-    summary = ns.summarize(attributed, ranges)
+    summary = ns.range_times(attributed, ranges)  # summarize()'s wall and busy columns, no per-launch statistics
+    by_variant = VariantRows(attributed, ranges)
+    del export  # the export's frames are no longer needed: free them before the rows are built
     rows = RowMaker(run, "nsys", wman["workload"])
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
@@ -197,7 +199,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     for variant in ran:
         if variant in missing:
             continue
-        act = attributed[attributed["variant"] == variant].sort_values("launch_start", kind="stable")
+        act = by_variant.of(variant, by_launch=True)
         if on_gpu and act.empty:
             rows.add(variant, NOT_IN_REPORT, NO_ACTIVITY, "flag")
             continue
@@ -206,7 +208,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         rows.add(variant, "range_wall_ns", wall, "ns")
         if len(srow) and "gpu_busy_fraction" in srow:
             rows.add(variant, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
-        activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
+        activity_rows(rows, variant, act, "label")
         if on_gpu:
             time_samples(rows, variant, act["duration_ns"].to_numpy(), iters)
             idle_gap_rows(rows, variant, act, "start", "end", instance="range_id")
@@ -216,20 +218,73 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     # variants stopped part-way (interrupted, failed): the GPU work their range caught
     stopped = [v["name"] for v in wman.get("variants", []) if v.get("status") in ("interrupted", "failed")]
     for variant in (v for v in stopped if v in recorded):
-        act = attributed[attributed["variant"] == variant]
-        activity_rows(rows, variant, act.assign(label=_kernel_label(act)), "label")
-    outside = attributed[attributed["variant"].isna()]
-    activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"),
-                  "label")
+        activity_rows(rows, variant, by_variant.of(variant), "label")
+    activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
     return rows.frame()
 
 
+class VariantRows:
+    """The rows of attribute_kernels()'s frame per variant (None: outside every range), found
+    once from the ranges they point at, as slim frames of what the unified rows need: kind,
+    label (_kernel_label), duration_ns, start, end, range_id, launch_cpu_ns. Selecting by
+    variant name compared every row's name once per variant; on a 3,000,000-kernel export that
+    and the copies of every column took longer than reading it."""
+
+    COLUMNS = ("kind", "duration_ns", "start", "end", "range_id", "launch_cpu_ns")
+
+    def __init__(self, attributed: pd.DataFrame, ranges: pd.DataFrame):
+        rid = attributed["range_id"].to_numpy(dtype=np.int64)
+        codes, names = pd.factorize(ranges["variant"])
+        code = np.full(len(rid), -1, dtype=np.int64)
+        inside = rid >= 0
+        code[inside] = codes[rid[inside]]
+        order = np.argsort(code, kind="stable")  # each variant's rows in frame order
+        bounds = np.searchsorted(code[order], np.arange(-1, len(names) + 1))
+        self._rows = {name: order[bounds[i]:bounds[i + 1]] for i, name in enumerate([None, *names])}
+        self._cols = {c: attributed[c].to_numpy() if attributed[c].dtype == object else attributed[c].array
+                      for c in self.COLUMNS}
+        label = _kernel_label(attributed)
+        self._cols["label"] = label.to_numpy() if label.dtype == object else label.array
+        self._launch = attributed["launch_start"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).max)
+        self._index = attributed.index
+
+    def of(self, variant: str | None, by_launch: bool = False) -> pd.DataFrame:
+        """The variant's rows in frame order; `by_launch`: in the order of their launch calls
+        (stable; launches without a call last), as sort_values("launch_start", kind="stable")."""
+        idx = self._rows.get(variant, np.array([], dtype=np.int64))
+        if by_launch:
+            idx = idx[np.argsort(self._launch[idx], kind="stable")]
+        index = self._index[idx]
+        # text as object, not pandas 3's inferred str: that would copy every name into Arrow
+        return pd.DataFrame({c: pd.Series(self._cols[c][idx], index=index, copy=False,
+                                          dtype=object if isinstance(self._cols[c], np.ndarray) else None)
+                             for c in ("kind", "label", *self.COLUMNS[1:])}, copy=False)
+
+
 def _kernel_label(act: pd.DataFrame) -> pd.Series:
-    """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills."""
-    label = act["demangled_name"].fillna(act["name"]).astype("object")
-    other = (act["kind"] != "kernel").to_numpy()
-    label[other] = ("[" + act.loc[other, "kind"].astype(str) + "]").to_numpy()
-    return label
+    """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills. Categorical
+    where the names are (a lean read's), so that millions of rows share a few names."""
+    dem, name = act["demangled_name"], act["name"]
+    if isinstance(dem.dtype, pd.CategoricalDtype) and isinstance(name.dtype, pd.CategoricalDtype):
+        kind = act["kind"].to_numpy(dtype=object)
+        other = kind != "kernel"
+        kind_codes, kinds = pd.factorize(kind[other])
+        cats = pd.Index(list(dict.fromkeys([*dem.cat.categories, *name.cat.categories, *(f"[{k}]" for k in kinds)])),
+                        dtype=object)
+        d = cats.get_indexer(dem.cat.categories)[dem.cat.codes.to_numpy()]
+        n = cats.get_indexer(name.cat.categories)[name.cat.codes.to_numpy()]
+        codes = np.where(dem.cat.codes.to_numpy() >= 0, d, np.where(name.cat.codes.to_numpy() >= 0, n, -1))
+        codes[other] = cats.get_indexer([f"[{k}]" for k in kinds])[kind_codes]
+        return pd.Series(pd.Categorical.from_codes(codes, categories=cats), index=act.index)
+    label = act["demangled_name"].to_numpy(dtype=object).copy()
+    unnamed = pd.isna(label)
+    label[unnamed] = act["name"].to_numpy(dtype=object)[unnamed]
+    kind = act["kind"].to_numpy(dtype=object)
+    other = kind != "kernel"
+    if other.any():  # one "[kind]" string per kind, not one per row
+        codes, kinds = pd.factorize(kind[other])
+        label[other] = np.array([f"[{k}]" for k in kinds], dtype=object)[codes]
+    return pd.Series(label, index=act.index, dtype=object)
 
 
 def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray | None:

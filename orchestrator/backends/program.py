@@ -18,7 +18,7 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
-from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, _kernel_label, _no_report, _sets_flush, per_iteration
+from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, VariantRows, _kernel_label, _no_report, _sets_flush
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
@@ -150,20 +150,26 @@ def _launched_by_other_threads(attributed: pd.DataFrame, ranges: pd.DataFrame) -
     return n
 
 
-def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
+def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd.DataFrame:
     """The unified rows of a capture: per variant (a range name), its GPU activity, and one
     `time_ns` sample per iteration: the GPU time of the activity its range launched where it
     launched any, else the range's wall time; `cpu_time_ns`: the range's wall time per iteration.
     A range instance holds wman["iters_per_range"] iterations (1 unless known). A variant whose
     ranges hold other variants' (wman `holds`) counts their activity too; every other variant
-    keeps only what no selected range inside it launched (innermost wins)."""
+    keeps only what no selected range inside it launched (innermost wins). `export`: the
+    read_export(sqlite, lean=True) already read, if the caller has it (its frames are freed
+    here once attributed: pass it without keeping a reference)."""
     from orchestrator.parsers import nsys_sqlite as ns
 
-    export = ns.read_export(sqlite)
+    if export is None:
+        export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     filt = RangeFilter.from_json(wman.get("nvtx") or {})
     ranges = filt.select(export)
     attributed = ns.attribute_kernels(export, ranges=ranges)
-    summary = ns.summarize(attributed, ranges)
+    summary = ns.range_times(attributed, ranges)  # summarize()'s wall and busy columns, no per-launch statistics
+    by_variant = VariantRows(attributed, ranges)
+    any_kernels = len(export.kernels) > 0
+    del export  # the export's frames are no longer needed: free them before the rows are built
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
     for v in wman.get("variants", []):
@@ -179,37 +185,55 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str) -> pd.DataFrame:
             rows.add(name, "bytes_moved", v["bytes_moved"], "bytes")
         if v.get("holds"):  # a range holding other variants' ranges: inclusive, as nvtx_kern_sum counts it
             act = inclusive_activity(attributed, ranges, name)
-            srow = ns.summarize(act, ranges)
+            srow = ns.range_times(act, ranges)
             srow = srow[srow["variant"] == name]
+            act = act.sort_values("launch_start", kind="stable")
+            act = act.assign(label=_kernel_label(act))
         else:  # innermost wins
-            act = attributed[attributed["variant"] == name]
+            act = by_variant.of(name, by_launch=True)
             srow = summary[summary["variant"] == name]
         rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
         rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
-        act = act.sort_values("launch_start", kind="stable")
-        activity_rows(rows, name, act.assign(label=_kernel_label(act)), "label")
+        activity_rows(rows, name, act, "label")
         wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
         if len(act):
-            by_range = {rid: g["duration_ns"].to_numpy() for rid, g in act.groupby("range_id", sort=False)}
-            samples: list[float] = []
-            for rid in r["range_id"]:
-                d = by_range.get(rid, np.array([], dtype=np.int64))
-                per = per_iteration(d, k) if len(d) else np.zeros(k)
-                if per is None:
-                    samples = []
-                    rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
-                    break
-                samples.extend(per.tolist())
-            rows.samples(name, "time_ns", samples, "ns")
+            samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
+                                           r["range_id"].to_numpy(), k)
+            if samples is None:
+                rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
+            else:
+                rows.samples(name, "time_ns", samples, "ns")
             idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
         else:
             rows.samples(name, "time_ns", wall, "ns")
-            if len(export.kernels):
+            if any_kernels:
                 rows.add(name, WALL_TIME_ONLY, float(_launched_by_other_threads(attributed, r)), "count")
         rows.samples(name, "cpu_time_ns", wall, "ns")
-    outside = attributed[attributed["variant"].isna()]
-    activity_rows(rows, OUTSIDE, outside.assign(label=_kernel_label(outside)).drop(columns="launch_cpu_ns"), "label")
+    activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
     return rows.frame()
+
+
+def per_range_iterations(rid: np.ndarray, durations: np.ndarray, range_ids: np.ndarray, k: int) -> np.ndarray | None:
+    """The GPU time of each iteration, range instance by range instance (`range_ids`' order),
+    `k` iterations an instance: per_iteration() of each instance's launches (`rid`, `durations`:
+    in launch order), zeros for an instance without any. None when an instance's launches do not
+    split into its `k` iterations. One pass over all launches: a variant may have tens of
+    thousands of instances."""
+    pos = pd.Index(range_ids).get_indexer(rid)
+    if (pos < 0).any():  # rows of a range not in range_ids: never part of a sample
+        keep = pos >= 0
+        pos, durations = pos[keep], durations[keep]
+    counts = np.bincount(pos, minlength=len(range_ids))
+    if (counts % k).any():
+        return None
+    order = np.argsort(pos, kind="stable")  # by instance, each in launch order
+    per = np.repeat(counts // k, k)  # launches in each (instance, iteration)
+    out = np.zeros(len(per), dtype=np.float64)
+    filled = per > 0
+    starts = np.concatenate([[0], np.cumsum(per[filled])[:-1]])
+    if len(starts):
+        out[filled] = np.add.reduceat(durations[order], starts).astype("float64")
+    return out
 
 
 __all__ = ["ProgramBackend", "frame_from_capture", "stop_program_first"]

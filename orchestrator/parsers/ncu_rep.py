@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import math
 import os
 import pickle
@@ -135,8 +136,48 @@ LAUNCH_METRICS: dict[str, str] = {
     "registers_per_thread": "launch__registers_per_thread",
 }
 
+
+# --------------------------------------------------------------------------------------------
+# The roofline's rates, as Nsight Compute's own roofline sections compute them
+# (SpeedOfLight_RooflineChart.section of ncu 2025.3.1 for FP32 and FP64; the half-precision terms
+# from SpeedOfLight_HierarchicalHalfRooflineChart.section): a weighted sum of per-cycle counts
+# times a clock. Achieved work counts an FMA as 2 FLOPs (a packed half add or multiply as 2, a
+# packed half FMA as 4) on the SMSPs' clock; the peaks take the SM clock and the DRAM clock. So
+# gprof-orch's point is the one ncu's chart draws. NaN where a term is missing (the section was
+# not collected).
+
+@dataclass(frozen=True)
+class RooflineRate:
+    column: str
+    terms: tuple[tuple[str, float], ...]       # (per-cycle metric, weight), summed
+    clock: str                                 # the cycles per second they are multiplied by
+    unit: str                                  # the normalised unit of the result
+
+
+_SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+_SASS_PEAK = "sm__sass_thread_inst_executed_op_{}_pred_on.sum.peak_sustained"
+SMSP_CLOCK, SM_CLOCK, DRAM_CLOCK = ("smsp__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second",
+                                    "dram__cycles_elapsed.avg.per_second")
+
+
+def _flops(fadd: str, fmul: str, ffma: str, *, packed: int = 1) -> tuple[tuple[str, float], ...]:
+    return ((_SASS.format(fadd), packed), (_SASS.format(fmul), packed), (_SASS.format(ffma), 2 * packed))
+
+
+ROOFLINE_RATES: tuple[RooflineRate, ...] = (
+    RooflineRate("fp32_flop_per_s", _flops("fadd", "fmul", "ffma"), SMSP_CLOCK, "flop/s"),
+    RooflineRate("fp64_flop_per_s", _flops("dadd", "dmul", "dfma"), SMSP_CLOCK, "flop/s"),
+    RooflineRate("fp16_flop_per_s", _flops("hadd", "hmul", "hfma", packed=2), SMSP_CLOCK, "flop/s"),
+    RooflineRate("peak_fp32_flop_per_s", ((_SASS_PEAK.format("ffma"), 2),), SM_CLOCK, "flop/s"),
+    RooflineRate("peak_fp64_flop_per_s", ((_SASS_PEAK.format("dfma"), 2),), SM_CLOCK, "flop/s"),
+    RooflineRate("peak_fp16_flop_per_s", ((_SASS_PEAK.format("hfma"), 4),), SM_CLOCK, "flop/s"),
+    RooflineRate("peak_dram_bytes_per_s", (("dram__bytes.sum.peak_sustained", 1),), DRAM_CLOCK, "bytes/s"),
+)
+# the section that holds the FP32/FP64 terms, the DRAM peak and the clocks
+ROOFLINE_SECTION = "SpeedOfLight_RooflineChart"
+
 KERNEL_COLUMNS = (KERNEL_ID_COLUMNS + ["kernel_demangled"] + list(LAUNCH_METRICS)
-                  + [k.column for k in KEY_METRICS])
+                  + [k.column for k in KEY_METRICS] + [r.column for r in ROOFLINE_RATES])
 
 
 @dataclass
@@ -164,6 +205,9 @@ class NcuReport:
     cache_control: str | None = None
     command_line: str | None = None
     session: dict[str, str] = field(default_factory=dict)
+    # why `rules` is empty although the report may hold rule results: the CSV fallback could not
+    # read them from `ncu --import --page details` (None when they were read, or with ncu_report)
+    rules_note: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,6 +530,26 @@ def function_name(demangled: str) -> str:
     return s.rsplit("::", 1)[-1]
 
 
+def _csv_source(source: str | Path) -> tuple[Path | None, str | Path, str]:
+    """(path or None, what to name in errors, text) of a file (Path, or a str without a newline)
+    or of the text itself."""
+    if isinstance(source, Path) or "\n" not in source:
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise ParseError(path, "no such file") from None
+        except OSError as exc:
+            raise ParseError(path, f"cannot read it ({exc.strerror})") from exc
+        where: str | Path = path
+        if not text.strip():
+            raise ParseError(where, "empty file")
+        return path, where, text
+    if not source.strip():
+        raise ParseError("<ncu CSV text>", "empty file")
+    return None, "<ncu CSV text>", source
+
+
 def read_csv_raw(source: str | Path, *, domain: str | None = DEFAULT_DOMAIN,
                  prefix: str = DEFAULT_PREFIX) -> NcuReport:
     """Read ncu's `--csv --page raw` output: a file (Path, or a str without a newline) or the
@@ -496,19 +560,7 @@ def read_csv_raw(source: str | Path, *, domain: str | None = DEFAULT_DOMAIN,
         >>> rep = read_csv_raw(Path("square_raw.csv"))
         >>> rep.metrics.query("metric == 'gpu__time_duration.sum'")[["id", "value", "unit"]]
     """
-    if isinstance(source, Path) or "\n" not in source:
-        path: Path | None = Path(source)
-        where: str | Path = path
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise ParseError(path, "no such file") from None
-        except OSError as exc:
-            raise ParseError(path, f"cannot read it ({exc.strerror})") from exc
-    else:
-        path, where, text = None, "<ncu CSV text>", source
-    if not text.strip():
-        raise ParseError(where, "empty file")
+    path, where, text = _csv_source(source)
     lines = text.lstrip("\ufeff").splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID",') or ln.startswith("ID,")), None)
     if start is None:
@@ -553,6 +605,80 @@ def read_csv_raw(source: str | Path, *, domain: str | None = DEFAULT_DOMAIN,
             metrics.append((kid, header[i], row[i], units[i], _parse_number(row[i])))
     return _build(path, {"kernels": kernels, "metrics": metrics, "rules": []},
                   domain=domain, prefix=prefix, source="csv")
+
+
+# --------------------------------------------------------------------------------------------
+# Reading ncu's rule results from its details page: `ncu --import r.ncu-rep --csv --page details`.
+# Not yet checked against ncu 2025.3.1's own output (no capture of it exists here:
+# scripts/capture_roofline_fixture.sh takes one on the H200). What it relies on, from ncu's CSV as
+# its raw page prints it (our fixtures) and as public captures of the details page show it: one row
+# per kernel and section item, columns named in the header ("ID", the NVTX columns, "Kernel Name",
+# ..., "Section Name", "Metric Name", "Metric Unit", "Metric Value", "Rule Name", "Rule Type",
+# "Rule Description", "Estimated Speedup Type", "Estimated Speedup"); a rule result is a row whose
+# "Rule Name" is set, its "Section Name" the section's identifier ("SpeedOfLight"), its type a
+# short word, its speedup a bare percentage; a metric row may stop after "Metric Value". Rule
+# titles ("Tail Effect") and focus metrics are not on this page.
+
+DETAILS_RULE_COLUMNS = ("Section Name", "Rule Name", "Rule Type", "Rule Description")
+# the CLI's rule types -> ncu_report's message types (_MSG_TYPES)
+CSV_RULE_TYPES = {"OPT": "optimization", "WRN": "warning", "ERR": "error", "INF": "ok"}
+
+
+def read_csv_details(source: str | Path, *, domain: str | None = DEFAULT_DOMAIN,
+                     prefix: str = DEFAULT_PREFIX) -> pd.DataFrame:
+    """ncu's rule results (RULE_COLUMNS) from its `--csv --page details` output: a file (Path, or
+    a str without a newline) or the text. `title` is empty and `rule_name` None: the page names a
+    rule by its identifier only. ParseError when the text has no details header or no rule columns.
+
+    Example:
+        >>> rules = read_csv_details(Path("details.csv"))
+        >>> rules[["variant", "kernel", "section", "rule", "type", "estimated_speedup_pct"]]
+    """
+    _, where, text = _csv_source(source)
+    body = "\n".join(ln for ln in text.lstrip("\ufeff").splitlines() if not re.match(r"==[A-Z]+==", ln))
+    start = re.search(r'^"?ID"?,', body, re.M)
+    if start is None:
+        errors = ncu_errors(text)
+        raise ParseError(where, "no ncu CSV header (a line starting with \"ID\",)" +
+                         (": ncu said " + " | ".join(errors) if errors else ""),
+                         hint="expected the output of ncu --import REPORT --csv --page details")
+    rows = list(csv.reader(io.StringIO(body[start.start():])))  # a quoted message may span lines
+    header, data = rows[0], [r for r in rows[1:] if any(c.strip() for c in r)]
+    missing = [c for c in ("ID", "Kernel Name", *DETAILS_RULE_COLUMNS) if c not in header]
+    if missing:
+        raise ParseError(where, f"no {', '.join(missing)} column in the CSV header: not ncu's details page "
+                                "with rule results",
+                         hint="expected the output of ncu --import REPORT --csv --page details")
+    col = {name: i for i, name in enumerate(header)}
+    pushpop = next((i for i, name in enumerate(header) if name.startswith(CSV_PUSHPOP_PREFIX)), None)
+    out = []
+    for n, row in enumerate(data, start=1):
+        if len(row) > len(header):
+            raise ParseError(where, f"row {n} has {len(row)} fields, the header {len(header)}")
+        row = row + [""] * (len(header) - len(row))
+        rule = row[col["Rule Name"]].strip()
+        if not rule:
+            continue
+        kid = _parse_number(row[col["ID"]])
+        if kid is None:
+            raise ParseError(where, f"row {n} has no numeric ID")
+        speedup = _parse_number(row[col["Estimated Speedup"]]) if "Estimated Speedup" in col else None
+        speedup_type = row[col["Estimated Speedup Type"]].strip() if "Estimated Speedup Type" in col else ""
+        kind = row[col["Rule Type"]].strip()
+        message = row[col["Rule Description"]].strip()
+        out.append({
+            "id": int(kid),
+            "variant": _variant(_csv_nvtx(row[pushpop], where), domain, prefix) if pushpop is not None else None,
+            "kernel": function_name(row[col["Kernel Name"]]), "section": row[col["Section Name"]].strip(),
+            "rule": rule, "rule_name": None, "type": CSV_RULE_TYPES.get(kind.upper(), kind.lower() or "none"),
+            "title": "", "message": message, "message_raw": message, "speedup_type": speedup_type or None,
+            "estimated_speedup_pct": speedup if speedup is not None else math.nan, "focus_metrics": "",
+        })
+    rules = pd.DataFrame(out, columns=RULE_COLUMNS)
+    rules["id"] = rules["id"].astype("int64")
+    rules["variant"] = rules["variant"].astype("object")
+    rules["estimated_speedup_pct"] = rules["estimated_speedup_pct"].astype("float64")
+    return rules
 
 
 # --------------------------------------------------------------------------------------------
@@ -625,6 +751,8 @@ def _build(path: Path | None, raw: dict, *, domain: str | None, prefix: str, sou
             rec[column] = value
         for key in KEY_METRICS:
             rec[key.column] = _key_value(where, lookup, kid, key)
+        for rate in ROOFLINE_RATES:
+            rec[rate.column] = _rate_value(where, lookup, kid, rate)
         krows.append(rec)
     kernels = pd.DataFrame(krows, columns=KERNEL_COLUMNS)
     kernels["id"] = kernels["id"].astype("int64")
@@ -653,12 +781,36 @@ def _key_value(where: str | Path, lookup: dict, kid: int, key: KeyMetric) -> flo
     return math.nan
 
 
+# what a clock may be in after normalisation: ncu_report says "hz", ncu's CSV "Ghz" or "cycle/nsecond"
+_CLOCK_UNITS = ("Hz", "cycle/s")
+
+
+def _rate_value(where: str | Path, lookup: dict, kid: int, rate: RooflineRate) -> float:
+    """sum(weight x per-cycle count) x clock for one kernel; NaN when any of them is missing."""
+    found = [lookup.get((kid, m)) for m, _ in rate.terms] + [lookup.get((kid, rate.clock))]
+    if any(f is None or math.isnan(f[0]) for f in found):
+        return math.nan
+    *terms, (clock, clock_unit) = found
+    for (metric, _), (_, unit) in zip(rate.terms, terms):
+        if not unit.endswith("/cycle"):
+            raise ParseError(where, f"{metric} is in {unit!r} after normalisation, expected a count per cycle "
+                                    f"for {rate.column}")
+    if clock_unit not in _CLOCK_UNITS:
+        raise ParseError(where, f"{rate.clock} is in {clock_unit!r} after normalisation, expected Hz for {rate.column}")
+    return float(sum(value * weight for (value, _), (_, weight) in zip(terms, rate.terms)) * clock)
+
+
 # --------------------------------------------------------------------------------------------
 # One entry point: ncu_report when installed, else ncu's own CSV export.
 
 def import_argv(ncu: str | Path, path: str | Path) -> list[str]:
     """The command that exports a report's raw page as CSV."""
     return [str(ncu), "--import", str(path), "--csv", "--page", "raw"]
+
+
+def details_argv(ncu: str | Path, path: str | Path) -> list[str]:
+    """The command that exports a report's details page, with ncu's rule results, as CSV."""
+    return [str(ncu), "--import", str(path), "--csv", "--page", "details"]
 
 
 def load(path: str | Path, *, ncu: str | Path | None = None, domain: str | None = DEFAULT_DOMAIN,
@@ -691,19 +843,32 @@ def load(path: str | Path, *, ncu: str | Path | None = None, domain: str | None 
         raise ToolNotFoundError(f"cannot read {path}: the ncu_report module is not installed and no ncu "
                                 f"executable was found ({exc.message})", hint=PIP_HINT) from exc
     _inspect_container(path)
-    argv = import_argv(tool.path, path)
-    with tempfile.TemporaryDirectory(prefix="gprof-ncu-import-") as tmp:
-        res = proc.run(argv, log_dir=Path(log_dir) if log_dir else Path(tmp), name="ncu-import", timeout=timeout)
-        if res.returncode != 0:
-            raise ToolFailedError(f"ncu --import {path} exited with status {res.returncode}", argv=argv,
-                                  returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
-        text = res.stdout.read_text(encoding="utf-8", errors="replace")
-    if "\n" not in text:
-        text += "\n"  # a str without a newline would be taken for a file name
+
+    def export(argv: list[str], name: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="gprof-ncu-import-") as tmp:
+            res = proc.run(argv, log_dir=Path(log_dir) if log_dir else Path(tmp), name=name, timeout=timeout)
+            if res.returncode != 0:
+                raise ToolFailedError(f"ncu --import {path} exited with status {res.returncode}", argv=argv,
+                                      returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
+            text = res.stdout.read_text(encoding="utf-8", errors="replace")
+        return text if "\n" in text else text + "\n"  # a str without a newline would be taken for a file name
+
     try:
-        rep = read_csv_raw(text, domain=domain, prefix=prefix)
+        rep = read_csv_raw(export(import_argv(tool.path, path), "ncu-import"), domain=domain, prefix=prefix)
     except ParseError as exc:
         raise ParseError(path, f"ncu --import gave no usable CSV: {exc.reason}", hint=exc.hint) from exc
+    # the findings are read apart: a details page this reader cannot read costs the findings (the
+    # report says why, NcuBackend.warnings), not the measurements of the raw page
+    try:
+        rules = read_csv_details(export(details_argv(tool.path, path), "ncu-import-details"), domain=domain,
+                                 prefix=prefix)
+        # the same report's kernel IDs: where the details page carries no NVTX column, the raw page's
+        rules["variant"] = rules["variant"].where(rules["variant"].notna(),
+                                                  rules["id"].map(dict(zip(rep.kernels["id"], rep.kernels["variant"]))))
+        rep = replace(rep, rules=rules)
+    except (ParseError, ToolFailedError) as exc:
+        rep = replace(rep, rules_note=f"ncu's findings were not read from `ncu --import --csv --page details` "
+                                      f"({exc.reason if isinstance(exc, ParseError) else exc.message})")
     return replace(rep, path=path)
 
 

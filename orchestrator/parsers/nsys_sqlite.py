@@ -121,6 +121,13 @@ MEMCPY_COLUMNS = ["start", "end", "duration_ns", "device_id", "stream_id", "corr
 MEMSET_COLUMNS = ["start", "end", "duration_ns", "device_id", "stream_id", "correlation_id",
                   "global_pid", "bytes", "value", "mem_kind"]
 NVTX_COLUMNS = ["start", "end", "event_type", "text", "global_tid", "domain_id", "domain"]
+# read_export(lean=True): per table, the spec columns (our names) attribution and the reports use
+LEAN_COLUMNS = {
+    "kernels": {"start", "end", "correlation_id", "global_pid", "name_id", "demangled_id"},
+    "runtime": {"start", "end", "global_tid", "correlation_id"},
+    "memcpy": {"start", "end", "correlation_id", "global_pid", "bytes", "copy_kind_id"},
+    "memset": {"start", "end", "correlation_id", "global_pid", "bytes"},
+}
 RANGE_COLUMNS = ["range_id", "variant", "start", "end", "wall_ns", "global_tid", "event_type",
                  "domain"]
 ATTRIBUTED_COLUMNS = ["kind", "name", "demangled_name", "start", "end", "duration_ns", "device_id",
@@ -158,12 +165,24 @@ class NsysExport:
     memset: pd.DataFrame
     meta: dict[str, str] = field(default_factory=dict)  # META_DATA_EXPORT: product, schema version
     tables: frozenset[str] = frozenset()                 # every table name in the file
+    # a lean read's `runtime` keeps only the calls that can have launched GPU work (see
+    # read_export); this is the latest end of all of them, for a range never closed
+    runtime_end: int | None = None
 
 
 # --------------------------------------------------------------------------------------- reading
 
-def read_export(path: str | Path) -> NsysExport:
+def read_export(path: str | Path, *, lean: bool = False) -> NsysExport:
     """Read an nsys SQLite export into DataFrames.
+
+    `lean` reads only what attribute_kernels() and the reports use (LEAN_COLUMNS): not a
+    kernel's launch shape, registers, shared memory, device and stream, nor a runtime call's
+    name (attribute_kernels() then has no launch_api), nor a memset's value and memory kind.
+    Each integer read costs SQLite and numpy about 0.1 to 0.3 us: on a 3,000,000-kernel export
+    the columns left out were half of the reading (docs/scale-cpu.md). Its `runtime` keeps only
+    the calls whose correlationId a kernel, memcpy or memset has (no other call can be matched
+    to one, so attribution is the same) and any that end before they start (damage, reported
+    as ever); `runtime_end` is the latest end of them all.
 
     Raises ParseError naming the file when it is missing, empty, truncated, not SQLite, or
     SQLite without nsys's `StringIds` table, or a table without a column that times or
@@ -178,16 +197,20 @@ def read_export(path: str | Path) -> NsysExport:
     path = Path(path)
     if compressed.is_compressed(path):  # report.sqlite.xz / .gz: SQLite reads a temporary copy
         with compressed.plain_file(path) as plain:
-            return replace(read_export(plain), path=path)
+            return replace(read_export(plain, lean=lean), path=path)
     _check_sqlite_file(path)
-    reader = _Reader(path)
     try:
-        return _read(reader)
+        reader = _Reader(path)
+        try:
+            return _read(reader, lean)
+        finally:
+            reader.close()
     except sqlite3.DatabaseError as exc:
         raise ParseError(path, f"SQLite error while reading ({exc})",
                          hint="the export may be truncated or corrupt; run `nsys export` again") from exc
-    finally:
-        reader.close()
+    except UnicodeDecodeError as exc:  # nsys writes UTF-8: a string that is not is damage (fuzz: byte 284553)
+        raise ParseError(path, f"a string in the export is not valid UTF-8 ({exc})",
+                         hint="the export is damaged; run `nsys export` again") from exc
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -217,16 +240,22 @@ def _check_sqlite_file(path: Path) -> None:
                          hint="the copy or the export did not finish; export the .nsys-rep again")
 
 
-def _read(reader: _Reader) -> NsysExport:
+def _read(reader: _Reader, lean: bool = False) -> NsysExport:
     con, tables, path = reader.con, reader.tables, reader.path
     if "StringIds" not in tables:
         raise ParseError(path, "no StringIds table: not an Nsight Systems SQLite export")
-    # queue the big tables first so their SQL runs on worker threads while we build frames
-    pending = {key: reader.submit(table, spec) for key, table, spec in (
+    # queue the big tables first so their SQL runs on worker threads while we build frames; the
+    # activity tables before the runtime calls, which a lean read filters by their ids (the
+    # workers take tasks in order, so the activity is read before any runtime task waits for it)
+    launches = _Launches() if lean else None
+    reader.gates.append(launches)
+    pending = {key: reader.submit(table, [c for c in spec if not lean or key not in LEAN_COLUMNS
+                                          or c[0] in LEAN_COLUMNS[key]], keep=launches if key == "runtime" else None)
+               for key, table, spec in (
         ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SPEC),
-        ("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME", _RUNTIME_SPEC),
         ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SPEC),
         ("memset", "CUPTI_ACTIVITY_KIND_MEMSET", _MEMSET_SPEC),
+        ("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME", _RUNTIME_SPEC),
         ("nvtx", "NVTX_EVENTS", _NVTX_SPEC))}
     strings = _string_table(con)
     meta = {}
@@ -235,27 +264,71 @@ def _read(reader: _Reader) -> NsysExport:
 
     # sort while the columns are still integers: taking object (string) columns costs more
     k = _sorted(pending["kernels"]())
-    _set_text(k, "name", _lookup(strings, k.pop("name_id")))
-    _set_text(k, "demangled_name", _lookup(strings, k.pop("demangled_id")))
+    if lean:  # a few names for millions of kernels: one code each, the names once
+        k["name"] = _lookup_categorical(strings, k.pop("name_id"))
+        k["demangled_name"] = _lookup_categorical(strings, k.pop("demangled_id"))
+    else:
+        _set_text(k, "name", _lookup(strings, k.pop("name_id")))
+        _set_text(k, "demangled_name", _lookup(strings, k.pop("demangled_id")))
     kernels = _finish(k, KERNEL_COLUMNS)
-
-    r = _sorted(pending["runtime"]())
-    _set_text(r, "name", _lookup(strings, r.pop("name_id")))
-    runtime = _finish(r, RUNTIME_COLUMNS)
 
     m = _sorted(pending["memcpy"]())
     _set_text(m, "copy_kind", _enum_labels(con, tables, "ENUM_CUDA_MEMCPY_OPER", _COPY_KINDS, m.pop("copy_kind_id")))
     memcpy = _finish(m, MEMCPY_COLUMNS)
 
     s = _sorted(pending["memset"]())
-    _set_text(s, "mem_kind", _enum_labels(con, tables, "ENUM_CUDA_MEM_KIND", _MEM_KINDS, s.pop("mem_kind_id")))
+    if "mem_kind_id" in s:
+        _set_text(s, "mem_kind", _enum_labels(con, tables, "ENUM_CUDA_MEM_KIND", _MEM_KINDS, s.pop("mem_kind_id")))
     memset = _finish(s, MEMSET_COLUMNS)
+
+    if launches is not None:
+        # sorted, duplicates left in: np.unique hashes, 20x slower than a sort on 4e6 ids here
+        launches.open(np.sort(np.concatenate([f["correlation_id"].to_numpy() for f in (kernels, memcpy, memset)])))
+    r = _sorted(pending["runtime"]())
+    if "name_id" in r:
+        _set_text(r, "name", _lookup(strings, r.pop("name_id")))
+    runtime = _finish(r, RUNTIME_COLUMNS)
 
     nvtx = _finish_nvtx_frame(pending["nvtx"](), strings)
     for table, frame in (("CUPTI_ACTIVITY_KIND_KERNEL", kernels), ("CUPTI_ACTIVITY_KIND_RUNTIME", runtime),
                          ("CUPTI_ACTIVITY_KIND_MEMCPY", memcpy), ("CUPTI_ACTIVITY_KIND_MEMSET", memset)):
         _check_durations(path, table, frame)
-    return NsysExport(path, kernels, runtime, nvtx, memcpy, memset, meta, tables)
+    return NsysExport(path, kernels, runtime, nvtx, memcpy, memset, meta, tables,
+                      runtime_end=launches.last_end if launches is not None else None)
+
+
+class _Launches:
+    """The runtime calls a lean read keeps, chunk by chunk on the worker threads: those whose
+    correlationId some kernel, memcpy or memset has, and those that end before they start
+    (_check_durations reports them). Workers wait here until open() gives the activity's ids
+    (None: the read was abandoned); the latest end of every call is kept in `last_end`."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._ids: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self.last_end: int | None = None
+
+    def open(self, ids: np.ndarray | None) -> None:
+        """`ids`: the GPU activity's correlationIds, sorted. Only the first call counts."""
+        if not self._ready.is_set():
+            self._ids = ids
+            self._ready.set()
+
+    def __call__(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        start, end, corr = cols["start"], cols["end"], cols["correlation_id"]
+        if len(end):
+            with self._lock:
+                self.last_end = max(int(end.max()), self.last_end if self.last_end is not None else int(end.max()))
+        self._ready.wait()
+        ids = self._ids
+        if ids is None:
+            return np.ones(len(corr), dtype=bool)
+        keep = end < start
+        if len(ids):
+            pos = np.minimum(np.searchsorted(ids, corr), len(ids) - 1)
+            keep |= ids[pos] == corr
+        return keep
 
 
 def _check_durations(path: Path, table: str, frame: pd.DataFrame) -> None:
@@ -297,9 +370,25 @@ def _set_text(df: pd.DataFrame, col: str, values: np.ndarray | pd.Series | list)
 def _lookup(strings: np.ndarray, ids: pd.Series) -> np.ndarray:
     idx = ids.to_numpy(dtype=np.int64)
     ok = (idx >= 0) & (idx < len(strings))
+    if ok.all():  # the usual case, in one pass
+        return strings.take(idx)
     out = np.full(len(idx), None, dtype=object)
     out[ok] = strings[idx[ok]]
     return out
+
+
+def _lookup_categorical(strings: np.ndarray, ids: pd.Series) -> pd.Categorical:
+    """_lookup() as a categorical (missing: NaN): its categories are the distinct strings the
+    ids name, found by counting the ids (small dense integers), never by hashing the rows."""
+    idx = ids.to_numpy(dtype=np.int64)
+    ok = (idx >= 0) & (idx < len(strings))
+    used = np.flatnonzero(np.bincount(idx[ok], minlength=len(strings)))
+    code_of_used, names = pd.factorize(strings[used])  # two ids with one string share a category
+    code_of_id = np.full(len(strings), -1, dtype=np.int64)
+    code_of_id[used] = code_of_used
+    codes = np.full(len(idx), -1, dtype=np.int64)
+    codes[ok] = code_of_id[idx[ok]]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(names, dtype=object), dtype=object))
 
 
 def _enum_labels(con: sqlite3.Connection, tables: frozenset[str], table: str,
@@ -312,13 +401,17 @@ def _enum_labels(con: sqlite3.Connection, tables: frozenset[str], table: str,
 
 # Integer columns travel as one comma-separated string per column and chunk (SQLite's
 # group_concat) parsed by numpy in C: about 3x faster than fetchall(), which builds a Python
-# tuple per row (measured on 1e6 kernels). NULLs would be skipped, hence every column is wrapped
-# in ifnull(). Tasks (a few columns of a range of rowids) run on worker threads, since sqlite3
-# releases the GIL while SQLite works. The columns of different tasks line up because every task
-# walks the table's own b-tree in rowid order: NOT INDEXED keeps the planner off any index that
-# a later nsys might add. Chunks keep each string well below SQLite's 1e9-byte limit.
-_CHUNK_ROWS = 1 << 21
-_COLUMNS_PER_TASK = 4
+# tuple per row (measured on 1e6 kernels). NULLs would be skipped, hence every nullable column
+# is wrapped in ifnull() (a NULL in a NOT NULL column, which only damage makes, reads back one
+# integer short and is an error). Tasks (every column of a range of rowids: one walk of the
+# b-tree decodes each row once for all its columns) run on worker threads, since sqlite3
+# releases the GIL while SQLite works, and parse their own strings, so that only integers wait
+# for the caller. The tasks' chunks line up because every task walks the table's own b-tree in
+# rowid order: NOT INDEXED keeps the planner off any index that a later nsys might add. A task
+# reads about _TASK_VALUES values: its strings (about 15 bytes a value, some 30 MB) stay far
+# below SQLite's 1e9-byte limit, and few wait in memory beside the integers.
+_TASK_VALUES = 1 << 21
+_DELTA_COLUMNS = ("start", "globalTid", "globalPid")  # sent as differences from the first row's value
 _NULL = -(2**63) + 1  # stands for NULL in nullable integer columns on the way through
 
 
@@ -332,6 +425,7 @@ class _Reader:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
+        self.gates: list = []  # _Launches whose workers wait: opened on close, so none waits forever
         try:
             self.con = self._connect()
             self.tables = frozenset(
@@ -351,54 +445,96 @@ class _Reader:
             self._local.con = self._connect()
         return self._local.con
 
-    def _fetch(self, table: str, exprs: list[str], first: int, last: int) -> tuple[int, list[str]]:
+    def _fetch(self, table: str, exprs: list[str], first: int, last: int, names: list[str],
+               keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None,
+               decode: list[tuple[int, int | None, int | None]]) -> tuple[int, list[np.ndarray]]:
         select = ", ".join(f"group_concat({e})" for e in exprs)
         count, *texts = self._worker_con().execute(
             f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
             (first, last)).fetchone()
-        return count, texts
+        values = []
+        while texts:  # parsed one by one, each string freed once read
+            values.append(_parse_ints(texts.pop(0), count, table))
+        for i, base, _ in decode:  # the differences back to values: first the bases, then the ends
+            if base is not None:
+                values[i] += base
+        for i, _, relative_to in decode:
+            if relative_to is not None:
+                values[i] += values[relative_to]
+        if keep is not None and count:
+            mask = keep(dict(zip(names, values)))
+            values = [v[mask] for v in values]
+            count = int(mask.sum())
+        return count, values
 
-    def submit(self, table: str, spec: Spec) -> Callable[[], pd.DataFrame]:
+    def submit(self, table: str, spec: Spec,
+               keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None) -> Callable[[], pd.DataFrame]:
         """Start reading the spec's columns of `table`; the returned call gives the frame
-        (empty, with the spec's columns, when the table is missing or has no rows)."""
+        (empty, with the spec's columns, when the table is missing or has no rows). `keep`,
+        given each chunk's integer columns (by our names), says which of its rows to keep."""
         if table not in self.tables:
             return lambda: _empty(spec)
-        have = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        info = self.con.execute(f'PRAGMA table_info("{table}")').fetchall()
+        have = {r[1] for r in info}
+        not_null = {r[1] for r in info if r[3]}
         lost = sorted({col for _, col, _, _ in spec} & _REQUIRED - have)
         if lost:
             raise ParseError(self.path, f"table {table} has no column {', '.join(lost)}",
                              hint="the export is damaged (or not from nsys); run `nsys export` again")
         ints = [(name, col, dtype, default) for name, col, dtype, default in spec if dtype != "object"]
         texts = [(name, col) for name, col, dtype, _ in spec if dtype == "object"]
-        exprs = ["rowid"] if texts else []  # rowids place the sparse text columns
-        for _, col, _, default in ints:
-            fill = _NULL if default is None else int(default)
-            exprs.append(f'ifnull("{col}", {fill})' if col in have else str(fill))
-        lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        # min() and max() apart: SQLite finds each at one end of the b-tree, but both in one
+        # SELECT walk the whole table (seconds for millions of rows)
+        lo = self.con.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
+        hi = self.con.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
         if lo is None:
             return lambda: _empty(spec)
+        fills = {col: _NULL if default is None else int(default) for _, col, _, default in ints}
+        value = {col: f'"{col}"' if col in not_null else f'ifnull("{col}", {fills[col]})'
+                 for _, col, _, _ in ints if col in have}
+        # Times and thread/process ids have 11 to 15 digits: they travel as differences, from the
+        # first row's value (start, globalTid, globalPid) or from the row's start (end), in a few
+        # digits; turning them into text and back was a fifth of the reading. Decoded in _fetch.
+        delta: dict[str, int] = {}
+        firsts = [c for c in _DELTA_COLUMNS if c in value and any(col == c and d is not None for _, col, _, d in ints)]
+        if firsts:
+            first = self.con.execute(f'SELECT {", ".join(value[c] for c in firsts)} FROM "{table}" WHERE rowid = ?',
+                                     (lo,)).fetchone()
+            delta = {c: int(v) for c, v in zip(firsts, first) if isinstance(v, int)}
+        exprs = ["rowid"] if texts else []  # rowids place the sparse text columns
+        at = {col: i for i, (_, col, _, _) in enumerate(ints, start=len(exprs))}
+        decode: list[tuple[int, int | None, int | None]] = []  # (column, base, column it is relative to)
+        for i, (_, col, _, default) in enumerate(ints, start=len(exprs)):
+            if col not in have:
+                exprs.append(str(_NULL if default is None else int(default)))
+            elif col in delta:
+                exprs.append(f"{value[col]} - {delta[col]}")
+                decode.append((i, delta[col], None))
+            elif col == "end" and default is not None and "start" in value:  # a duration: a few digits
+                exprs.append(f"{value[col]} - {value['start']}")
+                decode.append((i, None, at["start"]))
+            else:
+                exprs.append(value[col])
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1))
-        groups = np.array_split(np.arange(len(exprs)), -(-len(exprs) // _COLUMNS_PER_TASK))
-        futures = [[self._pool.submit(self._fetch, table, [exprs[i] for i in g], first, first + _CHUNK_ROWS)
-                    for g in groups] for first in range(lo, hi + 1, _CHUNK_ROWS)]
+        rows = max(1 << 12, _TASK_VALUES // len(exprs))
+        names = (["rowid"] if texts else []) + [name for name, _, _, _ in ints]
+        futures = [self._pool.submit(self._fetch, table, exprs, first, first + rows, names, keep, decode)
+                   for first in range(lo, hi + 1, rows)]
 
         def collect() -> pd.DataFrame:
             chunks: list[list[np.ndarray]] = []
-            for row in futures:
-                parts: list[np.ndarray] = []
-                counts = set()
-                for fut in row:
-                    count, strs = fut.result()
-                    counts.add(count)
-                    parts.extend(_parse_ints(t, count, table) for t in strs)
-                if len(counts) != 1:
-                    raise sqlite3.DatabaseError(f"{table}: column groups read different row counts {counts}")
-                if counts.pop():
+            for fut in futures:
+                count, parts = fut.result()
+                if count:
                     chunks.append(parts)
             if not chunks:
                 return _empty(spec)
-            cols = [p[0] if len(p) == 1 else np.concatenate(p) for p in zip(*chunks)]
+            cols = []
+            for i in range(len(exprs)):  # a column's chunks freed once joined: never two copies of the table
+                cols.append(chunks[0][i] if len(chunks) == 1 else np.concatenate([c[i] for c in chunks]))
+                for c in chunks:
+                    c[i] = None
             rowid = cols.pop(0) if texts else None
             out: dict[str, object] = {}
             for (name, _, dtype, _), values in zip(ints, cols):
@@ -420,6 +556,9 @@ class _Reader:
         return values
 
     def close(self) -> None:
+        for gate in self.gates:
+            if gate is not None:
+                gate.open(None)  # a no-op once opened; else its waiting workers go on, and are not needed
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
@@ -456,7 +595,7 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
 
 def _finish(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     df["duration_ns"] = df["end"] - df["start"]
-    return df[columns]
+    return df[[c for c in columns if c in df]]  # a lean read has fewer
 
 
 def _finish_nvtx_frame(n: pd.DataFrame, strings: np.ndarray) -> pd.DataFrame:
@@ -522,7 +661,7 @@ def variant_ranges(export: NsysExport, domain: str | None = DEFAULT_DOMAIN,
 
 
 def _last_timestamp(export: NsysExport) -> int:
-    candidates = [0]
+    candidates = [0] if export.runtime_end is None else [export.runtime_end]
     for df in (export.kernels, export.runtime, export.memcpy, export.memset):
         if len(df):
             candidates.append(int(df["end"].max()))
@@ -572,16 +711,17 @@ def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN
     inside = rid >= 0
     variant = np.full(len(act), None, dtype=object)
     variant[inside] = ranges["variant"].to_numpy(dtype=object)[rid[inside]]
-    api = np.full(len(act), None, dtype=object)
-    api[found] = rt["name"].to_numpy(dtype=object)[li]
 
     act["global_tid"] = tid
     act["launch_start"] = _nullable(lstart, found)
     act["launch_cpu_ns"] = _nullable(rt["duration_ns"].to_numpy()[li], found)
-    _set_text(act, "launch_api", api)
+    if "name" in rt:  # a lean read has no runtime call names
+        api = np.full(len(act), None, dtype=object)
+        api[found] = rt["name"].to_numpy(dtype=object)[li]
+        _set_text(act, "launch_api", api)
     _set_text(act, "variant", variant)
     act["range_id"] = rid
-    return act[ATTRIBUTED_COLUMNS]
+    return act[[c for c in ATTRIBUTED_COLUMNS if c in act]]
 
 
 def _nullable(values: np.ndarray, where: np.ndarray) -> pd.arrays.IntegerArray:
@@ -592,30 +732,66 @@ def _nullable(values: np.ndarray, where: np.ndarray) -> pd.arrays.IntegerArray:
 
 
 def _activity(export: NsysExport) -> pd.DataFrame:
-    """Kernels, memcpys and memsets in one frame with a `kind` column, sorted by start."""
-    common = ["start", "end", "duration_ns", "device_id", "stream_id", "correlation_id", "global_pid"]
-    k = export.kernels[common + ["name", "demangled_name"]].copy()
-    _set_text(k, "kind", np.full(len(k), "kernel", dtype=object))
-    k["bytes"] = pd.arrays.IntegerArray(np.zeros(len(k), dtype=np.int64), np.ones(len(k), dtype=bool))
-    parts = [k]
-    if len(export.memcpy):
-        m = export.memcpy[common + ["bytes"]].copy()
-        _set_text(m, "kind", np.full(len(m), "memcpy", dtype=object))
-        names = np.array([f"[CUDA memcpy {c}]" for c in export.memcpy["copy_kind"]], dtype=object)
-        _set_text(m, "name", names)
-        _set_text(m, "demangled_name", names)
-        parts.append(m)
-    if len(export.memset):
-        s = export.memset[common + ["bytes"]].copy()
-        _set_text(s, "kind", np.full(len(s), "memset", dtype=object))
-        _set_text(s, "name", np.full(len(s), "[CUDA memset]", dtype=object))
-        _set_text(s, "demangled_name", np.full(len(s), "[CUDA memset]", dtype=object))
-        parts.append(s)
-    if len(parts) == 1:
-        return k.reset_index(drop=True)
-    act = pd.concat(parts, ignore_index=True)
-    act["bytes"] = act["bytes"].astype("Int64")
-    return act.sort_values("start", kind="stable").reset_index(drop=True)
+    """Kernels, memcpys and memsets in one frame with a `kind` column, sorted by start (stable).
+
+    Built column by column and reordered once: concatenating the frames and sorting the result
+    copied every column twice, seconds on millions of rows."""
+    common = [c for c in ("start", "end", "duration_ns", "device_id", "stream_id", "correlation_id", "global_pid")
+              if c in export.kernels]  # a lean read has no device and stream ids
+    parts = [("kernel", export.kernels)] + [(kind, f) for kind, f in (("memcpy", export.memcpy),
+                                                                       ("memset", export.memset)) if len(f)]
+    sizes = [len(f) for _, f in parts]
+    k = export.kernels
+    # a lean read's names are categorical: they stay so, the copies' and fills' names joining them
+    categorical = isinstance(k["name"].dtype, pd.CategoricalDtype)
+    text = (lambda c: k[c].array) if categorical else (lambda c: k[c].to_numpy(dtype=object))
+    names, demangled = [text("name")], [text("demangled_name")]
+    byte_values = [np.zeros(len(k), dtype=np.int64)]
+    for kind, f in parts[1:]:
+        if kind == "memcpy":  # one name per copy kind, not one string per row
+            codes, kinds = pd.factorize(f["copy_kind"], use_na_sentinel=False)
+            labels = np.array([f"[CUDA memcpy {c}]" for c in kinds], dtype=object)
+        else:
+            codes, labels = np.zeros(len(f), dtype=np.int64), np.array(["[CUDA memset]"], dtype=object)
+        label = (pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object)) if categorical
+                 else labels[codes])
+        names.append(label)
+        demangled.append(label)
+        byte_values.append(f["bytes"].to_numpy(dtype=np.int64))
+    # where each part's rows go in start order (stable): each column is written there once,
+    # never concatenated first and then reordered
+    start = [f["start"].to_numpy() for _, f in parts]
+    dest = None
+    if len(parts) > 1:
+        order = np.argsort(np.concatenate(start), kind="stable")
+        dest = np.empty(len(order), dtype=np.int64)
+        dest[order] = np.arange(len(order))
+    bounds = np.cumsum([0, *sizes])
+
+    def arrange(pieces: list[np.ndarray]) -> np.ndarray:
+        if dest is None:
+            return pieces[0].copy()
+        out = np.empty(bounds[-1], dtype=pieces[0].dtype)
+        for i, piece in enumerate(pieces):
+            out[dest[bounds[i]:bounds[i + 1]]] = piece
+        return out
+
+    cols: dict[str, object] = {c: arrange([f[c].to_numpy() for _, f in parts]) for c in common}
+    if categorical:  # the joined categories, the codes arranged
+        joined = [pd.api.types.union_categoricals(x) for x in (names, demangled)]
+        cols["name"], cols["demangled_name"] = (
+            pd.Categorical.from_codes(arrange([j.codes[bounds[i]:bounds[i + 1]] for i in range(len(parts))]),
+                                      categories=j.categories) for j in joined)
+    else:
+        cols["name"], cols["demangled_name"] = arrange(names), arrange(demangled)
+    cols["kind"] = arrange([np.full(n, kind, dtype=object) for (kind, _), n in zip(parts, sizes)])
+    no_bytes = [np.full(n, kind == "kernel") for (kind, _), n in zip(parts, sizes)]  # a kernel moves none
+    cols["bytes"] = pd.arrays.IntegerArray(arrange(byte_values), arrange(no_bytes))
+    texts = ("kind",) if categorical else ("name", "demangled_name", "kind")
+    act = pd.DataFrame({c: v for c, v in cols.items() if c not in texts}, copy=False)
+    for c in texts:
+        _set_text(act, c, cols[c])
+    return act[[*common, "name", "demangled_name", "kind", "bytes"]]
 
 
 def _match_launches(pid: np.ndarray, corr: np.ndarray, runtime: pd.DataFrame) -> np.ndarray:
@@ -626,8 +802,7 @@ def _match_launches(pid: np.ndarray, corr: np.ndarray, runtime: pd.DataFrame) ->
     r_corr = runtime["correlation_id"].to_numpy()
     r_pid = runtime["global_tid"].to_numpy() & ~_TID_BITS
     # one int64 key per (process, correlationId): a small process code in the high bits
-    codes, _ = pd.factorize(np.concatenate([pid, r_pid]))
-    a_code, r_code = codes[: len(pid)].astype(np.int64), codes[len(pid):].astype(np.int64)
+    a_code, r_code = _shared_codes(pid, r_pid)
     if corr.max(initial=0) >= 2**32 or r_corr.max(initial=0) >= 2**32:
         # CUPTI's ids are 32-bit; if a future export widens them, take the slower exact path
         index = pd.MultiIndex.from_arrays([r_pid, r_corr])
@@ -638,13 +813,25 @@ def _match_launches(pid: np.ndarray, corr: np.ndarray, runtime: pd.DataFrame) ->
         return out
     a_key = np.where(corr >= 0, (a_code << 32) | corr, -1)
     r_key = np.where(r_corr >= 0, (r_code << 32) | r_corr, -2)
-    order = np.argsort(r_key, kind="stable")  # stable: a duplicated id keeps its first call
-    sk = r_key[order]
+    if (r_key[1:] >= r_key[:-1]).all():  # calls in id order already, as one thread makes them
+        order, sk = None, r_key
+    else:
+        order = np.argsort(r_key, kind="stable")  # stable: a duplicated id keeps its first call
+        sk = r_key[order]
     pos = np.searchsorted(sk, a_key, side="left")
     pos_c = np.minimum(pos, len(sk) - 1)
     hit = (pos < len(sk)) & (sk[pos_c] == a_key) & (a_key >= 0)
-    out[hit] = order[pos_c[hit]]
+    out[hit] = pos_c[hit] if order is None else order[pos_c[hit]]
     return out
+
+
+def _shared_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Small int64 codes of two arrays of ids (processes, threads) in one numbering: pd.factorize
+    of both, or all zeros without hashing millions of ids when both hold one and the same id."""
+    if len(a) and len(b) and a.min() == a.max() == b.min() == b.max():
+        return np.zeros(len(a), dtype=np.int64), np.zeros(len(b), dtype=np.int64)
+    codes, _ = pd.factorize(np.concatenate([a, b]))
+    return codes[: len(a)].astype(np.int64), codes[len(a):].astype(np.int64)
 
 
 def _innermost_containing(r_tid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
@@ -658,11 +845,11 @@ def _innermost_containing(r_tid: np.ndarray, r_start: np.ndarray, r_end: np.ndar
     only on threads whose ranges overlap; variants one after another need just the search.
     """
     out = np.full(len(q_t), -1, dtype=np.int64)
-    codes, uniq = pd.factorize(np.concatenate([r_tid, q_tid]))
-    rc, qc = codes[: len(r_tid)], codes[len(r_tid):]
+    rc, qc = _shared_codes(r_tid, q_tid)
     r_order = np.lexsort((-r_end, r_start, rc))  # by thread, start, then outer before inner
-    q_order = np.argsort(qc, kind="stable")
-    rc_sorted, qc_sorted = rc[r_order], qc[q_order]
+    one = not qc.any() and not rc.any()  # one thread: every query in one group, taken as it is
+    q_order = np.arange(len(qc)) if one else np.argsort(qc, kind="stable")
+    rc_sorted, qc_sorted = rc[r_order], (qc if one else qc[q_order])
     for code in np.unique(rc):
         r_lo, r_hi = np.searchsorted(rc_sorted, [code, code + 1])
         q_lo, q_hi = np.searchsorted(qc_sorted, [code, code + 1])
@@ -671,7 +858,7 @@ def _innermost_containing(r_tid: np.ndarray, r_start: np.ndarray, r_end: np.ndar
         ri = r_order[r_lo:r_hi]
         s, e = r_start[ri], r_end[ri]
         qi = q_order[q_lo:q_hi]
-        t = q_t[qi]
+        t = q_t if one else q_t[qi]
         cand = np.searchsorted(s, t, side="right") - 1
         overlapping = len(s) > 1 and bool((s[1:] < np.maximum.accumulate(e)[:-1]).any())
         parent = _parents(s, e) if overlapping else None
@@ -726,6 +913,67 @@ def summarize(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     Example:
         >>> summarize(attribute_kernels(ex), variant_ranges(ex))
     """
+    variants, n_var, rid, inside, range_code, code, kind = _variant_codes(attributed, ranges)
+    dur = attributed["duration_ns"].to_numpy(dtype=np.int64)
+    groups = np.arange(n_var + 1)
+
+    is_k = kind == "kernel"
+    kc = code[is_k]
+    k = pd.DataFrame({"code": kc, "dur": dur[is_k],
+                      "cpu": attributed["launch_cpu_ns"].to_numpy(dtype=np.int64, na_value=0)[is_k]})
+    agg = k.groupby("code").agg(launches=("dur", "size"), total=("dur", "sum"), median=("dur", "median"),
+                                min=("dur", "min"), max=("dur", "max"), cpu=("cpu", "sum")).reindex(groups)
+
+    out = pd.DataFrame(index=pd.RangeIndex(n_var + 1))
+    _set_text(out, "variant", np.array(variants + [None], dtype=object))
+    _range_columns(out, attributed, ranges, variants, is_k & inside, rid, range_code)
+    _set_text(out, "kernels", _kernel_names(attributed, is_k, kc, n_var))
+    out["launches"] = agg["launches"].fillna(0).to_numpy(dtype=np.int64)
+    out["gpu_time_total_ns"] = agg["total"].fillna(0).to_numpy(dtype=np.int64)
+    for col in ("median", "min", "max"):
+        out[f"gpu_time_{col}_ns"] = agg[col].to_numpy(dtype=np.float64)
+    out["launch_cpu_total_ns"] = agg["cpu"].fillna(0).to_numpy(dtype=np.int64)
+    for name in ("memcpy", "memset"):
+        m = kind == name
+        c = pd.Series(dur[m]).groupby(code[m]).agg(["size", "sum"]).reindex(groups).fillna(0)
+        out[f"{name}_count"] = c["size"].to_numpy(dtype=np.int64)
+        out[f"{name}_time_total_ns"] = c["sum"].to_numpy(dtype=np.int64)
+    return out[SUMMARY_COLUMNS]
+
+
+def range_times(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
+    """summarize()'s columns variant, ranges, range_wall_ns, gpu_busy_ns, gpu_span_ns and
+    gpu_busy_fraction, the same numbers from the same code, without the statistics over every
+    launch (a median, names in launch order) that a report of millions of kernels does not use.
+
+    Example:
+        >>> range_times(attribute_kernels(ex), variant_ranges(ex))
+    """
+    variants, n_var, rid, inside, range_code, code, kind = _variant_codes(attributed, ranges)
+    out = pd.DataFrame(index=pd.RangeIndex(n_var + 1))
+    _set_text(out, "variant", np.array(variants + [None], dtype=object))
+    _range_columns(out, attributed, ranges, variants, (kind == "kernel") & inside, rid, range_code)
+    return out
+
+
+def _range_columns(out: pd.DataFrame, attributed: pd.DataFrame, ranges: pd.DataFrame, variants: list,
+                   kernels_inside: np.ndarray, rid: np.ndarray, range_code: np.ndarray) -> None:
+    """Add ranges, range_wall_ns, gpu_busy_ns, gpu_span_ns, gpu_busy_fraction to `out` (one
+    row per variant, then outside): summarize()'s and range_times()'s."""
+    rw = ranges.groupby("variant", sort=False)["wall_ns"].agg(["size", "sum"]).reindex(variants)
+    out["ranges"] = np.append(rw["size"].to_numpy(dtype=np.int64), 0)
+    out["range_wall_ns"] = np.append(rw["sum"].to_numpy(dtype=np.float64), np.nan)
+    busy, span = _busy_per_variant(attributed, kernels_inside, rid, range_code, ranges, len(variants))
+    out["gpu_busy_ns"] = busy
+    out["gpu_span_ns"] = span
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["gpu_busy_fraction"] = np.where(span > 0, busy / span, np.nan)
+
+
+def _variant_codes(attributed: pd.DataFrame, ranges: pd.DataFrame):
+    """summarize()'s groups: (variants in order of their first range, their number n_var,
+    range_id per row, inside, variant code per range, variant code per row (n_var: outside),
+    kind per row); ValueError when `ranges` is not the frame the rows were attributed to."""
     # variants in order of their first range; code n_var stands for "outside"
     first = ranges.groupby("variant", sort=False)["start"].min().sort_values(kind="stable")
     variants = list(first.index)
@@ -749,39 +997,7 @@ def summarize(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
                          "same export, domain and prefix")
     code = np.full(len(rid), n_var, dtype=np.int64)
     code[inside] = range_code[rid[inside]]
-    kind = attributed["kind"].to_numpy(dtype=object)
-    dur = attributed["duration_ns"].to_numpy(dtype=np.int64)
-    groups = np.arange(n_var + 1)
-
-    is_k = kind == "kernel"
-    kc = code[is_k]
-    k = pd.DataFrame({"code": kc, "dur": dur[is_k],
-                      "cpu": attributed["launch_cpu_ns"].to_numpy(dtype=np.int64, na_value=0)[is_k]})
-    agg = k.groupby("code").agg(launches=("dur", "size"), total=("dur", "sum"), median=("dur", "median"),
-                                min=("dur", "min"), max=("dur", "max"), cpu=("cpu", "sum")).reindex(groups)
-
-    out = pd.DataFrame(index=pd.RangeIndex(n_var + 1))
-    _set_text(out, "variant", np.array(variants + [None], dtype=object))
-    rw = ranges.groupby("variant", sort=False)["wall_ns"].agg(["size", "sum"]).reindex(variants)
-    out["ranges"] = np.append(rw["size"].to_numpy(dtype=np.int64), 0)
-    out["range_wall_ns"] = np.append(rw["sum"].to_numpy(dtype=np.float64), np.nan)
-    _set_text(out, "kernels", _kernel_names(attributed, is_k, kc, n_var))
-    out["launches"] = agg["launches"].fillna(0).to_numpy(dtype=np.int64)
-    out["gpu_time_total_ns"] = agg["total"].fillna(0).to_numpy(dtype=np.int64)
-    for col in ("median", "min", "max"):
-        out[f"gpu_time_{col}_ns"] = agg[col].to_numpy(dtype=np.float64)
-    out["launch_cpu_total_ns"] = agg["cpu"].fillna(0).to_numpy(dtype=np.int64)
-    for name in ("memcpy", "memset"):
-        m = kind == name
-        c = pd.Series(dur[m]).groupby(code[m]).agg(["size", "sum"]).reindex(groups).fillna(0)
-        out[f"{name}_count"] = c["size"].to_numpy(dtype=np.int64)
-        out[f"{name}_time_total_ns"] = c["sum"].to_numpy(dtype=np.int64)
-    busy, span = _busy_per_variant(attributed, is_k & inside, rid, range_code, ranges, n_var)
-    out["gpu_busy_ns"] = busy
-    out["gpu_span_ns"] = span
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["gpu_busy_fraction"] = np.where(span > 0, busy / span, np.nan)
-    return out[SUMMARY_COLUMNS]
+    return variants, n_var, rid, inside, range_code, code, attributed["kind"].to_numpy(dtype=object)
 
 
 def _kernel_names(attributed: pd.DataFrame, is_k: np.ndarray, kc: np.ndarray, n_var: int) -> list[list[str]]:
@@ -789,7 +1005,7 @@ def _kernel_names(attributed: pd.DataFrame, is_k: np.ndarray, kc: np.ndarray, n_
     names = [[] for _ in range(n_var + 1)]
     if not is_k.any():
         return names
-    name_codes, uniq = pd.factorize(attributed["name"].to_numpy(dtype=object)[is_k])
+    name_codes, uniq = pd.factorize(attributed["name"][is_k])  # a lean read's categorical: on its codes
     # launch order; launches whose call is unknown sort last, by GPU start
     launch = attributed["launch_start"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).max)[is_k]
     order = np.lexsort((attributed["start"].to_numpy()[is_k], launch))

@@ -120,14 +120,21 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
         dur = np.fromiter(map(float, [e.get("dur", 0.0) for e in x]), dtype=np.float64, count=len(x))
     except (TypeError, ValueError) as exc:
         raise ParseError(path, f"an event's ts or dur is not a number ({exc})") from exc
-    # GPU work always has a duration in torch.profiler's traces: one without is damage, not 0 ns
-    lost = next((i for i, e in enumerate(x) if e.get("cat") in GPU_CATS and "dur" not in e), None)
+    # a complete event always has a duration in torch.profiler's traces (Chrome's format requires
+    # one): one without is damage, not 0 ns (a kernel's moved a median; a launch call's, found by
+    # the fuzz at event 472, moved the launch CPU time)
+    lost = next((i for i, e in enumerate(x) if "dur" not in e), None)
     if lost is not None:
-        raise ParseError(path, f"GPU event {lost} ({x[lost].get('name', '')!r}) has no duration")
+        kind = "GPU event" if x[lost].get("cat") in GPU_CATS else "event"
+        raise ParseError(path, f"{kind} {lost} ({x[lost].get('name', '')!r}) has no duration")
     # "args": null is a trace with no args for that event (read as before); a list or a string is damage
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
         raise ParseError(path, f"the args of complete event {bad} are not a JSON object")
+    # names are matched as text (variant:, iter, kernels): a number or null there is damage
+    bad = next((i for i, e in enumerate(x) if not isinstance(e.get("name", ""), str)), None)
+    if bad is not None:
+        raise ParseError(path, f"the name of complete event {bad} is not a string ({x[bad].get('name')!r})")
     return {
         "cat": [e.get("cat", "") for e in x],
         "name": [e.get("name", "") for e in x],
