@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from orchestrator import proc
 from orchestrator.errors import (ClusterUnavailableError, GprofError, InterruptedRunError, PermissionDeniedError,
                                  RunFailedError, ToolNotFoundError, ToolTimeoutError, UsageError)
 
@@ -280,7 +281,7 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
     the client counts as attempts."""
     from distributed import Event, get_client, get_worker
 
-    from orchestrator import api, proc
+    from orchestrator import api
 
     worker = get_worker()
     key = worker.get_current_task()
@@ -616,51 +617,25 @@ class Session:
         return err
 
 
-class _Progress:
+class _Progress(proc.Progress):
     """'  points 3/8 done; running: host:port 1, ...' on a terminal's stderr, each second, while the
     points run (not with GPROF_NO_PROGRESS; data stays on stdout)."""
 
     def __init__(self, session: Session, topic: str, total: int):
+        super().__init__(topic)
         self.session, self.topic, self.total = session, topic, total
         self.done: set[str] = set()
-        self.enabled = sys.stderr.isatty() and not os.environ.get("GPROF_NO_PROGRESS")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True) if self.enabled else None
-        self._width = 0
 
     def finished(self, key: str) -> None:
         self.done.add(key)
 
-    def _line(self) -> str:
+    def line(self) -> str:
         running: dict[str, int] = {}
         for _, msg in self.session.client.get_events(self.topic):
             if isinstance(msg, dict) and msg.get("key") not in self.done:
                 running[msg["worker"]] = running.get(msg["worker"], 0) + 1
         per = ", ".join(f"{w.removeprefix('tcp://')} {n}" for w, n in sorted(running.items()))
         return f"  points {len(self.done)}/{self.total} done; running: {per or '-'}"
-
-    def _tick(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                line = self._line()
-            except Exception:
-                continue
-            sys.stderr.write("\r" + line.ljust(self._width))
-            sys.stderr.flush()
-            self._width = len(line)
-        if self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()
-
-    def __enter__(self) -> "_Progress":
-        if self._thread:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._thread:
-            self._stop.set()
-            self._thread.join(timeout=3)
 
 
 # -- clusters gprof-orch builds ---------------------------------------------------------------------

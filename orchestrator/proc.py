@@ -112,7 +112,8 @@ class OnInterrupt:
 
 class Progress:
     """'  running nsys … 12 s' on stderr, refreshed each second, while a step runs: only on a
-    terminal (data stays on stdout, logs and pipes stay clean) and not with GPROF_NO_PROGRESS."""
+    terminal (data stays on stdout, logs and pipes stay clean) and not with GPROF_NO_PROGRESS.
+    A subclass says what its line is by overriding line() (the cluster's points done)."""
 
     def __init__(self, label: str):
         import sys
@@ -122,22 +123,32 @@ class Progress:
         self.enabled = sys.stderr.isatty() and not os.environ.get("GPROF_NO_PROGRESS")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True) if self.enabled else None
+        self._t0 = time.monotonic()
+        self._ticks = 0
+
+    def line(self) -> str:
+        spin = "|/-\\"[self._ticks % 4]
+        return f"  {spin} {self.label} {time.monotonic() - self._t0:4.0f} s"
 
     def _tick(self) -> None:
         import sys
 
-        t0 = time.monotonic()
-        spin = "|/-\\"
-        i = 0
-        while not self._stop.wait(0.5 if i == 0 else 1.0):
-            sys.stderr.write(f"\r  {spin[i % 4]} {self.label} {time.monotonic() - t0:4.0f} s")
+        width = 0
+        while not self._stop.wait(0.5 if self._ticks == 0 else 1.0):
+            try:
+                text = self.line()
+            except Exception:  # a line that cannot be made this second (a scheduler gone): the next one
+                continue
+            sys.stderr.write("\r" + text.ljust(width))
             sys.stderr.flush()
-            i += 1
-        if i:
-            sys.stderr.write("\r" + " " * (len(self.label) + 14) + "\r")
+            width = len(text)
+            self._ticks += 1
+        if width:
+            sys.stderr.write("\r" + " " * width + "\r")
             sys.stderr.flush()
 
     def __enter__(self) -> "Progress":
+        self._t0 = time.monotonic()
         if self._thread:
             self._thread.start()
         return self
@@ -145,7 +156,7 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self._thread:
             self._stop.set()
-            self._thread.join(timeout=2)
+            self._thread.join(timeout=3)
 
 
 @dataclass

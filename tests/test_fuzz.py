@@ -395,39 +395,36 @@ def test_fork_reader_is_what_the_real_isolation_reads(root):
     assert pickle.dumps(mine) == pickle.dumps(theirs)  # NaN == NaN, which == would not say
 
 
-def test_a_renamed_memset_column_is_an_error(tmp_path):
-    """The nsys flip the fuzz found: byte 294269 of nsys-triton-mean's export is the "c" of
-    CUPTI_ACTIVITY_KIND_MEMSET's `correlationId` in the schema; the column read as missing, every
-    memset fell outside the variants and torch.mean read 100.93 us for 101.74, exit 0."""
+def _flipped_export_error(tmp_path, offset: int, mask: int):
+    """The ParseError of nsys-triton-mean's export with byte `offset` xor `mask`; it names the file."""
     from orchestrator.errors import ParseError
     from orchestrator.parsers import nsys_sqlite as ns
 
     data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
-    assert data[294269:294282] == b"correlationId"
-    data[294269] ^= 1
+    data[offset] ^= mask
     p = tmp_path / "report.sqlite"
     p.write_bytes(bytes(data))
     with pytest.raises(ParseError) as e:
         ns.read_export(p)
     assert str(p) in e.value.message
-    assert "CUPTI_ACTIVITY_KIND_MEMSET has no column correlationId" in e.value.message
+    return e.value
+
+
+def test_a_renamed_memset_column_is_an_error(tmp_path):
+    """The nsys flip the fuzz found: byte 294269 of nsys-triton-mean's export is the "c" of
+    CUPTI_ACTIVITY_KIND_MEMSET's `correlationId` in the schema; the column read as missing, every
+    memset fell outside the variants and torch.mean read 100.93 us for 101.74, exit 0."""
+    assert (RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes()[294269:294282] == b"correlationId"
+    err = _flipped_export_error(tmp_path, 294269, 1)
+    assert "CUPTI_ACTIVITY_KIND_MEMSET has no column correlationId" in err.message
 
 
 def test_a_runtime_call_that_ends_before_it_starts_is_an_error(tmp_path):
     """The nsys flip the 5,000-case run found: byte 305481 xor 1 of nsys-triton-mean's export
     moves a cudaLaunchKernel's start 16.8 ms past its end; triton_lecture's launch CPU time read
     -816.6 us/iter (and its median 2193.59 us for 2193.83), exit 0."""
-    from orchestrator.errors import ParseError
-    from orchestrator.parsers import nsys_sqlite as ns
-
-    data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
-    data[305481] ^= 1
-    p = tmp_path / "report.sqlite"
-    p.write_bytes(bytes(data))
-    with pytest.raises(ParseError) as e:
-        ns.read_export(p)
-    assert str(p) in e.value.message
-    assert "CUPTI_ACTIVITY_KIND_RUNTIME: 1 record(s) end before they start" in e.value.message
+    err = _flipped_export_error(tmp_path, 305481, 1)
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME: 1 record(s) end before they start" in err.message
 
 
 def test_a_flipped_kernel_name_is_renamed_not_different(root):
@@ -463,47 +460,39 @@ def test_a_variant_range_lost_from_a_torch_trace_is_not_in_report(tmp_path):
 def test_a_string_that_is_not_utf8_is_an_error(tmp_path):
     """Byte 284553 xor 128 of nsys-triton-mean's export breaks a string's UTF-8 (sqlite_master's
     text): a UnicodeDecodeError traceback before; a ParseError naming the file now."""
-    from orchestrator.errors import ParseError
-    from orchestrator.parsers import nsys_sqlite as ns
-
-    data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
-    data[284553] ^= 128
-    p = tmp_path / "report.sqlite"
-    p.write_bytes(bytes(data))
-    with pytest.raises(ParseError) as e:
-        ns.read_export(p)
-    assert str(p) in e.value.message and "not valid UTF-8" in e.value.message
+    assert "not valid UTF-8" in _flipped_export_error(tmp_path, 284553, 128).message
 
 
-def test_an_event_name_that_is_not_text_is_an_error(tmp_path):
-    """torch-trace-mean's event 2 named 1 (a number): a pandas ValueError traceback before."""
+def _edited_trace_error(tmp_path, edit) -> str:
+    """The ParseError message of torch-trace-mean's trace after `edit(events)`; it names the file."""
     from orchestrator.errors import ParseError
     from orchestrator.parsers import torch_trace as tt
 
     doc = json.loads((RUNS / "torch-trace-mean" / "trace.json").read_text())
-    assert doc["traceEvents"][2]["name"] == "iter"
-    doc["traceEvents"][2]["name"] = 1
+    edit(doc["traceEvents"])
     p = tmp_path / "trace.json"
     p.write_text(json.dumps(doc))
     with pytest.raises(ParseError) as e:
         tt.summarize(tt.read_trace(p), "variant:")
-    assert str(p) in e.value.message and "is not a string (1)" in e.value.message
+    assert str(p) in e.value.message
+    return e.value.message
+
+
+def test_an_event_name_that_is_not_text_is_an_error(tmp_path):
+    """torch-trace-mean's event 2 named 1 (a number): a pandas ValueError traceback before."""
+    def edit(events):
+        assert events[2]["name"] == "iter"
+        events[2]["name"] = 1
+    assert "is not a string (1)" in _edited_trace_error(tmp_path, edit)
 
 
 def test_a_launch_call_without_a_duration_is_an_error(tmp_path):
     """Deleting `dur` of event 472 (a cudaLaunchKernel) of torch-trace-mean's trace read it as a
     0 us call and moved the launch CPU time, exit 0; now a ParseError naming the file."""
-    from orchestrator.errors import ParseError
-    from orchestrator.parsers import torch_trace as tt
-
-    doc = json.loads((RUNS / "torch-trace-mean" / "trace.json").read_text())
-    assert doc["traceEvents"][472]["name"] == "cudaLaunchKernel"
-    del doc["traceEvents"][472]["dur"]
-    p = tmp_path / "trace.json"
-    p.write_text(json.dumps(doc))
-    with pytest.raises(ParseError) as e:
-        tt.summarize(tt.read_trace(p), "variant:")
-    assert str(p) in e.value.message and "('cudaLaunchKernel') has no duration" in e.value.message
+    def edit(events):
+        assert events[472]["name"] == "cudaLaunchKernel"
+        del events[472]["dur"]
+    assert "('cudaLaunchKernel') has no duration" in _edited_trace_error(tmp_path, edit)
 
 
 def test_no_peak_bandwidth_is_said_under_the_table(root):

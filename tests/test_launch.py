@@ -22,16 +22,11 @@ if not HAS_CUDA:
 
 
 def _interpreting() -> tuple[bool, str]:
+    from test_kernels import _triton_interpreting
+
     if HAS_CUDA:
         return False, "a GPU is present: the gpu tests cover the real launch path"
-    try:
-        import triton.language as tl
-        from triton.runtime.jit import JITFunction
-    except ImportError as e:
-        return False, f"triton not importable: {e}"
-    if isinstance(tl.zeros, JITFunction):
-        return False, "triton was imported before TRITON_INTERPRET=1 was set in this process"
-    return True, ""
+    return _triton_interpreting()
 
 
 INTERP_OK, INTERP_WHY = _interpreting()

@@ -101,6 +101,20 @@ class _State:
 
 
 STATE = _State()
+
+
+def call_key(x, config, config_cls) -> tuple | None:
+    """The cached-launch key of a call on `x`: (numel, dtype, whether x's pointer is 16-byte
+    aligned (Triton compiles a kernel per alignment: x[1:] is not), device and stream, config);
+    None where the fast path cannot apply (disabled, a config not given as `config_cls` or None,
+    a tensor elsewhere than this backend's device, non-contiguous input)."""
+    st = STATE
+    if not st.enabled or not (config is None or type(config) is config_cls):
+        return None
+    where = st.where(x)
+    if where is None or not x.is_contiguous():
+        return None
+    return (x.numel(), x.dtype, x.data_ptr() & 15 == 0, where, config)
 _MODE = os.environ.get(MODE_ENV, "fast").strip().lower() or "fast"
 
 

@@ -296,25 +296,18 @@ def fast_mean(x, config: MeanConfig | dict | tuple | str | None = None):
 
     config: a MeanConfig (or dict/tuple/'b4096_w8_p4'); None picks from FAST_MEAN_HEURISTIC.
     """
-    st = _launch.STATE
-    key = None
-    if st.enabled and (config is None or type(config) is MeanConfig):
-        where = st.where(x)
-        if where is not None and x.is_contiguous():
-            n = x.numel()
-            xp = x.data_ptr()
-            key = (n, x.dtype, xp & 15 == 0, where, config)
-            call = _fast.calls.get(key)
-            if call is not None:
-                launch, empty_like, template, pp, cp, block, p_block, acc_fp64, stages, _ = call
-                out = empty_like(template)
-                op = out.data_ptr()
-                # Triton compiled the learned kernel for a 16-byte aligned output; torch's
-                # allocator always gives one, the check keeps any other allocator correct
-                if not op & 15:
-                    launch(xp, pp, cp, op, n, block, p_block, acc_fp64, stages)
-                    return out
-                key = None
+    key = _launch.call_key(x, config, MeanConfig)
+    call = None if key is None else _fast.calls.get(key)
+    if call is not None:
+        launch, empty_like, template, pp, cp, block, p_block, acc_fp64, stages, _ = call
+        out = empty_like(template)
+        op = out.data_ptr()
+        # Triton compiled the learned kernel for a 16-byte aligned output; torch's
+        # allocator always gives one, the check keeps any other allocator correct
+        if not op & 15:
+            launch(x.data_ptr(), pp, cp, op, key[0], block, p_block, acc_fp64, stages)
+            return out
+        key = None
     return _fast_mean_plain(x, config, key)
 
 

@@ -122,31 +122,24 @@ def triton_square(x, config: SquareConfig | dict | tuple | str | None = None):
     A call whose shape (numel, dtype, alignments, device, stream, config) has been launched
     before repeats that launch through Triton's C launcher directly (workloads/kernels/_launch.py);
     the first call of each shape takes the plain path."""
-    st = _launch.STATE
-    key = None
-    if st.enabled and (config is None or type(config) is SquareConfig):
-        where = st.where(x)
-        if where is not None and x.is_contiguous():
-            n = x.numel()
-            xp = x.data_ptr()
-            # Triton compiles a kernel per 16-byte alignment of x's pointer (x[1:] is not)
-            key = (n, x.dtype, xp & 15 == 0, where, config)
-            call = _fast.calls.get(key)
-            if call is not None:
-                launch, empty_like, contiguous, block, upcast, hints = call
-                # a contiguous 1-D x of n > 1 has stride 1, so empty_like's default
-                # (preserve_format) is the contiguous result, without parsing the keyword
-                if n > 1 and x.dim() == 1:
-                    out = empty_like(x)
-                else:
-                    out = empty_like(x, memory_format=contiguous)
-                op = out.data_ptr()
-                # the learned kernel assumes a 16-byte aligned output, as torch's allocator
-                # gives; any other allocator's output takes the plain path
-                if not op & 15:
-                    launch(xp, op, n, block, upcast, hints)
-                    return out
-                key = None
+    key = _launch.call_key(x, config, SquareConfig)
+    call = None if key is None else _fast.calls.get(key)
+    if call is not None:
+        launch, empty_like, contiguous, block, upcast, hints = call
+        n = key[0]
+        # a contiguous 1-D x of n > 1 has stride 1, so empty_like's default
+        # (preserve_format) is the contiguous result, without parsing the keyword
+        if n > 1 and x.dim() == 1:
+            out = empty_like(x)
+        else:
+            out = empty_like(x, memory_format=contiguous)
+        op = out.data_ptr()
+        # the learned kernel assumes a 16-byte aligned output, as torch's allocator
+        # gives; any other allocator's output takes the plain path
+        if not op & 15:
+            launch(x.data_ptr(), op, n, block, upcast, hints)
+            return out
+        key = None
     return _triton_square_plain(x, config, key)
 
 
