@@ -30,6 +30,10 @@ except ImportError:
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# the categories whose events the report reads (GPU work, its launch calls, the ranges): an event
+# of these without a duration, or with a name that is not text, is damage; other events are
+# read as they are (a trace from elsewhere may hold anything there)
+READ_CATS = frozenset(GPU_CATS + RUNTIME_CATS + ("user_annotation", "cpu_op"))
 CLOCK_SKEW_NS = 1_000_000  # 1 ms: far above any host/GPU clock skew Kineto leaves
 EVENT_COLUMNS = ["cat", "name", "pid", "tid", "start_ns", "end_ns", "correlation"]
 
@@ -123,7 +127,8 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     # a complete event always has a duration in torch.profiler's traces (Chrome's format requires
     # one): one without is damage, not 0 ns (a kernel's moved a median; a launch call's, found by
     # the fuzz at event 472, moved the launch CPU time)
-    lost = next((i for i, e in enumerate(x) if "dur" not in e), None)
+    read = [isinstance(e.get("cat"), str) and e["cat"] in READ_CATS for e in x]  # a list as cat is damage too
+    lost = next((i for i, e in enumerate(x) if "dur" not in e and read[i]), None)
     if lost is not None:
         kind = "GPU event" if x[lost].get("cat") in GPU_CATS else "event"
         raise ParseError(path, f"{kind} {lost} ({x[lost].get('name', '')!r}) has no duration")
@@ -132,7 +137,7 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     if bad is not None:
         raise ParseError(path, f"the args of complete event {bad} are not a JSON object")
     # names are matched as text (variant:, iter, kernels): a number or null there is damage
-    bad = next((i for i, e in enumerate(x) if not isinstance(e.get("name", ""), str)), None)
+    bad = next((i for i, e in enumerate(x) if read[i] and not isinstance(e.get("name", ""), str)), None)
     if bad is not None:
         raise ParseError(path, f"the name of complete event {bad} is not a string ({x[bad].get('name')!r})")
     return {
