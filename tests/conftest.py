@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -78,3 +79,10 @@ def h200_run(tmp_path):
         return dest
 
     return copy
+
+
+def sigint_default() -> None:
+    """A Popen preexec_fn: SIGINT back to its default in the child, so Python turns it into
+    KeyboardInterrupt. A shell starts background jobs with SIGINT ignored (a CI script run with
+    `&`), Python keeps an ignored SIGINT ignored, and a test that sends one would wait in vain."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURES, REPO, run_cli
+from conftest import FIXTURES, REPO, run_cli, sigint_default
 
 WORKLOADS = FIXTURES / "workloads"
 
@@ -329,7 +329,7 @@ def _exit_130(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file",
                           str(WORKLOADS / "faults.py"), *_cpu("--iters", "2000", "--warmup", "0",
                                                                "-o", str(out))],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     t0 = time.monotonic()
     while time.monotonic() - t0 < 60 and '"measuring"' not in _read(out / "workload.json"):
         time.sleep(0.1)

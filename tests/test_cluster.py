@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
-from conftest import REPO, run_cli  # noqa: E402
+from conftest import REPO, run_cli, sigint_default  # noqa: E402
 
 POINT = dict(backend="time", device="cpu", variants=["mul"], iters=3, warmup=0)
 CPU = ["--device", "cpu", "--variants", "mul", "--iters", "3", "--warmup", "0"]
@@ -314,7 +314,8 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_process(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "naps", "--workload-file", str(wfile),
                           "--device", "cpu", "--size", "1000,2000", "--iters", "200", "--warmup", "0",
                           "--cluster", "local:2", "-o", str(out)], cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, **ENV})
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, **ENV},
+                         preexec_fn=sigint_default)
     client = psutil.Process(p.pid)
     try:
         deadline = time.monotonic() + 90

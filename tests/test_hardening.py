@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, sigint_default
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def slow_file(tmp_path):
 
 def _start(args, tmp_path):
     return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
 
 
 def _wait_for(pred, timeout=120):

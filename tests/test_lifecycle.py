@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, sigint_default
 
 CPU = ["--device", "cpu", "--size", "1000"]
 
@@ -153,7 +153,8 @@ def test_a_stopped_time_run_keeps_the_samples_it_took(sig, wfile, tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", wfile,
                           "--device", "cpu", "--iters", "2000", "--warmup", "1", "-o", str(out)],
-                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_default)
 
     def measuring_slow():
         try:
