@@ -260,12 +260,12 @@ def _final_status(rf: RunFolder, run: Run | None, error: GprofError | None) -> t
     return status, error
 
 
-def load_run(path: str | Path) -> "Run | MultiRun":
+def load_run(path: str | Path, *, write: bool = True) -> "Run | MultiRun":
     """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
-    Its reports are rewritten in the folder, unless the folder is read-only: then nothing is
-    written and `.saved` is False."""
+    With `write`, its reports are rewritten in the folder, unless the folder is read-only: then
+    nothing is written and `.saved` is False. `write=False` only reads."""
     rf = RunFolder.open(path)
-    write = rf.writable()
+    write = write and rf.writable()
     if rf.manifest.get("kind") in MULTI_KINDS:
         return _build_multi(rf, write=write)
     backend = rf.manifest.get("backend")
