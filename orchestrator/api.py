@@ -342,9 +342,9 @@ class MultiRun:
         if self.kind == "all":
             from reports import merge
 
-            lines.append(merge.legend(on_gpu=self.workload.get("device") == "cuda"))
+            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda"))
         if self.kind == "each-gpu" and not self.table.empty:
-            from orchestrator.cluster import slow_lines
+            from orchestrator.cluster.each_gpu import slow_lines
 
             lines += slow_lines(self.table)
         return lines
@@ -445,8 +445,8 @@ def _unavailable(name: str, req: Request) -> str | None:
     avail = backends.get(name).check(req)
     if not avail.ok:
         return avail.detail.splitlines()[0]
-    if name == "ncu" and (req.device == "cpu" or envinfo.nvidia_smi() is None):
-        return "ncu needs an NVIDIA GPU (none here, or --device cpu)"
+    if backends.get(name).needs_gpu and (req.device == "cpu" or envinfo.nvidia_smi() is None):
+        return f"{name} needs an NVIDIA GPU (none here, or --device cpu)"
     return None
 
 
@@ -535,7 +535,7 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
         rf.update(machine=envinfo.machine(), kind="all")
         return rf
 
-    names = backends_ or ["time", "torch-trace", "nsys", "ncu"]
+    names = backends_ or backends.of_all()
     opts = _point_options(req)
     return _run_points(create, [Point(n, workload, n, opts, check=True) for n in names], "backends' results", req)
 
@@ -545,7 +545,7 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     one task each."""
     from orchestrator import envinfo
     from orchestrator.cluster import Point
-    from orchestrator.request import parse_size
+    from workloads.shapes import parse_size
 
     argv = options.pop("argv", None)
     sizes = [parse_size(s) for s in sizes] or [None]
@@ -642,10 +642,11 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
             skipped[name] = child.get("error", "no results")
     if kind == "all":
         first = next(iter(runs.values())).workload if runs else {}
-        table = merge.merged_table({n: r.table for n, r in runs.items()}, first.get("baseline"),
+        table = merge.merged_table({n: r.table for n, r in runs.items()}, backends.merged_sources(runs),
+                                   first.get("baseline"),
                                    on_gpu=first.get("device") == "cuda")
     elif kind == "each-gpu":
-        from orchestrator.cluster import each_gpu_table
+        from orchestrator.cluster.each_gpu import each_gpu_table
 
         table = each_gpu_table(runs)
     else:

@@ -11,6 +11,9 @@ Ranges from the `nvtx` package (annotate as a context manager or a decorator, pu
 start/end) and from `torch.cuda.nvtx` (the default domain) are all NVTX ranges to nsys; which
 ones nsys 2023.4.4 drops is said before the run (`nvtx_problem`).
 
+Which ranges are variants is orchestrator/capture_ranges.py; the synthetic workload.json,
+orchestrator/capture_manifest.py.
+
 Example:
     >>> from orchestrator import import_capture, profile_program
     >>> run = profile_program(["python", "train.py", "--steps", "50"], ranges="@step")
@@ -19,205 +22,24 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import sqlite3
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
+from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
+from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, UsageError
 
-ANY_DOMAIN = "*"
 SQLITE = "report.sqlite"
 REPORT = "report.nsys-rep"
 BACKEND = "program"
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
-TRACE = "trace.json"
-
-
-# ------------------------------------------------------------------------------ which ranges
-
-@dataclass(frozen=True)
-class RangeFilter:
-    """Which NVTX ranges are variants.
-
-    `DOMAIN@PREFIX`: ranges in DOMAIN whose text starts with PREFIX, nested or not (where they
-    nest, a kernel belongs to the innermost). An empty DOMAIN is the default domain (torch.cuda.nvtx,
-    nvtx without `domain=`), `*` any domain; an empty PREFIX takes every range of the domain.
-    `PREFIX` alone (no `@`) looks in every domain. No filter (`spec=None`): every top-level range,
-    that is every range no other range on its thread encloses, in any domain.
-
-    The variant is the text after PREFIX (the whole text where that leaves nothing); where
-    ranges of several domains are taken it is `domain:text` for a named domain, as nsys's own
-    reports name them.
-
-    Example:
-        >>> RangeFilter.parse("gprof@variant:")   # gprof-orch's own ranges
-        >>> RangeFilter.parse("@step")            # torch.cuda.nvtx.range_push("step...")
-    """
-
-    domain: str | None = ANY_DOMAIN
-    prefix: str = ""
-    top_level: bool = True
-
-    @classmethod
-    def parse(cls, spec: str | None) -> "RangeFilter":
-        if spec is None:
-            return cls()
-        if "/" in spec:
-            raise UsageError(f"--ranges {spec!r}: a range name cannot hold '/' (NVTX nesting levels)")
-        if "@" in spec:
-            domain, prefix = spec.split("@", 1)
-            return cls(domain if domain else None, prefix, False)
-        return cls(ANY_DOMAIN, spec, False)
-
-    @property
-    def spec(self) -> str:
-        if self.top_level and self.domain == ANY_DOMAIN and not self.prefix:
-            return "top-level ranges"
-        return f"{'' if self.domain is None else self.domain}@{self.prefix}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"domain": self.domain, "prefix": self.prefix, "top_level": self.top_level, "ranges": self.spec}
-
-    @classmethod
-    def from_json(cls, nvtx: dict[str, Any]) -> "RangeFilter":
-        return cls(nvtx.get("domain"), nvtx.get("prefix") or "", bool(nvtx.get("top_level", False)))
-
-    def select(self, export) -> pd.DataFrame:
-        """The export's ranges this filter takes, shaped as nsys_sqlite.variant_ranges() returns
-        them (range_id 0.. in start order), for attribute_kernels(ranges=...) and summarize()."""
-        from orchestrator.parsers import nsys_sqlite as ns
-
-        every = all_ranges(export)
-        sel = every["text"].str.startswith(self.prefix) if self.prefix else pd.Series(True, index=every.index)
-        if self.domain is None:
-            sel &= every["domain"].isna()
-        elif self.domain != ANY_DOMAIN:
-            sel &= (every["domain"] == self.domain).fillna(False)
-        if self.top_level:
-            sel &= every["top_level"]
-        r = every[sel].reset_index(drop=True)
-        rest = [t[len(self.prefix):] or t for t in r["text"]]  # `@step` names the range "step", not ""
-        if self.domain == ANY_DOMAIN:
-            rest = [f"{d}:{t}" if isinstance(d, str) else t for d, t in zip(r["domain"], rest)]
-        out = r[["start", "end", "wall_ns", "global_tid", "event_type"]].copy()
-        out["variant"] = pd.Series(rest, dtype=object)
-        out["domain"] = r["domain"].astype(object)
-        out.insert(0, "range_id", np.arange(len(out), dtype=np.int64))
-        return out[ns.RANGE_COLUMNS]
-
-
-def all_ranges(export) -> pd.DataFrame:
-    """Every push/pop and start/end range of the export, any domain, in start order: text,
-    domain (None: default), start, end (a range never closed ends at the last timestamp),
-    wall_ns, global_tid, event_type, and top_level (no other range on its thread encloses it)."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
-    n = export.nvtx
-    domains = n.loc[n["event_type"].isin(ns.RANGE_EVENT_TYPES), "domain"]
-    parts = []
-    for d in [None] + sorted({x for x in domains.dropna()}):
-        r = ns.variant_ranges(export, d, "")
-        if len(r):
-            parts.append(r.rename(columns={"variant": "text"}).drop(columns="range_id"))
-    if not parts:
-        cols = {"text": object, "domain": object, "start": "int64", "end": "int64", "wall_ns": "int64",
-                "global_tid": "int64", "event_type": "int64", "top_level": bool}
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
-    r = pd.concat(parts, ignore_index=True)
-    r = r.sort_values(["start", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    r["top_level"] = _top_level(r["global_tid"].to_numpy(), r["start"].to_numpy(), r["end"].to_numpy())
-    return r
-
-
-def _top_level(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per range (sorted by start, outer first on ties): whether no earlier range on its thread
-    is still open over it."""
-    top = np.ones(len(tid), dtype=bool)
-    open_until: dict[int, int] = {}  # per thread, the end of the enclosing top-level range
-    for i, (t, s, e) in enumerate(zip(tid.tolist(), start.tolist(), end.tolist())):
-        until = open_until.get(t)
-        if until is not None and s <= until and e <= until:
-            top[i] = False
-        else:
-            open_until[t] = e
-    return top
-
-
-def nesting(ranges: pd.DataFrame) -> dict[str, list[str]]:
-    """Which selected ranges hold others: per variant whose instances enclose other selected
-    ranges on their thread, the variants of the ranges directly inside (in order of first
-    appearance; its own name where a range nests in one of the same name). Variants that hold
-    none are absent. `ranges` is RangeFilter.select()'s frame.
-
-    Example:
-        >>> nesting(RangeFilter.parse("*@").select(export))
-        {'step': ['forward', 'backward', 'train:loss']}
-    """
-    tid = pd.factorize(ranges["global_tid"])[0]  # torch traces name threads by strings
-    start, end = ranges["start"].to_numpy(), ranges["end"].to_numpy()
-    variant = ranges["variant"].to_numpy(dtype=object)
-    holds: dict[str, dict[str, None]] = {}
-    stack: list[int] = []
-    prev_tid = None
-    for i in np.lexsort((-end, start, tid)).tolist():  # per thread, by start, outer first
-        if tid[i] != prev_tid:
-            stack, prev_tid = [], tid[i]
-        while stack and end[stack[-1]] < start[i]:
-            stack.pop()
-        # the innermost still-open range that wholly encloses it (start/end ranges may overlap)
-        parent = next((j for j in reversed(stack) if end[j] >= end[i]), None)
-        if parent is not None:
-            holds.setdefault(variant[parent], {})[variant[i]] = None
-        stack.append(i)
-    order = {v: k for k, v in enumerate(dict.fromkeys(variant))}
-    return {v: list(c) for v, c in sorted(holds.items(), key=lambda kv: order[kv[0]])}
-
-
-def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """The activity launched inside `variant`'s ranges, its nested ranges' included, as
-    `nsys stats -r nvtx_kern_sum` counts a range's kernels: rows of attribute_kernels(..., ranges=)
-    whose launch call starts inside an instance of `variant` on the same thread, with variant and
-    range_id set to that instance (the innermost where instances of one name nest)."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
-    mine = ranges[ranges["variant"] == variant]
-    act = attributed[attributed["range_id"] >= 0]  # activity outside every selected range is outside these too
-    if mine.empty or act.empty:
-        return attributed.iloc[:0]
-    hit = ns._innermost_containing(mine["global_tid"].to_numpy(), mine["start"].to_numpy(), mine["end"].to_numpy(),
-                                   act["global_tid"].to_numpy(), act["launch_start"].to_numpy(dtype=np.int64))
-    out = act[hit >= 0].copy()
-    out["range_id"] = mine["range_id"].to_numpy()[hit[hit >= 0]]
-    out["variant"] = pd.Series(variant, index=out.index, dtype=attributed["variant"].dtype)
-    return out
-
-
-def held_ranges(export, limit: int = 25) -> str:
-    """What ranges a capture holds, for the message when none matched: domain, name, count."""
-    every = all_ranges(export)
-    if every.empty:
-        created = export.nvtx[export.nvtx["event_type"] == 75]
-        if len(created):
-            return ("no NVTX range at all, though NVTX domains were created "
-                    f"({', '.join(sorted(set(created['text'].dropna())))}): nsys 2023.4.4 drops the ranges of "
-                    "the nvtx package 0.2.13 and newer (pip install nvtx==0.2.10, or a newer nsys)")
-        return "no NVTX range at all (was NVTX traced? `nsys profile -t nvtx,...`)"
-    g = (every.assign(domain=every["domain"].fillna("(default)"))
-         .groupby(["domain", "text"], sort=False).size().sort_values(ascending=False, kind="stable"))
-    lines = [f"{d}@{t} x{n}" for (d, t), n in g.head(limit).items()]
-    more = f", and {len(g) - limit} more" if len(g) > limit else ""
-    return "it holds (domain@name xcount): " + ", ".join(lines) + more
 
 
 # --------------------------------------------------------------------------- nvtx vs nsys
@@ -258,76 +80,6 @@ def program_nvtx_version(argv: list[str], timeout: float = 30) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-# --------------------------------------------------------------------------- the workload manifest
-
-def capture_device(sqlite: Path, export) -> tuple[str, str]:
-    """("cuda", GPU name) when the capture traced GPU work, else ("cpu", "")."""
-    gpu = bool(len(export.kernels) or len(export.memcpy) or len(export.memset))
-    name = ""
-    if "TARGET_INFO_GPU" in export.tables:
-        try:
-            with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as con:
-                row = con.execute("SELECT name FROM TARGET_INFO_GPU LIMIT 1").fetchone()
-            name = str(row[0]) if row and row[0] else ""
-        except sqlite3.Error:
-            pass
-    return ("cuda" if gpu else "cpu"), name
-
-
-def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
-                      iters_per_range: int = 1, borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The synthetic workload.json of a capture: one variant (status ok) per range name the
-    filter takes, in order of first appearance, with its range count and iterations; one that
-    holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
-    variant that holds none.
-
-    Raises ParseError (exit 4) when no range matches, naming the ranges the capture holds."""
-    ranges = filt.select(export)
-    if ranges.empty:
-        held = held_ranges(export)
-        raise ParseError(source, f"no NVTX range matches {filt.spec}",
-                         hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""))
-    counts = ranges.groupby("variant", sort=False).size()
-    holds = nesting(ranges)
-    device, device_name = capture_device(sqlite, export)
-    borrowed = borrowed or {}
-    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
-    variants = []
-    for v, n in counts.items():
-        b = known.get(v, {})
-        variants.append({"name": v, "label": b.get("label", v), "status": "ok",
-                         "bytes_moved": b.get("bytes_moved"), "ranges": int(n), "iters": int(n) * iters_per_range})
-        if v in holds:  # reported with its nested ranges' activity included, never as the baseline
-            variants[-1]["holds"] = holds[v]
-    iters = {v["iters"] for v in variants}
-    env = dict(borrowed.get("env") or {})
-    env.setdefault("device", device)
-    if device_name:
-        env.setdefault("device_name", device_name)
-    flat = [v["name"] for v in variants if v["name"] not in holds]
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
-    return {
-        "schema_version": 1, "workload": name, "workload_source": "capture",
-        "description": f"NVTX ranges ({filt.spec}) of {source}",
-        "baseline": baseline, "mode": "capture",
-        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
-        "device": device, "iters": iters.pop() if len(iters) == 1 else None, "iters_per_range": iters_per_range,
-        "nvtx": {**filt.to_json(), "api": "capture"}, "env": env, "status": "ok", "variants": variants,
-    }
-
-
-def sibling_workload(path: Path) -> dict[str, Any] | None:
-    """The workload.json of the gprof-orch run folder a capture sits in, if it does."""
-    folder = path.parent
-    if not (folder / "manifest.json").is_file() or not (folder / "workload.json").is_file():
-        return None
-    try:
-        data = json.loads((folder / "workload.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # --------------------------------------------------------------------------- requests
@@ -457,70 +209,6 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     rf.update(machine=envinfo.machine(), tools=tools, kind="import", notes=[],
               program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec})
     return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed)
-
-
-def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> str:
-    """The record_function prefix `--ranges` names for a torch.profiler trace: PREFIX alone (a
-    trace has no NVTX domains); by default the project's own `variant:`."""
-    if spec is None:
-        return ((borrowed or {}).get("ranges") or {}).get("prefix", "variant:")
-    if "@" in spec:
-        raise UsageError(f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
-                         f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})")
-    return spec
-
-
-def trace_manifest(trace, prefix: str, *, name: str, source: str,
-                   borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The synthetic workload.json of a torch.profiler trace: one variant per record_function
-    range name starting with `prefix` (the name after it), in order of first appearance; its
-    iterations are the `iter` ranges inside it (gprof-orch's own traces), else its instances.
-    Nested ranges are marked as for NVTX (`holds`). A trace from a gprof-orch run folder keeps
-    that run's labels, bytes, shape and environment.
-
-    Raises ParseError (exit 4) when no range matches, naming the ranges the trace holds."""
-    from orchestrator.parsers import torch_trace as tt
-
-    ev = trace.events
-    ann = ev[ev["cat"] == "user_annotation"]
-    if not ann["name"].str.startswith(prefix).any():
-        counts = ann.groupby("name", sort=False).size().sort_values(ascending=False, kind="stable")
-        held = ", ".join(f"{n} x{c}" for n, c in counts.head(25).items()) + (
-            f", and {len(counts) - 25} more" if len(counts) > 25 else "")
-        raise ParseError(source, f"no record_function range starts with {prefix!r}",
-                         hint=(f"it holds (name xcount): {held}; choose them with --ranges PREFIX" if held else
-                               "it holds no record_function range at all (torch.profiler.record_function)"))
-    ranges, iters = tt.variant_ranges(trace, prefix)
-    holds = nesting(ranges.rename(columns={"tid": "global_tid", "start_ns": "start", "end_ns": "end"}))
-    per_iter = iters.groupby("variant").size()
-    counts = ranges.groupby("variant", sort=False).size()
-    borrowed = borrowed or {}
-    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
-    variants = []
-    for v, n in counts.items():
-        b = known.get(v, {})
-        variants.append({"name": v, "label": b.get("label", v), "status": "ok", "bytes_moved": b.get("bytes_moved"),
-                         "ranges": int(n), "iters": int(per_iter.get(v, n))})
-        if v in holds:
-            variants[-1]["holds"] = holds[v]
-    device = "cuda" if ev["cat"].isin(tt.GPU_CATS).any() else "cpu"
-    env = dict(borrowed.get("env") or {})
-    env.setdefault("device", device)
-    gpu_name = next((d.get("name") for d in trace.device_properties if isinstance(d, dict) and d.get("name")), None)
-    if gpu_name:
-        env.setdefault("device_name", gpu_name)
-    flat = [v["name"] for v in variants if v["name"] not in holds]
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
-    n_iters = {v["iters"] for v in variants}
-    return {
-        "schema_version": 1, "workload": name, "workload_source": "capture",
-        "description": f"record_function ranges ({prefix}*) of {source}",
-        "baseline": baseline, "mode": "capture",
-        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
-        "device": device, "iters": n_iters.pop() if len(n_iters) == 1 else None,
-        "ranges": {"prefix": prefix, "api": "record_function"}, "trace": TRACE,
-        "env": env, "status": "ok", "variants": variants,
-    }
 
 
 def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):

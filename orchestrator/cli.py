@@ -14,8 +14,6 @@ import click
 
 from orchestrator import __version__
 from orchestrator.errors import EXIT_RUN_FAILED, GprofError
-from workloads import timers
-from workloads.stopping import StopRule
 
 EPILOG_RUN = """\b
 Examples:
@@ -63,6 +61,13 @@ class Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["gprof.json"] = wants_json(list(args))
         return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*_backend_commands(), *super().list_commands(ctx)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        summary = _backend_commands().get(name)
+        return BackendCommand(name, summary) if summary is not None else super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
         import signal
@@ -171,7 +176,7 @@ def cluster_options() -> list:
 
 def _request_kwargs(kw: dict) -> dict:
     from orchestrator.errors import UsageError
-    from orchestrator.request import parse_list
+    from orchestrator.request import Request, parse_list
 
     as_json, fmt = kw.pop("as_json"), kw.pop("fmt")
     fmt = "json" if as_json else fmt
@@ -179,11 +184,13 @@ def _request_kwargs(kw: dict) -> dict:
     kw["variants"] = parse_list(given)
     if given and not kw["variants"]:
         raise UsageError(f"--variants {','.join(given)!r} names no variant; leave it out to run them all")
-    for key in ("nsys_args", "ncu_args", "ncu_sections"):
-        if key in kw:
-            kw[key] = list(kw[key])
-    if "ncu_metrics" in kw:
-        kw["ncu_metrics"] = parse_list(kw["ncu_metrics"])
+    # a repeatable option's values as a list; a backend's own option not among the Request's
+    # fields goes to Request.options under its name
+    kw = {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()}
+    fields = Request.__dataclass_fields__
+    own = {k: kw.pop(k) for k in [k for k in kw if k not in fields]}
+    if own:
+        kw["options"] = own
     return {"fmt": fmt, **kw}
 
 
@@ -331,72 +338,52 @@ def doctor(nsys, ncu, check, as_json) -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
-def _backend_command(name: str, help_text: str, extra=None):
-    def cmd(**kw):
-        _execute(click.get_current_context(), name, **kw)
+class BackendCommand(click.Command):
+    """`gprof-orch NAME WORKLOAD` for a backend of the registry (orchestrator/backends). Until it
+    is used it is only its registry summary, so listing the commands imports no backend; then
+    its help and options are the backend class's (`help`, `cli_options()`), beside run_options.
+    `all` takes every one of its backends' tool options (--nsys, --ncu)."""
 
-    cmd.__doc__ = help_text + "\n\n" + EPILOG_RUN.format(cmd=name)
-    cmd = run_options(cmd)
-    for opt in reversed(extra or []):
-        cmd = opt(cmd)
-    return main.command(name)(cmd)
+    def __init__(self, name: str, summary: str) -> None:
+        super().__init__(name, callback=self._run, short_help=summary, help=summary)
+        self._loaded = False
 
+    def _run(self, **kw) -> None:
+        _execute(click.get_current_context(), self.name, **kw)
 
-_STOP = StopRule()
-_backend_command("time", "Time each variant with CUDA events, the stream held until the call is queued so no "
-                 "host cost is timed; sample until the median is known to --max-noise (median, IQR, min, "
-                 "samples, noise).",
-                 [click.option("--flush-l2/--no-flush-l2", default=True, show_default=True,
-                               help="Write a buffer twice the L2 before every iteration."),
-                  click.option("--timer", type=click.Choice(timers.TIMERS), default=timers.DEFAULT_TIMER,
-                               show_default=True,
-                               help="What holds the GPU while the host queues the call: blocking (a kernel "
-                               "spins until the call is queued; falls back to sleep, said in the note, when the "
-                               f"host side outlasts {timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), "
-                               "sleep (--gpu-sleep), none (the host's launch is timed too)."),
-                  click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
-                               show_default=True, metavar="US",
-                               help="The sleep timer's GPU sleep after each flush (0: none)."),
-                  click.option("--cuda-graph", is_flag=True,
-                               help="Capture each variant once in a CUDA graph and time its replays (no launch "
-                               "cost at all); a variant that cannot be captured is skipped with the reason."),
-                  click.option("--max-noise", type=float, default=_STOP.max_noise_pct, show_default=True,
-                               metavar="PCT", help="Sample until the median's 95% confidence half-width is at "
-                               "most PCT % of it (without --iters)."),
-                  click.option("--min-samples", type=int, default=_STOP.min_samples, show_default=True),
-                  click.option("--min-time", type=float, default=_STOP.min_time_s, show_default=True,
-                               metavar="S", help="Seconds of sampling per variant at least."),
-                  click.option("--max-time", type=float, default=_STOP.max_time_s, show_default=True,
-                               metavar="S", help="Seconds of sampling per variant at most; a variant not "
-                               "at --max-noise by then is marked noisy.")])
-_backend_command("torch-trace", "Run the workload under torch.profiler; keep the Chrome trace; "
-                 "report kernels, self CPU and CUDA time per variant.")
-_backend_command("nsys", "Profile the workload under Nsight Systems; attribute every kernel to its variant "
-                 "through the runtime call that launched it.", [
-    click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
-    click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable)."),
-    click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on for --device cpu)."),
-])
-_backend_command("ncu", "Profile each variant's kernels, and only those, with Nsight Compute; report "
-                 "duration, DRAM/SM throughput vs peak, occupancy, registers and launch shape.", [
-    click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places)."),
-    click.option("--set", "ncu_set", default=None, help="ncu section set (e.g. full) instead of the small default."),
-    click.option("--section", "ncu_sections", multiple=True, help="ncu section (repeatable), e.g. SpeedOfLight."),
-    click.option("--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."),
-    click.option("--clock-control", default="none", show_default=True, type=click.Choice(["none", "base"]),
-                 help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them."),
-    click.option("--cache-control", default="all", show_default=True, type=click.Choice(["all", "none"]),
-                 help="ncu's --cache-control: all flushes caches before each replay pass."),
-    click.option("--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."),
-])
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        from orchestrator import backends
+
+        epilog = EPILOG_RUN
+        if self.name == "all":
+            classes = [backends.backend_class(n) for n in backends.of_all()]
+            extra = list({c.tool: c.tool_option() for c in classes if getattr(c, "tool", "")}.values())
+            text = (f"Run every backend available here ({', '.join(backends.of_all())}) into one folder and write "
+                    "the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag where "
+                    "backends disagree by more than 10%.")
+        else:
+            cls = backends.backend_class(self.name)
+            extra, text = cls.cli_options(), cls.help
+            if cls.needs_gpu:  # no CPU example for a backend that measures only on a GPU
+                epilog = "\n".join(ln for ln in epilog.splitlines() if "--device cpu" not in ln) + "\n"
+        f = run_options(lambda: None)
+        for opt in reversed(extra):
+            f = opt(f)
+        self.params = list(reversed(f.__click_params__))
+        self.help = text + "\n\n" + epilog.format(cmd=self.name)
+        self._loaded = True
+
+    def get_params(self, ctx: click.Context) -> list:
+        self._load()
+        return super().get_params(ctx)
 
 
-_backend_command("all", "Run every backend available here (time, torch-trace, nsys, ncu) into one folder and "
-                 "write the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag "
-                 "where backends disagree by more than 10%.", [
-    click.option("--nsys", default=None, help="Path to nsys."),
-    click.option("--ncu", default=None, help="Path to ncu."),
-])
+def _backend_commands() -> dict[str, str]:
+    from orchestrator import backends
+
+    return {**backends.commands(), "all": "Every backend available here into one folder, and the merged table."}
 
 
 def _percent_limit(ctx, param, value):

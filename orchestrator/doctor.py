@@ -194,18 +194,18 @@ def check_tools(nsys: str | None = None, ncu: str | None = None, timeout: float 
             res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
                             "--launch-count", "1", "--export", str(rep), "--force-overwrite", "--log-file", str(log),
                             py, "-c", _NCU_CHECK], log_dir=tmp, name="ncu", timeout=timeout)
-            from orchestrator.parsers import ncu_rep
+            from orchestrator.backends import ncu_tool
 
             text = log.read_text(errors="replace") if log.exists() else res.tail(20)
-            kind = ncu_rep.classify_ncu_failure(text)
+            kind = ncu_tool.classify_ncu_failure(text)
             if kind == "permission":
                 out.append(_check("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
                                   "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module"))
             elif not rep.exists():
                 out.append(_check("ncu", False, f"ncu {t.version} wrote no report: "
-                                  + "; ".join(ncu_rep.ncu_errors(text)[:3]), "see " + str(log)))
+                                  + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log)))
             else:
-                k = ncu_rep.load(rep, domain=None, prefix="").kernels
+                k = ncu_tool.load(rep, domain=None, prefix="").kernels
                 ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
                 out.append(_check("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
                                   f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log)))

@@ -7,47 +7,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Exit codes (documented in the README's table).
+# the base of the tree is the workload side's (it raises these too); the orchestrator's modules
+# import the whole tree from here
+from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, UsageError
+
+__all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
+           "EXIT_INTERRUPTED", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
+           "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
+           "InterruptedRunError", "ParseError", "RunFailedError"]
+
+# Exit codes (documented in the README's table); 1 (EXIT_RUN_FAILED) and 2 (EXIT_USAGE) are
+# defined with the base classes in workloads.errors.
 EXIT_OK = 0
-EXIT_RUN_FAILED = 1        # a variant raised, a tool exited non-zero, a check failed
-EXIT_USAGE = 2             # bad input: unknown name, bad size, unwritable folder, ...
 EXIT_TOOL_NOT_FOUND = 3    # nsys / ncu / a compiler is not installed
 EXIT_PARSE = 4             # a report or run folder could not be read
 EXIT_PERMISSION = 5        # e.g. GPU counters restricted to admin users
 EXIT_TIMEOUT = 124         # like coreutils' timeout(1)
 EXIT_INTERRUPTED = 130     # SIGINT, like a shell
-
-
-class GprofError(Exception):
-    """Base of every expected failure. `exit_code` is what the CLI exits with."""
-
-    exit_code = EXIT_RUN_FAILED
-
-    def __init__(self, message: str, *, hint: str | None = None, log: Path | str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.log = Path(log) if log else None
-
-    def render(self) -> str:
-        lines = [self.message]
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        if self.log:
-            lines.append(f"log: {self.log}")
-        return "\n".join(lines)
-
-
-class UsageError(GprofError):
-    exit_code = EXIT_USAGE
-
-
-class UnknownNameError(UsageError):
-    """An unknown workload, variant, backend, metric...; lists the valid names."""
-
-    def __init__(self, kind: str, name: str, valid: list[str] | tuple[str, ...]):
-        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(valid) or '(none)'}")
-        self.kind, self.name, self.valid = kind, name, list(valid)
 
 
 class ToolNotFoundError(GprofError):

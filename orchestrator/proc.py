@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from orchestrator.errors import InterruptedRunError, ToolFailedError, ToolNotFoundError, ToolTimeoutError
 
@@ -111,52 +111,134 @@ class OnInterrupt:
 
 
 class Progress:
-    """'  running nsys … 12 s' on stderr, refreshed each second, while a step runs: only on a
+    """While a step runs, a row on a terminal's stderr: a spinner, the label and the time taken;
+    with `total` (a sweep's points), also a bar, points done of total and the time left. Only on a
     terminal (data stays on stdout, logs and pipes stay clean) and not with GPROF_NO_PROGRESS.
-    A subclass says what its line is by overriding line() (the cluster's points done)."""
+    Drawn by rich, imported only then. Progresses open at once share one display, a row each (a
+    step's row under its sweep's bar). A subclass adds to its row by overriding detail() (the
+    cluster's points running on each worker).
 
-    def __init__(self, label: str):
-        import sys
-        import threading
+    Example:
+        >>> with Progress("points", total=len(points)) as bar:
+        ...     for p in points:
+        ...         run_point(p)
+        ...         bar.advance()
+    """
 
-        self.label = label
-        self.enabled = sys.stderr.isatty() and not os.environ.get("GPROF_NO_PROGRESS")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True) if self.enabled else None
-        self._t0 = time.monotonic()
-        self._ticks = 0
+    def __init__(self, label: str, total: int | None = None):
+        self.label, self.total = label, total
+        self.enabled = _isatty(sys.stderr) and not os.environ.get("GPROF_NO_PROGRESS")
+        self._row: tuple[Any, Any] | None = None  # (the shared display, this row's task in it)
+        self._detail = ""
 
-    def line(self) -> str:
-        spin = "|/-\\"[self._ticks % 4]
-        return f"  {spin} {self.label} {time.monotonic() - self._t0:4.0f} s"
+    def detail(self) -> str:
+        """What the row says after the times, asked about once a second ("" by default)."""
+        return ""
 
-    def _tick(self) -> None:
-        import sys
+    def advance(self, n: int = 1) -> None:
+        """`n` more of `total` done."""
+        if self._row is not None:
+            self._row[0].advance(self._row[1], n)
 
-        width = 0
-        while not self._stop.wait(0.5 if self._ticks == 0 else 1.0):
-            try:
-                text = self.line()
-            except Exception:  # a line that cannot be made this second (a scheduler gone): the next one
-                continue
-            sys.stderr.write("\r" + text.ljust(width))
-            sys.stderr.flush()
-            width = len(text)
-            self._ticks += 1
-        if width:
-            sys.stderr.write("\r" + " " * width + "\r")
-            sys.stderr.flush()
+    def _detail_line(self) -> str:
+        try:
+            self._detail = self.detail()
+        except Exception:  # a line that cannot be made this second (a scheduler gone): the last one stands
+            pass
+        return self._detail
 
     def __enter__(self) -> "Progress":
-        self._t0 = time.monotonic()
-        if self._thread:
-            self._thread.start()
+        if self.enabled:
+            self._row = _add_row(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._thread:
-            self._stop.set()
-            self._thread.join(timeout=3)
+        if self._row is not None:
+            _remove_row(*self._row)
+            self._row = None
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # replaced by an object without one, or closed
+        return False
+
+
+# the one display the open Progresses share, drawn from PROGRESS_FIRST_DRAW_S after it opens (a
+# --version check that ends before then never flashes a row)
+_DISPLAY: Any = None
+_DISPLAY_LOCK = threading.Lock()
+PROGRESS_FIRST_DRAW_S = 0.5
+
+
+def _add_row(progress: Progress) -> tuple[Any, Any]:
+    global _DISPLAY
+    with _DISPLAY_LOCK:
+        if _DISPLAY is None:
+            _DISPLAY = _new_display()
+            timer = threading.Timer(PROGRESS_FIRST_DRAW_S, _start_display, args=(_DISPLAY,))
+            timer.daemon = True
+            timer.start()
+        return _DISPLAY, _DISPLAY.add_task(progress.label, total=progress.total, owner=progress)
+
+
+def _start_display(display: Any) -> None:
+    with _DISPLAY_LOCK:
+        if display is _DISPLAY:  # not closed meanwhile
+            display.start()
+
+
+def _remove_row(display: Any, task: Any) -> None:
+    global _DISPLAY
+    with _DISPLAY_LOCK:
+        display.remove_task(task)
+        if not display.tasks:
+            display.stop()  # transient: the rows are erased
+            _DISPLAY = None
+
+
+def _new_display() -> Any:
+    """A rich Progress on stderr: spinner, label, bar, done/total, elapsed, time left, detail."""
+    from datetime import timedelta
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, SpinnerColumn, TextColumn
+    from rich.progress import Progress as Display
+    from rich.progress import TimeElapsedColumn
+    from rich.text import Text
+
+    class Counted(ProgressColumn):
+        """`column` on a row with a total (points); nothing on a step's row."""
+
+        def __init__(self, column: ProgressColumn):
+            super().__init__()
+            self.column = column
+
+        def render(self, task: Any) -> Any:
+            return self.column(task) if task.total is not None else Text("")
+
+    class TimeLeft(ProgressColumn):
+        """The time per point so far, times the points left (rich's own estimate forgets the
+        points before its last 30 s, and a sweep's points take minutes)."""
+
+        def render(self, task: Any) -> Any:
+            if task.total is None:
+                return Text("")
+            left = "-:--:--" if not task.completed else str(
+                timedelta(seconds=round(task.elapsed / task.completed * task.remaining)))
+            return Text(f"{left} left", style="progress.remaining")
+
+    class Detail(ProgressColumn):
+        max_refresh = 1.0  # a cluster's detail asks the scheduler: once a second is enough
+
+        def render(self, task: Any) -> Any:
+            return Text(task.fields["owner"]._detail_line())
+
+    return Display(SpinnerColumn(), TextColumn("{task.description}"), Counted(BarColumn(bar_width=24)),
+                   Counted(MofNCompleteColumn()), TimeElapsedColumn(), TimeLeft(), Detail(),
+                   console=Console(stderr=True), transient=True, refresh_per_second=4,
+                   redirect_stdout=False, redirect_stderr=False)  # stdout is data: never through the display
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError
 from workloads import timers
+from workloads.shapes import parse_size
 from workloads.stopping import StopRule
 
 if TYPE_CHECKING:
@@ -18,22 +19,6 @@ if TYPE_CHECKING:
 DEVICES = ("auto", "cuda", "cpu")
 # the Request fields that say where the points run: the parent's, never passed on to a point's run
 CLUSTER_FIELDS = ("cluster", "scheduler_file", "retries", "each_gpu", "connect_timeout")
-
-
-def parse_size(text: str) -> str:
-    """Check a --size value ('1e8', '100000000', '10000x10000'); returns it normalised."""
-    raw = str(text).strip().lower()
-    parts = [p.strip().replace("_", "") for p in raw.replace("*", "x").split("x")]
-    dims = []
-    for p in parts:
-        try:
-            f = float(p)
-        except ValueError:
-            f = math.nan
-        if not math.isfinite(f) or f != int(f) or f < 1:
-            raise UsageError(f"--size {text!r} is not a positive integer (1e8, 100000000) or a shape (10000x10000)")
-        dims.append(int(f))
-    return "x".join(str(d) for d in dims)
 
 
 def parse_list(text: str | tuple | list | None) -> list[str]:
@@ -145,6 +130,8 @@ class Request:
     cache_control: str = "all"
     ncu_args: list[str] = field(default_factory=list)
     fail_variant: str | None = None  # testing aid: the runner makes this variant raise
+    # a backend's own options (Backend.cli_options) that are not fields above, by name
+    options: dict[str, Any] = field(default_factory=dict)
     # scale-out (orchestrator/cluster.py): where the points run; none of these reach a point's own run
     cluster: str | None = None          # local:N, local-cuda, tcp://HOST:PORT
     scheduler_file: str | None = None   # a running scheduler's file (dask scheduler --scheduler-file)
@@ -219,6 +206,7 @@ class Request:
                              f"{self.min_time:g} and {self.max_time:g}")
         if not 0 <= self.gpu_sleep_us <= 10_000:
             raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
+        self.ncu_metrics = parse_list(self.ncu_metrics)
         for m in self.ncu_metrics:
             if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
                 raise UsageError(f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "

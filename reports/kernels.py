@@ -21,26 +21,27 @@ import numpy as np
 import pandas as pd
 
 from reports.names import short_kernel_name
+from reports import schema
 from reports.schema import ALL_KERNELS
 from reports.unify import ACTIVITY_METRIC
 
 KERNEL_TIME = ACTIVITY_METRIC["kernel"]
 ACTIVITIES = list(ACTIVITY_METRIC.values())
 
-KERNEL_COLUMNS = [
-    "variant", "kernel", "kernel_full", "launches", "launches_per_iter", "time_us_per_iter", "share_pct",
-    "dram_pct_of_peak", "sm_pct_of_peak", "achieved_occupancy_pct", "registers_per_thread",
-]
+# the per-kernel table's columns, and the readings aggregated per kernel (reports/schema.py)
+KERNEL_COLUMNS = [c.name for c in schema.columns(schema.KERNEL)]
+PER_KERNEL = [c for c in schema.columns(schema.KERNEL) if c.source]
+# ncu's per-launch readings that are time-weighted over launches (and a variant's kernels)
+WEIGHTED = [c.source for c in schema.REPORT_COLUMNS if c.agg == schema.TIME_WEIGHTED]
 
-# OPTIONAL's (reports/summary.py) way of combining a variant's launches: by time_weighted below
-TIME_WEIGHTED = "time_weighted"
 
-# ncu's per-launch readings that are time-weighted over launches (and a variant's kernels) -> column
-WEIGHTED = {
-    "dram_throughput_pct_of_peak": "dram_pct_of_peak",
-    "sm_throughput_pct_of_peak": "sm_pct_of_peak",
-    "achieved_occupancy_pct": "achieved_occupancy_pct",
-}
+def aggregate(rows: pd.DataFrame, col: "schema.Column") -> float:
+    """Column `col`'s value over `rows` (one variant's frame rows, or one kernel's): its source
+    metric time-weighted over the launches, or reduced by `col.agg`; NaN where no row has it."""
+    if col.agg == schema.TIME_WEIGHTED:
+        return time_weighted(rows, col.source) * col.scale
+    vals = rows.loc[rows["metric"] == col.source, "value"]
+    return float(getattr(vals, col.agg)()) * col.scale if len(vals) else float("nan")
 
 
 def time_weighted(rows: pd.DataFrame, metric: str) -> float:
@@ -74,7 +75,7 @@ def time_weighted(rows: pd.DataFrame, metric: str) -> float:
 
 def weighted_kernel_count(rows: pd.DataFrame) -> int:
     """How many distinct kernels of one variant's rows carry the time-weighted ncu readings."""
-    per = rows[rows["metric"].isin(list(WEIGHTED)) & (rows["kernel"] != ALL_KERNELS)]
+    per = rows[rows["metric"].isin(WEIGHTED) & (rows["kernel"] != ALL_KERNELS)]
     return int(per["kernel"].nunique())
 
 
@@ -93,7 +94,7 @@ def weighting_legend(frame: pd.DataFrame, variants: Iterable[str] | None = None)
         return None
     names = list(variants) if variants is not None else list(pd.unique(frame["variant"]))
     # only the rows weighted_kernel_count() looks at: a large run's frame has millions of others
-    per = frame[frame["metric"].isin(list(WEIGHTED)) & (frame["kernel"] != ALL_KERNELS)]
+    per = frame[frame["metric"].isin(WEIGHTED) & (frame["kernel"] != ALL_KERNELS)]
     by = {v: g for v, g in per.groupby("variant", sort=False)}
     multi = [(v, weighted_kernel_count(by[v])) for v in names if v in by]
     multi = [(v, n) for v, n in multi if n > 1]
@@ -142,9 +143,6 @@ def kernel_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
                 "share_pct": float(k.sum()) / total * 100 if total > 0 else np.nan,
             }
             if metric == KERNEL_TIME:
-                for m, col in WEIGHTED.items():
-                    row[col] = time_weighted(mine, m)
-                regs = mine.loc[mine["metric"] == "registers_per_thread", "value"]
-                row["registers_per_thread"] = float(regs.max()) if len(regs) else np.nan
+                row.update({c.name: aggregate(mine, c) for c in PER_KERNEL})
             rows.append(row)
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)

@@ -1,34 +1,46 @@
 """One table across backends, sweeps over sizes, and the comparison of two runs."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
+from reports import schema
 from reports.summary import sample_stats
 
-# backend -> the merged column its median goes to
-TIME_COLUMNS = {"time": "events_us", "torch-trace": "torch_trace_us", "nsys": "nsys_us", "ncu": "ncu_us"}
 DISAGREE = 0.10  # backends whose medians differ by more than this are flagged
 
-# why two backends' numbers differ, named where the flag is raised
-REASONS = {
-    "time": "CUDA events time the whole call: launch latency and gaps between kernels are included",
-    "ncu": "ncu replays each kernel alone, serialised, with caches flushed (--cache-control all)"
-           " and its own clock setting (--clock-control)",
-    "torch-trace": "torch.profiler sums kernel durations only (no launch gaps)",
-    "nsys": "nsys sums kernel durations only (no launch gaps)",
-}
 
-MERGED_COLUMNS = ["variant", "label", "kernels", "kernels_full", "launches_per_iter", "same_kernel_as", "events_us",
-                  "torch_trace_us", "nsys_us", "ncu_us", "dram_pct_of_peak", "sm_pct_of_peak", "bound",
-                  "achieved_gb_s", "pct_of_peak_bw", "speedup_vs_baseline", "agreement"]
+@dataclass(frozen=True)
+class MergedTime:
+    """How one backend's median enters the merged table of `all` (declared by the backend, see
+    orchestrator/backends): its column and header; what it measures on a GPU and on the CPU (the
+    legend under the table; None: not run there), under `label`; why its number may differ from
+    the others'. A `distinct` backend times something other than kernel durations (the whole
+    call, a replay): when it disagrees, its reason is the one named."""
+
+    column: str
+    header: str
+    label: str
+    on_gpu: str
+    on_cpu: str | None
+    reason: str
+    distinct: bool = False
+    # which backend's times the speedups use: the measured one of lowest rank (CUDA events of the
+    # whole call first, then nsys, which sees every launch)
+    rank: int = 9
+
+    def declare(self) -> "MergedTime":
+        schema.register(schema.Column(self.column, self.header, "{:.2f}", tables=(schema.MERGED,)))
+        return self
 
 
-def merged_table(tables: Mapping[str, pd.DataFrame], baseline: str | None = None, *,
-                 on_gpu: bool = True) -> pd.DataFrame:
-    """tables: backend -> its per-variant table (reports.summary.variant_table). One row per
+def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, MergedTime],
+                 baseline: str | None = None, *, on_gpu: bool = True) -> pd.DataFrame:
+    """tables: backend -> its per-variant table (reports.summary.variant_table); sources: backend ->
+    its MergedTime (the backends declare them). One row per
     variant with each backend's median, ncu's DRAM/SM %, the kernels, and an agreement flag
     (on a GPU only: on the CPU the backends time different things, host wall time with or
     without a profiler attached)."""
@@ -47,22 +59,24 @@ def merged_table(tables: Mapping[str, pd.DataFrame], baseline: str | None = None
             if r.get("status") not in MEASURED:
                 row["agreement"] = f"{backend}: {r.get('status')} ({r.get('note') or ''})"
                 continue
-            row[TIME_COLUMNS[backend]] = r.get("time_median_us")
-            # kernels: a backend that names them (nsys first: it sees every launch)
-            if backend in ("nsys", "torch-trace", "ncu") and not row.get("kernels") and r.get("kernels"):
-                row["kernels"] = r.get("kernels")
-                row["kernels_full"] = r.get("kernels_full")
-                row["launches_per_iter"] = r.get("launches_per_iter")
-                row["same_kernel_as"] = r.get("same_kernel_as")
-            if backend == "ncu":
-                for c in ("dram_pct_of_peak", "sm_pct_of_peak", "bound"):
+            row[sources[backend].column] = r.get("time_median_us")
+            # kernels: the first backend that names them (CUDA events see none)
+            if not row.get("kernels") and isinstance(r.get("kernels"), str) and r.get("kernels"):
+                for c in ("kernels", "kernels_full", "launches_per_iter", "same_kernel_as"):
                     row[c] = r.get(c)
+            for c in schema.columns(schema.MERGED):
+                if c.merged_from == backend:
+                    row[c.name] = r.get(c.name)
         rows.append(row)
-    out = pd.DataFrame(rows, columns=MERGED_COLUMNS)
-    # the reference time: events where measured, else the first kernel-duration backend
-    ref_col = next((c for c in ("events_us", "nsys_us", "torch_trace_us", "ncu_us")
-                    if c in out and out[c].notna().any()), None)
-    out["agreement"] = [a if isinstance(a, str) else agreement(row) if on_gpu else "-"
+    for src in sources.values():
+        src.declare()
+    # the time columns of these backends only (others may be declared in this process)
+    mine = {src.column for src in sources.values()}
+    out = pd.DataFrame(rows, columns=[c.name for c in schema.columns(schema.MERGED)
+                                      if c.name in mine or c.name not in schema.REGISTERED])
+    order = sorted(sources.values(), key=lambda s: s.rank)
+    ref_col = next((s.column for s in order if s.column in out and out[s.column].notna().any()), None)
+    out["agreement"] = [a if isinstance(a, str) else agreement(row, sources) if on_gpu else "-"
                          for a, (_, row) in zip(out["agreement"], out.iterrows())]
     if ref_col:
         base = out.loc[out["variant"] == baseline, ref_col] if baseline else pd.Series(dtype=float)
@@ -71,27 +85,32 @@ def merged_table(tables: Mapping[str, pd.DataFrame], baseline: str | None = None
     return out
 
 
-def agreement(row: Mapping[str, Any]) -> str:
+def agreement(row: Mapping[str, Any], sources: Mapping[str, MergedTime]) -> str:
     """'ok' when every backend's median is within 10% of the others, else which disagree and why."""
-    vals = {b: row.get(col) for b, col in TIME_COLUMNS.items() if pd.notna(row.get(col))}
+    vals = {b: row.get(s.column) for b, s in sources.items() if pd.notna(row.get(s.column))}
     if len(vals) < 2:
         return "-"
     lo_b, lo = min(vals.items(), key=lambda kv: kv[1])
     hi_b, hi = max(vals.items(), key=lambda kv: kv[1])
     if hi <= lo * (1 + DISAGREE):
         return "ok"
-    why = "; ".join(REASONS[b] for b in (hi_b, lo_b) if b in ("time", "ncu")) or REASONS[hi_b]
+    why = "; ".join(sources[b].reason for b in (hi_b, lo_b) if sources[b].distinct) or sources[hi_b].reason
     return f"DISAGREE: {hi_b} {hi / lo - 1:+.0%} over {lo_b} ({why})"
 
 
-def legend(on_gpu: bool) -> str:
-    """What each time column of the merged table measured (the `all` footer). On the CPU the
-    `time` backend reads the host clock: there are no CUDA events."""
+def legend(sources: Mapping[str, MergedTime], on_gpu: bool) -> str:
+    """What each time column of the merged table measured (the `all` footer), backends that
+    measure the same thing named together. On the CPU `time` reads the host clock: there are
+    no CUDA events."""
+    groups: dict[str, list[str]] = {}
+    for s in sources.values():
+        what = s.on_gpu if on_gpu else s.on_cpu
+        if what:
+            groups.setdefault(what, []).append(s.label)
+    text = "; ".join(f"{' / '.join(labels)} = {what}" for what, labels in groups.items())
     if on_gpu:
-        return ("events = CUDA events per call (time); torch-trace / nsys = kernel durations per iteration; "
-                "ncu = kernel duration under replay. agreement flags medians >10% apart.")
-    return ("events = host clock (perf_counter) per call (time; a CPU run has no CUDA events); torch-trace / "
-            "nsys = host wall-clock time per iteration under each profiler. agreement is not judged on the CPU.")
+        return f"{text}. agreement flags medians >{DISAGREE:.0%} apart."
+    return f"{text}. agreement is not judged on the CPU."
 
 
 def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:

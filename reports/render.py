@@ -9,74 +9,19 @@ from typing import Any
 
 import pandas as pd
 
+from reports import schema
 from reports.names import MAX_LEN
 
 FORMATS = ("table", "csv", "json", "markdown")
 
-# a count: whole numbers print whole (20000, not 2e+04), others to 3 significant digits
-INT_OR_3G = "int-or-3g"
-# a percentage: one decimal, and 2 significant digits below 0.1 (a 0.048% DRAM reading is not "0.0")
-PCT = "pct"
+INT_OR_3G, PCT = schema.INT_OR_3G, schema.PCT
 
-# what a person sees: column -> (header, format)
-DISPLAY = [
-    ("run", "run", "{}"),  # a child run of an `all` or sweep folder (its per-kernel rows)
-    ("numel", "size", "{:.0f}"),
-    ("dtype", "dtype", "{}"),
-    ("variant", "variant", "{}"),
-    ("label", "label", "{}"),
-    ("status", "status", "{}"),
-    ("kernels", "kernels", "{}"),
-    ("kernels_full", "kernels (full names)", "{}"),
-    ("kernel", "kernel", "{}"),
-    ("kernel_full", "kernel (full name)", "{}"),
-    ("launches", "launches", INT_OR_3G),
-    ("launches_per_iter", "launches/iter", INT_OR_3G),
-    ("time_us_per_iter", "us/iter", "{:.2f}"),
-    ("share_pct", "share %", PCT),
-    ("events_us", "events us", "{:.2f}"),
-    ("torch_trace_us", "torch-trace us", "{:.2f}"),
-    ("nsys_us", "nsys us", "{:.2f}"),
-    ("ncu_us", "ncu us", "{:.2f}"),
-    ("a_median_us", "A median us", "{:.2f}"),
-    ("b_median_us", "B median us", "{:.2f}"),
-    ("a_iqr_us", "A IQR us", "{:.2f}"),
-    ("b_iqr_us", "B IQR us", "{:.2f}"),
-    ("ratio_b_over_a", "B/A", "{:.3f}"),
-    ("change_pct", "change %", "{:+.1f}"),
-    ("a_pct_of_peak_bw", "A % peak BW", "{:.1f}"),
-    ("b_pct_of_peak_bw", "B % peak BW", "{:.1f}"),
-    ("peak_bw_change_pct", "% peak BW change", "{:+.1f}"),
-    ("verdict", "verdict", "{}"),
-    ("time_median_us", "median us", "{:.2f}"),
-    ("time_iqr_us", "IQR us", "{:.2f}"),
-    ("time_min_us", "min us", "{:.2f}"),
-    ("time_cv_pct", "CV %", "{:.1f}"),
-    ("samples", "n", "{:.0f}"),
-    ("noise_pct", "noise %", "{:.2f}"),
-    ("cpu_median_us", "CPU us", "{:.1f}"),
-    ("launch_cpu_us", "launch CPU us", "{:.1f}"),
-    ("gpu_busy_pct", "GPU busy %", "{:.0f}"),
-    ("achieved_gb_s", "GB/s", "{:.0f}"),
-    ("pct_of_peak_bw", "% peak BW", "{:.1f}"),
-    ("dram_pct_of_peak", "DRAM % peak", PCT),
-    ("sm_pct_of_peak", "SM % peak", PCT),
-    ("pct_of_roof", "% of roof", PCT),
-    ("achieved_gflop_s", "GFLOP/s", "{:.1f}"),
-    ("arithmetic_intensity", "FLOP/byte", "{:.3g}"),
-    ("achieved_occupancy_pct", "occupancy %", PCT),
-    ("registers_per_thread", "regs", "{:.0f}"),
-    ("bound", "bound", "{}"),
-    ("excess_traffic", "DRAM/min bytes", "{:.2f}x"),
-    ("gpu_idle_us_per_iter", "GPU idle us/iter", "{:.1f}"),
-    ("host_bound", "host-bound", "{}"),
-    ("extra_kernels_per_iter", "extra kernels/iter", INT_OR_3G),
-    ("why", "why", "{}"),
-    ("speedup_vs_baseline", "speedup", "{:.2f}x"),
-    ("same_kernel_as", "same kernel as", "{}"),
-    ("agreement", "agreement", "{}"),
-    ("note", "note", "{}"),
-]
+
+def __getattr__(name: str):
+    # DISPLAY is read live: a backend registers its merged column when it is first imported
+    if name == "DISPLAY":
+        return [(c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS]
+    raise AttributeError(name)
 
 
 def _fmt(value: Any, fmt: str) -> str:
@@ -98,22 +43,17 @@ def _fmt(value: Any, fmt: str) -> str:
         return str(value)
 
 
-# kept in the JSON and CSV, left out of the terminal and Markdown tables: the CV (standard
-# deviation over the mean) is pulled up by one outlier, and beside the IQR it reads as a
-# contradiction (CV 420%, IQR 7%) that the note on high spread already settles
-# The full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML; the
-# terminal and Markdown show the short ones. The roofline's GFLOP/s and FLOP/byte are in the HTML
-# (beside its chart), JSON and CSV; the terminal shows their verdict, % of roof.
-NOT_SHOWN = {"time_cv_pct", "kernels_full", "kernel_full", "why", "achieved_gflop_s", "arithmetic_intensity"}
-
 # the per-kernel breakdown (reports/kernels.py, --per-kernel): its title under the main table
 KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
                  "ncu: each kernel's DRAM/SM % of peak and occupancy, time-weighted over its launches")
 
 
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
-    cols = [(c, h, f) for c, h, f in DISPLAY if c in table.columns and c not in NOT_SHOWN
-            and not (table[c].isna() | (table[c].astype(str) == "")).all()]
+    declared = {c.name: c for c in schema.REPORT_COLUMNS}
+    # declared columns in the schema's order; one nobody declared is shown too, never dropped
+    cols = ([(c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS if c.shown and c.name in table.columns]
+            + [(c, c, "{}") for c in table.columns if c not in declared])
+    cols = [(c, h, f) for c, h, f in cols if not (table[c].isna() | (table[c].astype(str) == "")).all()]
     headers = [h for _, h, _ in cols]
     body = []
     for _, r in table.iterrows():

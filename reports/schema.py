@@ -6,6 +6,7 @@ reports them), counts as "count".
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -54,3 +55,141 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
         return empty_frame()
     return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+# -- The report's columns, declared once --------------------------------------------------------
+# Every column of every table (per variant, per kernel, merged `all`, sweep, compare) is one
+# Column here, in the order a person reads them. The summary takes the variant table's columns
+# and its metric aggregations from here; the terminal, Markdown, HTML and the merged table take
+# headers, formats and which backend fills what. A backend's own merged time column (events_us,
+# nsys_us, ...) is declared by the backend (orchestrator/backends) through `register`.
+
+# a count: whole numbers print whole (20000, not 2e+04), others to 3 significant digits
+INT_OR_3G = "int-or-3g"
+# a percentage: one decimal, and 2 significant digits below 0.1 (a 0.048% DRAM reading is not "0.0")
+PCT = "pct"
+# how a variant's launches combine for a metric read per kernel: each launch weighted by its duration
+TIME_WEIGHTED = "time-weighted"
+
+VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU = "variant", "kernel", "merged", "sweep", "compare", "each-gpu"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One report column. `source`/`agg`/`scale`: the unified metric (a frame `metric`) the
+    variant table aggregates into it, how its rows combine (TIME_WEIGHTED, or a pandas reduction
+    such as "max", "median"), and the factor applied. `tables`: which tables carry it.
+    `merged_from`: the backend whose variant-table value the merged `all` table copies.
+    `shown`: in the terminal and Markdown (else JSON, CSV and HTML only). `blank`: its empty value."""
+
+    name: str
+    header: str
+    fmt: str = "{}"
+    tables: tuple[str, ...] = (VARIANT,)
+    source: str = ""
+    agg: str = ""
+    scale: float = 1.0
+    merged_from: str = ""
+    shown: bool = True
+    blank: object = float("nan")
+
+
+_TIME = "{:.2f}"
+REPORT_COLUMNS: list[Column] = [
+    # a child run of an `all` or sweep folder (its per-kernel rows), or a worker's folder (each-gpu)
+    Column("run", "run", tables=(EACH_GPU,)),
+    Column("gpu", "GPU", tables=(EACH_GPU,)),
+    Column("gpu_uuid", "GPU UUID", tables=(EACH_GPU,), shown=False),
+    Column("numel", "size", "{:.0f}", tables=(SWEEP,)),
+    Column("dtype", "dtype", tables=(SWEEP,)),
+    Column("variant", "variant", tables=(VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU)),
+    Column("label", "label", tables=(VARIANT, MERGED)),
+    Column("status", "status", tables=(VARIANT, SWEEP, EACH_GPU)),
+    Column("kernels", "kernels", tables=(VARIANT, MERGED)),
+    # the full kernel names (hundreds of characters each) stay in the JSON, CSV and HTML
+    Column("kernels_full", "kernels (full names)", tables=(VARIANT, MERGED), shown=False),
+    Column("kernel", "kernel", tables=(KERNEL,)),
+    Column("kernel_full", "kernel (full name)", tables=(KERNEL,), shown=False),
+    Column("launches", "launches", INT_OR_3G, tables=(KERNEL,)),
+    Column("launches_per_iter", "launches/iter", INT_OR_3G, tables=(VARIANT, KERNEL, MERGED)),
+    Column("time_us_per_iter", "us/iter", _TIME, tables=(KERNEL,)),
+    Column("share_pct", "share %", PCT, tables=(KERNEL,)),
+    # the backends' merged time columns (events_us, torch_trace_us, nsys_us, ncu_us, ...) go here
+    Column("a_median_us", "A median us", _TIME, tables=(COMPARE,)),
+    Column("b_median_us", "B median us", _TIME, tables=(COMPARE,)),
+    Column("a_iqr_us", "A IQR us", _TIME, tables=(COMPARE,)),
+    Column("b_iqr_us", "B IQR us", _TIME, tables=(COMPARE,)),
+    Column("ratio_b_over_a", "B/A", "{:.3f}", tables=(COMPARE,)),
+    Column("change_pct", "change %", "{:+.1f}", tables=(COMPARE, EACH_GPU)),
+    Column("a_pct_of_peak_bw", "A % peak BW", "{:.1f}", tables=(COMPARE,)),
+    Column("b_pct_of_peak_bw", "B % peak BW", "{:.1f}", tables=(COMPARE,)),
+    Column("peak_bw_change_pct", "% peak BW change", "{:+.1f}", tables=(COMPARE,)),
+    Column("verdict", "verdict", tables=(COMPARE, EACH_GPU)),
+    Column("slow", "slow", tables=(EACH_GPU,), shown=False),  # the verdict, as a bool for scripts
+    Column("time_median_us", "median us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),
+    Column("time_iqr_us", "IQR us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),
+    Column("time_min_us", "min us", _TIME),
+    # kept in the JSON and CSV: the CV (standard deviation over the mean) is pulled up by one
+    # outlier, and beside the IQR it reads as a contradiction (CV 420%, IQR 7%) that the note on
+    # high spread already settles
+    Column("time_cv_pct", "CV %", "{:.1f}", shown=False),
+    Column("samples", "n", "{:.0f}"),
+    Column("noise_pct", "noise %", "{:.2f}"),
+    Column("cpu_median_us", "CPU us", "{:.1f}"),
+    Column("launch_cpu_us", "launch CPU us", "{:.1f}"),
+    Column("gpu_busy_pct", "GPU busy %", "{:.0f}", source="gpu_busy_fraction", agg="median", scale=100.0),
+    Column("achieved_gb_s", "GB/s", "{:.0f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
+    Column("pct_of_peak_bw", "% peak BW", "{:.1f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
+    # ncu's readings are time-weighted over the variant's launches (reports/kernels.py): a median
+    # across different kernels describes none of them
+    Column("dram_pct_of_peak", "DRAM % peak", PCT, tables=(VARIANT, KERNEL, MERGED), source="dram_throughput_pct_of_peak",
+           agg=TIME_WEIGHTED, merged_from="ncu"),
+    Column("sm_pct_of_peak", "SM % peak", PCT, tables=(VARIANT, KERNEL, MERGED), source="sm_throughput_pct_of_peak",
+           agg=TIME_WEIGHTED, merged_from="ncu"),
+    # the roofline (reports/roofline.py): % of the roof at the variant's intensity; GFLOP/s and
+    # FLOP/byte are in the HTML (beside its chart), JSON and CSV; the roofs are drawn in the chart
+    Column("pct_of_roof", "% of roof", PCT),
+    Column("roofline_precision", "roofline precision", shown=False),
+    Column("achieved_gflop_s", "GFLOP/s", "{:.1f}", shown=False),
+    Column("arithmetic_intensity", "FLOP/byte", "{:.3g}", shown=False),
+    Column("roof_gflop_s", "roof GFLOP/s", "{:.1f}", shown=False),
+    Column("roof_dram_gb_s", "roof DRAM GB/s", "{:.0f}", shown=False),
+    Column("achieved_occupancy_pct", "occupancy %", PCT, tables=(VARIANT, KERNEL), source="achieved_occupancy_pct", agg=TIME_WEIGHTED),
+    Column("l2_hit_pct", "L2 hit %", PCT, tables=(VARIANT, KERNEL), source="ncu:lts__t_sector_hit_rate.pct", agg=TIME_WEIGHTED),
+    Column("registers_per_thread", "regs", "{:.0f}", tables=(VARIANT, KERNEL), source="registers_per_thread", agg="max"),
+    Column("bound", "bound", tables=(VARIANT, MERGED), merged_from="ncu"),
+    # reports/why.py: measured facts behind the one line of explanation
+    Column("excess_traffic", "DRAM/min bytes", "{:.2f}x"),
+    Column("gpu_idle_us_per_iter", "GPU idle us/iter", "{:.1f}"),
+    Column("host_bound", "host-bound", blank=""),
+    Column("extra_kernels_per_iter", "extra kernels/iter", INT_OR_3G),
+    Column("why", "why", shown=False, blank=""),
+    Column("speedup_vs_baseline", "speedup", "{:.2f}x", tables=(VARIANT, MERGED, SWEEP)),
+    Column("same_kernel_as", "same kernel as", tables=(VARIANT, MERGED)),
+    Column("agreement", "agreement", tables=(MERGED,)),
+    Column("note", "note"),
+]
+# where a backend's merged time column goes: after the per-kernel columns, before the compare ones
+_MERGED_TIMES_AT = "a_median_us"
+
+
+# the names of the columns declared through `register`
+REGISTERED: set[str] = set()
+
+
+def register(column: Column) -> Column:
+    """Declare a column owned elsewhere (a backend's merged time column); idempotent by name."""
+    REGISTERED.add(column.name)
+    if not any(c.name == column.name for c in REPORT_COLUMNS):
+        at = next(i for i, c in enumerate(REPORT_COLUMNS) if c.name == _MERGED_TIMES_AT)
+        REPORT_COLUMNS.insert(at, column)
+    return column
+
+
+def columns(table: str) -> list[Column]:
+    """The columns of one kind of table (VARIANT, KERNEL, MERGED, SWEEP, COMPARE), in order."""
+    return [c for c in REPORT_COLUMNS if table in c.tables]
+
+
+def column(name: str) -> Column | None:
+    return next((c for c in REPORT_COLUMNS if c.name == name), None)

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.kernels import TIME_WEIGHTED, time_weighted, weighting_note
+from reports import schema
+from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
-from reports.roofline import ROOFLINE_COLUMNS
 from reports.roofline import point as roofline_point
 from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
@@ -26,23 +26,9 @@ FULL_NAMES_SEP = "; "
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
 
-TABLE_COLUMNS = [
-    "variant", "label", "status", "kernels", "kernels_full", "launches_per_iter", "time_median_us", "time_iqr_us",
-    "time_min_us", "time_cv_pct", "samples", "noise_pct", "cpu_median_us", "launch_cpu_us", "gpu_busy_pct", "achieved_gb_s",
-    "pct_of_peak_bw", "dram_pct_of_peak", "sm_pct_of_peak", "achieved_occupancy_pct", "registers_per_thread",
-    "bound", *ROOFLINE_COLUMNS, "speedup_vs_baseline", "same_kernel_as", "note",
-]
-
-# backend-specific metrics -> (table column, how kernels' values combine, scale). ncu's readings
-# are time-weighted over the variant's launches (reports/kernels.py): a median across different
-# kernels describes none of them
-OPTIONAL = {
-    "dram_throughput_pct_of_peak": ("dram_pct_of_peak", TIME_WEIGHTED, 1.0),
-    "sm_throughput_pct_of_peak": ("sm_pct_of_peak", TIME_WEIGHTED, 1.0),
-    "achieved_occupancy_pct": ("achieved_occupancy_pct", TIME_WEIGHTED, 1.0),
-    "registers_per_thread": ("registers_per_thread", "max", 1.0),
-    "gpu_busy_fraction": ("gpu_busy_pct", "median", 100.0),
-}
+# the per-variant table's columns, and the ones aggregated straight from a metric (reports/schema.py)
+TABLE_COLUMNS = [c.name for c in schema.columns(schema.VARIANT)]
+AGGREGATED = [c for c in schema.columns(schema.VARIANT) if c.source]
 
 
 def sample_stats(values: np.ndarray) -> dict[str, float]:
@@ -131,11 +117,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
             if len(launch):
                 row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
-            for metric, (col, agg, scale) in OPTIONAL.items():
-                vals = g.loc[g["metric"] == metric, "value"]
-                if len(vals):
-                    x = time_weighted(g, metric) if agg == TIME_WEIGHTED else float(getattr(vals, agg)())
-                    row[col] = x * scale
+            for col in AGGREGATED:
+                if (g["metric"] == col.source).any():
+                    row[col.name] = aggregate(g, col)
             weighted = weighting_note(g)
             if weighted:
                 note = _also(note, weighted)
@@ -187,6 +171,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     if table.empty:
         return table
+    for c in schema.columns(schema.VARIANT):
+        if c.blank == "":
+            table[c.name] = table[c.name].astype(object).fillna("")
     base = table.loc[table["variant"] == baseline, "time_median_us"]
     # a range holding others is their sum plus its own work: not an alternative to compare
     nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}

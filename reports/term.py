@@ -1,7 +1,9 @@
-"""Colour for the terminal table: status, speedup and note cells, when the stream takes it.
+"""The terminal table in colour, laid out by rich: status, speedup, verdict and note cells coloured,
+columns wrapped to the terminal's width.
 
-The text is laid out by reports.render.to_text first; colour is added to the padded cells
-afterwards, so stripping the escape codes gives back to_text's output character for character.
+The cells are render.display_rows' (the headers and number formats of render.DISPLAY), so the
+coloured table shows what the plain one (render.to_text, for pipes, files and NO_COLOR) shows.
+rich is imported only when a coloured table is drawn, never at CLI start-up.
 
 Example:
     >>> import sys
@@ -11,8 +13,8 @@ Example:
 """
 from __future__ import annotations
 
+import io
 import os
-import re
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -24,14 +26,10 @@ from reports import render
 SPEEDUP_FASTER = 1.05
 SPEEDUP_SLOWER = 0.95
 
-RESET = "\x1b[0m"
-STYLES = {"bold": "\x1b[1m", "dim": "\x1b[2m", "red": "\x1b[31m", "green": "\x1b[32m", "yellow": "\x1b[33m"}
 STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red",
                  "noisy": "yellow", "incomplete": "red"}
 # `compare`'s verdict on B against A
 VERDICT_STYLES = {"faster": "green", "slower": "red", "missing": "yellow"}
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def use_color(stream: IO[Any] | None = None, environ: Mapping[str, str] | None = None) -> bool:
@@ -39,7 +37,8 @@ def use_color(stream: IO[Any] | None = None, environ: Mapping[str, str] | None =
 
     In this order: a non-empty NO_COLOR turns colour off (https://no-color.org); FORCE_COLOR
     turns it on when non-empty ("0" or "false" turn it off); TERM=dumb turns it off; otherwise
-    colour only when the stream is a terminal."""
+    colour only when the stream is a terminal. Decided here rather than by rich's Console, whose
+    NO_COLOR keeps bold and dim: with NO_COLOR the table is the plain one, free of escape codes."""
     env = os.environ if environ is None else environ
     if env.get("NO_COLOR"):
         return False
@@ -58,66 +57,78 @@ def use_color(stream: IO[Any] | None = None, environ: Mapping[str, str] | None =
         return False
 
 
-def paint(text: str, *styles: str) -> str:
-    """`text` wrapped in the escape codes of `styles` (names in STYLES); unchanged without styles."""
-    codes = "".join(STYLES[s] for s in styles)
-    return f"{codes}{text}{RESET}" if codes and text else text
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
 def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | None = None, *,
-                    color: bool = True) -> str:
-    """render.to_text's table, with the status column green / red / yellow (ok / failed /
-    skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, a compare
-    verdict green / red / yellow (faster / slower / missing), notes dim,
-    the header bold and "warning:" footer lines yellow. `color=False` gives to_text's text.
+                    color: bool = True, width: int | None = None) -> str:
+    """The table drawn by rich: the title and header bold, the status column green / red / yellow
+    (ok / failed / skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, a
+    compare verdict green / red / yellow (faster / slower / missing), notes dim and "warning:"
+    footer lines yellow; no line wider than `width` (default: the terminal's, else 80) unless the
+    table's numbers alone are wider. `color=False` gives render.to_text's plain text.
 
     Example:
         >>> print(to_text_colored(run.table, run.title(), run.footer(), color=use_color()))
     """
-    plain = render.to_text(table, title, footer)
     if not color:
-        return plain
+        return render.to_text(table, title, footer)
+    from rich.console import Console
+    from rich.text import Text
+
+    buf = io.StringIO()
+    # the caller has decided on colour (use_color): the environment may not undo it here
+    console = Console(file=buf, force_terminal=True, color_system="standard", no_color=False, width=width,
+                      highlight=False, emoji=False, markup=False, legacy_windows=False)
+    grid = _table(table)
+    # never narrower than the table's least width: rich would crop cells, and a table wider than
+    # the terminal (as the plain one is) loses nothing
+    console.width = max(console.width, console.measure(grid, options=console.options.update_width(10**6)).minimum)
+    if title:
+        console.print(Text(title, style="bold"))
+    console.print(grid)
+    for line in footer or []:
+        console.print(Text(line, style="yellow" if line.startswith("warning:") else ""))
+    return buf.getvalue().rstrip("\n")
+
+
+def _table(table: pd.DataFrame) -> Any:
+    """A rich Table of display_rows' cells: numbers right-aligned
+    and never wrapped, text wrapped where the terminal is narrow. Cells are Text, so a kernel's [brackets] stay text."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     headers, body = render.display_rows(table)
-    lines = plain.split("\n")
-    head = title.count("\n") + 1 if title else 0
-    # to_text writes the header, then a rule of dashes as wide as each column, then one line a row
-    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[head + 1])]
-    col_of = {c: headers.index(h) for c, h, _ in render.DISPLAY if h in headers}
-    styled = {}
-    for i, (_, row) in enumerate(table.iterrows()):
-        styles: dict[int, tuple[str, ...]] = {}
-        if "status" in col_of:
-            s = STATUS_STYLES.get(body[i][col_of["status"]])
-            if s:
-                styles[col_of["status"]] = (s,)
-        if "verdict" in col_of and body[i][col_of["verdict"]] in VERDICT_STYLES:
-            styles[col_of["verdict"]] = (VERDICT_STYLES[body[i][col_of["verdict"]]],)
-        if "speedup_vs_baseline" in col_of:
-            v = _as_float(row["speedup_vs_baseline"])
-            if v > SPEEDUP_FASTER:
-                styles[col_of["speedup_vs_baseline"]] = ("green",)
-            elif v < SPEEDUP_SLOWER:
-                styles[col_of["speedup_vs_baseline"]] = ("red",)
-        if "note" in col_of:
-            styles[col_of["note"]] = ("dim",)
-        styled[head + 2 + i] = styles
-    out = []
-    for n, line in enumerate(lines):
-        if n < head:
-            out.append(paint(line, "bold"))
-        elif n == head:
-            out.append(_paint_cells(line, spans, {k: ("bold",) for k in range(len(spans))}))
-        elif n in styled:
-            out.append(_paint_cells(line, spans, styled[n]))
-        elif n > head + 1 + len(body) and line.startswith("warning:"):
-            out.append(paint(line, "yellow"))
-        else:
-            out.append(line)
-    return "\n".join(out)
+    columns = [c for c, h, _ in render.DISPLAY if h in headers]
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="")
+    for i, h in enumerate(headers):
+        numeric = bool(body) and all(_looks_numeric(r[i]) for r in body)
+        # a narrow terminal wraps the text (notes, kernel names) between words, never the numbers
+        out.add_column(Text.styled(h, "bold"), justify="right" if numeric else "left", no_wrap=numeric,
+                       overflow="fold")
+    speedups = [_as_float(v) for v in table["speedup_vs_baseline"]] if "speedup_vs_baseline" in columns else []
+    for n, cells in enumerate(body):
+        speedup = speedups[n] if speedups else None
+        # styled spans, not a cell style: the colour stays on the text, off the padding
+        out.add_row(*(Text.styled(s, _style(c, s, speedup)) for c, s in zip(columns, cells)))
+    return out
+
+
+def _style(column: str, text: str, speedup: float | None) -> str:
+    if column == "status":
+        return STATUS_STYLES.get(text, "")
+    if column == "verdict":
+        return VERDICT_STYLES.get(text, "")
+    if column == "speedup_vs_baseline" and speedup is not None:
+        return "green" if speedup > SPEEDUP_FASTER else "red" if speedup < SPEEDUP_SLOWER else ""
+    return "dim" if column == "note" else ""
+
+
+def _looks_numeric(s: str) -> bool:
+    """As render.to_text aligns a column: numbers ("1.25x" too) and "-" to the right."""
+    try:
+        float(s.rstrip("x"))
+        return True
+    except ValueError:
+        return s == "-"
 
 
 def _as_float(value: Any) -> float:
@@ -125,21 +136,3 @@ def _as_float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("nan")
-
-
-def _paint_cells(line: str, spans: list[tuple[int, int]], styles: dict[int, tuple[str, ...]]) -> str:
-    """Colour the text of the cells at `spans` (column positions of the laid-out line), leaving the
-    padding around it plain so the columns stay where they are."""
-    out, pos = [], 0
-    for k, (a, b) in enumerate(spans):
-        if k not in styles or a >= len(line):
-            continue
-        cell = line[a:b]
-        core = cell.strip(" ")
-        if not core:
-            continue
-        start = a + cell.index(core)
-        out += [line[pos:start], paint(core, *styles[k])]
-        pos = start + len(core)
-    out.append(line[pos:])
-    return "".join(out)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.demangle import function_name
 from reports.names import short_kernel_name
 from reports.schema import ALL_KERNELS
 
@@ -60,7 +61,7 @@ def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     asks for a change on a kernel with half the variant's time or more comes first.
 
     Example:
-        >>> rep = ncu_rep.load("run/report.ncu-rep")
+        >>> rep = ncu_rep.read_report("run/report.ncu-rep")
         >>> findings_table(rep.rules, frame).groupby("variant").head(1)
     """
     if rules is None or rules.empty or "variant" not in rules:
@@ -148,8 +149,6 @@ def _share_for(share: pd.DataFrame, variant: str, kernel: str) -> float:
 
 
 def _function_of(full: str) -> str:
-    from orchestrator.parsers.ncu_rep import function_name
-
     try:
         return function_name(full)
     except Exception:  # noqa: BLE001 - a name the demangler's grammar does not fit

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     serial, clustered, startup = (statistics.median(v) for v in (walls["serial"], walls["cluster"], startups))
     bound = 1.2 * serial / n + startup
-    info = machine(["orchestrator/cluster.py", "orchestrator/api.py", "scripts/bench_cluster.py"],
+    info = machine(["orchestrator/cluster", "orchestrator/api.py", "scripts/bench_cluster.py"],
                    "the cluster code", dask=_version("dask"), distributed=_version("distributed"))
     rows = [("serial (one child at a time)", walls["serial"], cpu["serial"]),
             (f"--cluster local:{n}", walls["cluster"], cpu["cluster"])]

@@ -57,7 +57,7 @@ def _cli(args: list[str], out: Path) -> dict[str, dict]:
 def _same_loop(workload: str, size: str, dtype: str, out: Path, extra: list[str]) -> dict[str, dict]:
     """{variant: {"loop_events": us, "loop_nsys": us}}: one `time` run under nsys, its events'
     median beside nsys's GPU time per call of the very calls they timed."""
-    from workloads.runner import MARK_CALLS_ENV
+    from workloads.timed import MARK_CALLS_ENV
 
     timed, traced = out / "time", out / "exec"
     argv = [sys.executable, "-m", "orchestrator", "exec", "nsys", "--ranges", "gprof@call:", "-o", str(traced),
@@ -179,7 +179,7 @@ def main() -> None:
 
 
 def _norm(size: str) -> str:
-    from orchestrator.request import parse_size
+    from workloads.shapes import parse_size
 
     return parse_size(size)
 

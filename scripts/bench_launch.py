@@ -14,7 +14,7 @@ GPROF_ORCH_TRITON_LAUNCH=plain switch), set outside the timed calls.
   calls go in batches of --sync-every with a torch.cuda.synchronize between batches (never
   inside a timing) so that the launch queue never fills and blocks a launch; the variants of
   a case are interleaved batch by batch.
-- GPU us: the package's own `time` method: the L2 flushed (workloads/runner.py's flusher), the
+- GPU us: the package's own `time` method: the L2 flushed (workloads/timed.py's flusher), the
   stream held by the blocking kernel (workloads/timers.py) while the call is queued, CUDA
   events around the call; sampled until workloads.stopping's rule knows the median to +-1%
   (at most --gpu-time-s a variant).
@@ -399,9 +399,9 @@ def main(argv=None) -> int:
     log(f"{meta.get('device')}; torch {meta['torch']}, triton {meta['triton']}")
     flush = hold = None
     if not cpu:
-        from workloads import runner, timers
+        from workloads import timed, timers
 
-        flush = runner._l2_flusher(SimpleNamespace(flush_l2=True, device="cuda"))
+        flush = timed.l2_flusher(SimpleNamespace(flush_l2=True, device="cuda"))
         hold, why = timers.make("blocking", "cuda")
         if why:
             log(why)

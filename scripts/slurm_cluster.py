@@ -8,7 +8,7 @@ Ctrl-C, then cancels the jobs.
     gprof-orch ncu square --size 1e6,1e7,1e8 --scheduler-file ~/gprof-scheduler.json
 
 The workers run this interpreter (sys.executable): gprof-orch and its tools must be installed
-where the compute nodes see them. See orchestrator.cluster.slurm_cluster for the job script.
+where the compute nodes see them. See orchestrator.cluster.builders.slurm_cluster for the job script.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.cluster import slurm_cluster  # noqa: E402
+from orchestrator.cluster.builders import slurm_cluster  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

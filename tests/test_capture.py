@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator import api, capture
-from orchestrator.capture import RangeFilter, nvtx_problem
+from orchestrator import api, capture, capture_ranges
+from orchestrator.capture import nvtx_problem
+from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import EXIT_PARSE, GprofError, ParseError, RunFailedError, ToolTimeoutError, UsageError
 from orchestrator.parsers import nsys_sqlite as ns
 from test_nsys_parser import CPU, NSYS, SQUARE, VARIANTS, needs_nsys, nsys_stats
@@ -236,15 +237,15 @@ def test_nesting_and_inclusive_activity_on_gpu_kernels():
                           "end": [sel["end"].max() + 1], "wall_ns": [sel["end"].max() - sel["start"].min() + 2],
                           "global_tid": [sel["global_tid"].iloc[0]], "event_type": [59], "domain": [None]})
     ranges = pd.concat([outer, sel.assign(range_id=sel["range_id"] + 1)], ignore_index=True)
-    assert capture.nesting(ranges) == {"outer": ["D_torch_push", "E_torch_startend"]}
+    assert capture_ranges.nesting(ranges) == {"outer": ["D_torch_push", "E_torch_startend"]}
     att = ns.attribute_kernels(ex, ranges=ranges)
     own = att[(att["variant"] == "outer") & (att["kind"] == "kernel")]
     assert own.empty  # innermost wins: the variants keep their kernels
-    inc = capture.inclusive_activity(att, ranges, "outer")
+    inc = capture_ranges.inclusive_activity(att, ranges, "outer")
     k = inc[inc["kind"] == "kernel"]
     assert len(k) == 2 and int(k["duration_ns"].sum()) == 5760 + 5697
     assert set(k["range_id"]) == {0} and set(k["variant"]) == {"outer"}
-    assert capture.nesting(sel) == {}
+    assert capture_ranges.nesting(sel) == {}
 
 
 @pytest.mark.nsys

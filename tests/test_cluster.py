@@ -356,7 +356,7 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_process(tmp_path):
 
 def test_slurm_job_script_asks_one_gpu_and_offers_it_to_dask():
     pytest.importorskip("dask_jobqueue")
-    from orchestrator.cluster import slurm_cluster
+    from orchestrator.cluster.builders import slurm_cluster
 
     cluster = slurm_cluster(cores=8, memory="64GB", gres="gpu:1", queue="gpu", walltime="02:00:00",
                             scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0", "dashboard": False})
@@ -377,7 +377,7 @@ def test_local_cuda_pins_one_device_per_worker():
     """Our LocalCUDACluster stand-in on made-up device names: the pinning needs no GPU to check."""
     from distributed import Client
 
-    from orchestrator.cluster import local_cuda_cluster
+    from orchestrator.cluster.builders import local_cuda_cluster
 
     with local_cuda_cluster(["GPU-aaaa", "GPU-bbbb"], silence_logs=40) as cluster, Client(cluster) as client:
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -388,9 +388,9 @@ def test_local_cuda_pins_one_device_per_worker():
 
 
 def test_local_cuda_without_a_gpu_and_bad_specs_are_usage_errors(cli, monkeypatch):
-    from orchestrator import cluster
+    from orchestrator.cluster import gpus
 
-    monkeypatch.setattr(cluster, "_all_gpus", lambda: [])
+    monkeypatch.setattr(gpus, "_all_gpus", lambda: [])
     res = cli("time", "square", "--size", "1000", "--cluster", "local-cuda", "--dry-run")
     assert res.exit_code == 2 and "no NVIDIA GPU visible here" in res.output
     res = cli("time", "square", "--size", "1000", "--cluster", "local:2", "--dry-run")

@@ -76,7 +76,7 @@ class _Same(Exception):
 
 
 def _fork_isolated(path: Path, timeout: float | None, seen: dict | None = None) -> dict:
-    """ncu_rep._extract_isolated's contract (a child reads the report; a child that dies is a
+    """ncu_tool._extract_isolated's contract (a child reads the report; a child that dies is a
     ParseError naming the file) with a fork instead of a new interpreter: 0.15 s a case, not 1.5.
     `seen` records (key "raw") or compares (_Same) what the child read."""
     from orchestrator.errors import ParseError
@@ -88,7 +88,7 @@ def _fork_isolated(path: Path, timeout: float | None, seen: dict | None = None) 
         code = 0
         try:
             os.close(r)
-            data = pickle.dumps(ncu_rep._extract_raw(str(path)))
+            data = pickle.dumps(ncu_rep.extract_raw(str(path)))
             with os.fdopen(w, "wb") as fh:
                 fh.write(data)
         except BaseException:
@@ -118,7 +118,7 @@ def _reading_in_place(seen: dict | None = None):
     undamaged folder, then what that recorded), a case whose raw ncu records or parsed frame
     equal the undamaged folder's raises _Same."""
     from orchestrator import backends
-    from orchestrator.parsers import ncu_rep
+    from orchestrator.backends import ncu_tool
     from orchestrator.parsers import nsys_sqlite as ns
     from orchestrator.runfolder import RunFolder
 
@@ -147,15 +147,15 @@ def _reading_in_place(seen: dict | None = None):
             backend.parse = parse_and_compare
         return backend
 
-    saved = RunFolder.writable, ncu_rep._extract_isolated, backends.get, ns.read_export
+    saved = RunFolder.writable, ncu_tool._extract_isolated, backends.get, ns.read_export
     real_get, real_read_export = backends.get, ns.read_export
-    RunFolder.writable, ncu_rep._extract_isolated, backends.get = (lambda self: False), fork, get
+    RunFolder.writable, ncu_tool._extract_isolated, backends.get = (lambda self: False), fork, get
     if seen is None:  # the export is not the damaged file
         ns.read_export = read_export
     try:
         yield
     finally:
-        RunFolder.writable, ncu_rep._extract_isolated, backends.get, ns.read_export = saved
+        RunFolder.writable, ncu_tool._extract_isolated, backends.get, ns.read_export = saved
         if seen is not None:
             seen.pop("record", None)
 
@@ -358,14 +358,14 @@ def test_a_kernel_record_without_name_range_or_metrics_is_an_error(tmp_path):
     """The .ncu-rep flip the fuzz found first: a kernel that loses its name, NVTX range and
     metrics was dropped without a word, and torch.mean read 11.00 us (total / iters) for 16.03."""
     from orchestrator.errors import ParseError
-    from orchestrator.parsers import ncu_rep
+    from orchestrator.parsers import ncu_frames
 
     raw = {"kernels": [{"id": 0, "kernel": "k", "kernel_demangled": "k", "nvtx": [("gprof", "variant:a")],
                         "launch": {}},
                        {"id": 1, "kernel": "", "kernel_demangled": "", "nvtx": [], "launch": {}}],
            "metrics": [(0, "gpu__time_duration.sum", 5.0, "ns", 5.0)], "rules": []}
     with pytest.raises(ParseError) as e:
-        ncu_rep._build(tmp_path / "r.ncu-rep", raw, domain="gprof", prefix="variant:", source="ncu_report")
+        ncu_frames.build_report(tmp_path / "r.ncu-rep", raw, domain="gprof", prefix="variant:", source="ncu_report")
     assert "r.ncu-rep" in e.value.message and "kernel record 1" in e.value.message
 
 
@@ -386,12 +386,12 @@ def test_uneven_launches_mark_the_variant_incomplete(h200_run):
 
 
 def test_fork_reader_is_what_the_real_isolation_reads(root):
-    """The fuzz's forked reader gives what ncu_rep's real child reads, on the undamaged report."""
-    from orchestrator.parsers import ncu_rep
+    """The fuzz's forked reader gives what ncu_tool's real child reads, on the undamaged report."""
+    from orchestrator.backends import ncu_tool
 
     folder = prepared("ncu-rep", root)[0]
     mine = _fork_isolated(folder / "report.ncu-rep", None)
-    theirs = ncu_rep._extract_isolated(folder / "report.ncu-rep", 600)
+    theirs = ncu_tool._extract_isolated(folder / "report.ncu-rep", 600)
     assert pickle.dumps(mine) == pickle.dumps(theirs)  # NaN == NaN, which == would not say
 
 

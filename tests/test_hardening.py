@@ -285,11 +285,11 @@ def test_report_of_an_nsys_run_that_lost_its_events(h200_run):
 
 def test_an_interrupt_marks_each_variant(tmp_path):
     """The variant being measured becomes interrupted; those not started, skipped with the reason."""
-    from workloads import runner
+    from workloads import manifest
 
     (tmp_path / "workload.json").write_text(json.dumps({"status": "running", "variants": [
         {"name": "a", "status": "ok"}, {"name": "b", "status": "measuring"}, {"name": "c", "status": "pending"}]}))
-    runner._mark(tmp_path, "interrupted")
+    manifest.mark(tmp_path, "interrupted")
     w = json.loads((tmp_path / "workload.json").read_text())
     assert w["status"] == "interrupted"
     assert [(v["name"], v["status"]) for v in w["variants"]] == [("a", "ok"), ("b", "interrupted"), ("c", "skipped")]

@@ -177,13 +177,25 @@ def test_one_plot_per_chart_each_an_svg_image_with_a_label(page):
     svgs = [a for t, a in dom.elements if t == "svg"]
     assert len(svgs) == len(PLOTS)
     assert all(a.get("role") == "img" and len(a.get("aria-label", "")) > 20 for a in svgs)
-    # bars: one per variant in each bar chart (5 variants, 2 charts, 2 runs)
-    assert dom.count("rect") >= 20
-    assert dom.count("polyline") == 2 * 4  # 2 variants x 2 dtypes, in each sweep plot
+    ids = [a["id"] for _, a in dom.elements if "id" in a]
+    assert len(ids) == len(set(ids))  # each chart's ids carry its own prefix
+    # bars: one per variant in each bar chart (5 variants, 2 charts, 2 runs), none shared
+    for section in ("section-1", "section-2"):
+        for chart in ("time", "peak-bw"):
+            assert sorted(i for i in ids if i.startswith(f"{section}-{chart}-bar-")) == \
+                   [f"{section}-{chart}-bar-{k}" for k in range(5)]
+    for chart in ("time", "gb-s"):  # a line for each of 2 variants x 2 dtypes, in each sweep plot
+        assert sorted(i for i in ids if i.startswith(f"sweep-{chart}-series-")) == \
+               [f"sweep-{chart}-series-{k}" for k in range(4)]
     time_labels = dom.svg_text[0]
-    assert "torch_square" in time_labels and "193.2 us" in time_labels
-    assert "peak" in dom.svg_text[1]  # the 100% line
-    assert "1e8" in dom.svg_text[4] and "torch_square (bfloat16)" in dom.svg_text[4]
+    assert {"torch_square", "mul", "pow", "triton", "numba", "193.2 us"} <= set(time_labels)
+    assert "median time (us); whisker: IQR, centred on the median" in time_labels  # the axis title
+    assert "86.3%" in dom.svg_text[1] and "peak" in dom.svg_text[1]  # torch_square's bar and the 100% line
+    assert "% of peak DRAM bandwidth (dashed line: 100%)" in dom.svg_text[1]
+    sweep = dom.svg_text[4]
+    assert {"1e4", "1e5", "1e6", "1e7", "1e8", "size (elements) (log)", "median time (us) (log)"} <= set(sweep)
+    assert {"torch_square (float32)", "torch_square (bfloat16)", "triton (float32)", "triton (bfloat16)"} <= set(sweep)
+    assert "GB/s" in dom.svg_text[5]
 
 
 def test_text_is_escaped():
@@ -199,6 +211,8 @@ def test_text_is_escaped():
     assert dom.table(0)["b&c"]["note"] == "boom </table>"
     # the failed variant has no bar: its row says so
     assert "failed" in dom.svg_text[0]
+    assert [a["id"] for _, a in dom.elements if "-bar-" in a.get("id", "")] == ["section-1-time-bar-0"]
+    assert "<img src=x onerror=alert(1)>" in dom.svg_text[0]  # the variant's name, as text
 
 
 def test_a_merged_table_shows_every_column():
@@ -291,7 +305,7 @@ def test_chromium_renders_the_page(tmp_path, page):
     assert requested == []
     source, dom = Dom(page), Dom(dom_text)
     # the browser's parser kept every element where the markup put it
-    for tag in ("svg", "table", "tr", "td", "rect", "polyline", "text", "figure"):
+    for tag in ("svg", "table", "tr", "td", "g", "path", "use", "text", "figure"):
         assert dom.count(tag) == source.count(tag), tag
     assert [a["data-plot"] for _, a in dom.having("gprof-plot")] == PLOTS
     assert len(dom.having("gprof-table")) == 3

@@ -287,7 +287,8 @@ requires_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs n
 
 
 def test_cuda_sources_text():
-    from workloads.kernels.cuda_square import cuda_sources, extension_name
+    from workloads.kernels.cuda_square import extension_name
+    from workloads.kernels.cuda_square_sources import cuda_sources
 
     src = cuda_sources()
     assert "__global__ void square_matrix_kernel(const float* matrix, float* result, int width, int height)" in src["lecture"]
@@ -314,7 +315,7 @@ def test_cuda_square_without_cuda_raises():
 
 @requires_nvcc
 def test_cuda_source_compiles_with_nvcc(tmp_path):
-    from workloads.kernels.cuda_square import cuda_sources
+    from workloads.kernels.cuda_square_sources import cuda_sources
 
     cu = tmp_path / "square.cu"
     cu.write_text(cuda_sources()["cuda"])
@@ -336,7 +337,7 @@ def test_cuda_extension_links_and_imports(tmp_path):
 
     from torch.utils import cpp_extension
 
-    from workloads.kernels.cuda_square import cuda_sources
+    from workloads.kernels.cuda_square_sources import cuda_sources
 
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:

@@ -203,19 +203,19 @@ def test_fallbacks_to_the_plain_path():
 
 def test_run_contract_and_bind_without_a_gpu():
     """The detection of Triton's launch API and the bound call's argument order, with fakes."""
-    from workloads.kernels import _launch
+    from workloads.kernels import _launch, _launch_cuda
 
     three_six = """
             launch_metadata = kernel.launch_metadata(grid, stream, *bound_args.values())
             kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata,
                        knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *bound_args.values())
     """
-    assert _launch.run_contract_in(three_six)
-    assert not _launch.run_contract_in(three_six.replace("kernel.packed_metadata, ", ""))
+    assert _launch_cuda.run_contract_in(three_six)
+    assert not _launch_cuda.run_contract_in(three_six.replace("kernel.packed_metadata, ", ""))
     calls = []
     record = _launch.Launch(None, (5, 1, 1), (), {}, SimpleNamespace(
         run=lambda *a: calls.append(a), function=1234, packed_metadata=(8, 1, 0)))
-    launch, how = _launch.bind_compiled(record, 99)
+    launch, how = _launch_cuda.bind_compiled(record, 99)
     assert how == "run"
     launch(11, 22, 3, "BLOCK")
     assert calls == [(5, 1, 1, 99, 1234, (8, 1, 0), None, None, None, 11, 22, 3, "BLOCK")]
@@ -235,16 +235,16 @@ def test_run_contract_and_bind_without_a_gpu():
 
     calls.clear()
     record = record._replace(compiled=SimpleNamespace(run=Launcher(), function=1234, packed_metadata=(8, 1, 0)))
-    launch, how = _launch.bind_compiled(record, 99, direct_cls=Launcher)
+    launch, how = _launch_cuda.bind_compiled(record, 99, direct_cls=Launcher)
     assert how == "direct"
     launch(11, 22)
     assert calls == [(5, 1, 1, 99, 1234, False, False, None, None, (8, 1, 0), None, None, None, 11, 22)]
     # scratch memory per launch, no loaded function, another API: not relaunched directly / at all
     record.compiled.run.global_scratch_size = 64
-    assert _launch.bind_compiled(record, 99, direct_cls=Launcher)[1] == "run"
-    assert _launch.bind_compiled(record._replace(compiled=SimpleNamespace(run=Launcher(), function=None,
+    assert _launch_cuda.bind_compiled(record, 99, direct_cls=Launcher)[1] == "run"
+    assert _launch_cuda.bind_compiled(record._replace(compiled=SimpleNamespace(run=Launcher(), function=None,
                                                                           packed_metadata=())), 99)[0] is None
-    launch, why = _launch.bind_compiled(record._replace(compiled=object()), 99)
+    launch, why = _launch_cuda.bind_compiled(record._replace(compiled=object()), 99)
     assert launch is None and "not a relaunchable CompiledKernel" in why
     with pytest.raises(ValueError):
         _launch.set_mode("turbo")

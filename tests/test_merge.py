@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from orchestrator import api, load_run
+from orchestrator import api, backends, load_run
 from reports import merge
 
 
@@ -13,8 +13,12 @@ def _tables(h200_run, workload):
     return {b: load_run(h200_run(f"{b}-{workload}")).table for b in ("time", "torch-trace", "nsys", "ncu")}
 
 
+def _sources():
+    return backends.merged_sources(["time", "torch-trace", "nsys", "ncu"])
+
+
 def test_merged_square_from_four_backends(h200_run):
-    m = merge.merged_table(_tables(h200_run, "square"), "torch_square").set_index("variant")
+    m = merge.merged_table(_tables(h200_run, "square"), _sources(), "torch_square").set_index("variant")
     assert m.loc["mul", "events_us"] == pytest.approx(193.072, abs=1e-3)
     assert m.loc["mul", "torch_trace_us"] == pytest.approx(189.3435, abs=1e-4)
     assert m.loc["mul", "nsys_us"] == pytest.approx(189.183, abs=1e-3)
@@ -29,7 +33,7 @@ def test_merged_square_from_four_backends(h200_run):
 
 
 def test_merged_mean_counts_the_division(h200_run):
-    m = merge.merged_table(_tables(h200_run, "mean"), "torch_mean").set_index("variant")
+    m = merge.merged_table(_tables(h200_run, "mean"), _sources(), "torch_mean").set_index("variant")
     assert m.loc["sum_div_numel", "launches_per_iter"] == 2
     assert m.loc["torch_mean", "same_kernel_as"] == "tensor_mean"
     # events 113.2 us (L2 flushed before each call, launch included) vs nsys's 101.8 us of

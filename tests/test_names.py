@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIXTURES
-from orchestrator import load_run
+from orchestrator import backends, load_run
 from reports import merge, names, render
 from reports.names import short_kernel_name
 
@@ -101,7 +101,7 @@ def test_full_names_in_json_and_html_not_in_the_terminal(h200_run):
 
 def test_merged_table_keeps_the_full_names(h200_run):
     tables = {b: load_run(h200_run(f"{b}-square")).table for b in ("time", "nsys")}
-    m = merge.merged_table(tables, "torch_square").set_index("variant")
+    m = merge.merged_table(tables, backends.merged_sources(tables), "torch_square").set_index("variant")
     assert m.loc["pow", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
     assert m.loc["pow", "kernels_full"].startswith("void at::native::vectorized_elementwise_kernel<(int)4, void ")
 

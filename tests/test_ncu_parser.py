@@ -14,11 +14,13 @@ import pandas as pd
 import pytest
 
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
-from orchestrator.parsers import ncu_rep
+from orchestrator.backends import ncu_tool
+from orchestrator.parsers import ncu_csv, ncu_frames, ncu_rep
+from reports.demangle import function_name
 
 # the .ncu-rep tests need NVIDIA's ncu_report module (pyproject's `test` extra installs it);
 # the CSV, unit and log tests do not
-needs_ncu_report = pytest.mark.skipif(not ncu_rep._have_ncu_report(), reason="pip install ncu-report")
+needs_ncu_report = pytest.mark.skipif(not ncu_rep.have_ncu_report(), reason="pip install ncu-report")
 
 REP = "ncu/h200_square_mul_sol_mem/square_mul_sol_mem.ncu-rep"
 RAW_CSV = "ncu/h200_square_mul_sol_mem/square_mul_sol_mem_raw.csv"
@@ -31,7 +33,7 @@ DURATIONS_NS = [4128, 4160, 4192, 4192, 4192, 4160, 4352, 4192, 4192, 4128]
 
 @pytest.fixture(scope="module")
 def rep():
-    return ncu_rep.read_report(HERE / "fixtures" / REP)  # isolated: in a child process
+    return ncu_tool.read_report(HERE / "fixtures" / REP)  # isolated: in a child process
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +135,7 @@ def test_rules_kept(rep):
 
 @needs_ncu_report
 def test_isolated_and_in_process_reads_agree(rep, fixtures):
-    direct = ncu_rep.read_report(fixtures / REP, isolate=False)
+    direct = ncu_rep.read_report(fixtures / REP)
     pd.testing.assert_frame_equal(direct.kernels, rep.kernels)
     pd.testing.assert_frame_equal(direct.metrics, rep.metrics)
     pd.testing.assert_frame_equal(direct.rules, rep.rules)
@@ -141,9 +143,9 @@ def test_isolated_and_in_process_reads_agree(rep, fixtures):
 
 @needs_ncu_report
 def test_variant_needs_the_domain_and_prefix(fixtures):
-    other = ncu_rep.read_report(fixtures / REP, domain="other", isolate=False)
+    other = ncu_rep.read_report(fixtures / REP, domain="other")
     assert other.kernels["variant"].isna().all() and other.metrics["variant"].isna().all()
-    any_domain = ncu_rep.read_report(fixtures / REP, domain=None, prefix="variant:a", isolate=False)
+    any_domain = ncu_rep.read_report(fixtures / REP, domain=None, prefix="variant:a")
     assert set(any_domain.kernels["variant"]) == {"*a"}
 
 
@@ -272,8 +274,8 @@ def test_csv_errors(tmp_path):
 
 def test_csv_nvtx_column_with_colons_in_the_range_name():
     cell = '646  "gprof:outer:none:none:none:none:REGISTERED:outer" "gprof:variant:a:b:none:none:RGB:0xff:ASCII:variant:a:b" '
-    assert ncu_rep._csv_nvtx(cell, "x") == [("gprof", "outer"), ("gprof", "variant:a:b")]
-    assert ncu_rep._variant(ncu_rep._csv_nvtx(cell, "x"), "gprof", "variant:") == "a:b"
+    assert ncu_csv._csv_nvtx(cell, "x") == [("gprof", "outer"), ("gprof", "variant:a:b")]
+    assert ncu_frames.variant_of(ncu_csv._csv_nvtx(cell, "x"), "gprof", "variant:") == "a:b"
 
 
 @pytest.mark.parametrize("demangled, name", [
@@ -284,7 +286,7 @@ def test_csv_nvtx_column_with_colons_in_the_range_name():
     ("triton_poi_fused_mul_0", "triton_poi_fused_mul_0"),
 ])
 def test_function_name(demangled, name):
-    assert ncu_rep.function_name(demangled) == name
+    assert function_name(demangled) == name
 
 
 # ---------------------------------------------------------------------------- unreadable files
@@ -305,9 +307,9 @@ def test_missing_empty_truncated_and_foreign_files(tmp_path, fixtures):
         p = tmp_path / name
         if content is not None:
             p.write_bytes(content)
-        for isolate in (True, False):
+        for read in (ncu_tool.read_report, ncu_rep.read_report):  # in a child, and in this process
             with pytest.raises(ParseError, match=reason) as err:
-                ncu_rep.read_report(p, isolate=isolate)
+                read(p)
             assert err.value.path == p and str(p) in err.value.render()
 
 
@@ -336,12 +338,12 @@ def corrupt_copy(fixtures, tmp_path):
 def test_corrupt_report_is_a_parse_error_not_a_crash(tmp_path, fixtures):
     p = corrupt_copy(fixtures, tmp_path)
     with pytest.raises(ParseError, match=r"ncu_report could not read it \(killed by signal 6\).*Check failed"):
-        ncu_rep.read_report(p)
+        ncu_tool.read_report(p)
 
 
 @needs_ncu_report
 def test_ncu_report_aborts_the_interpreter_on_that_file(tmp_path, fixtures):
-    """Why read_report isolates ncu_report by default (seen with ncu-report 2026.3.1)."""
+    """Why ncu_tool.read_report runs ncu_report in a child process (seen with ncu-report 2026.3.1)."""
     p = corrupt_copy(fixtures, tmp_path)
     code = "import ncu_report, sys; c = ncu_report.load_report(sys.argv[1]); print(c.num_ranges())"
     proc = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
@@ -361,13 +363,13 @@ def test_module_imports_neither_torch_nor_ncu_report():
 # ----------------------------------------------------------------------------- load()
 
 def test_import_argv():
-    assert ncu_rep.import_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
+    assert ncu_tool.import_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
                                                             "--page", "raw"]
 
 
 @needs_ncu_report
 def test_load_uses_ncu_report(fixtures):
-    assert ncu_rep.load(fixtures / REP).source == "ncu_report"
+    assert ncu_tool.load(fixtures / REP).source == "ncu_report"
 
 
 def fake_ncu(tmp_path, csv_path, rc=0):
@@ -385,7 +387,7 @@ def fake_ncu(tmp_path, csv_path, rc=0):
 
 def test_load_falls_back_to_ncu_import(tmp_path, fixtures, csv_rep):
     ncu = fake_ncu(tmp_path, fixtures / RAW_CSV)
-    rep = ncu_rep.load(fixtures / REP, ncu=ncu, reader="ncu")
+    rep = ncu_tool.load(fixtures / REP, ncu=ncu, reader="ncu")
     # the raw page for the numbers, then the details page for ncu's findings (this fake prints the
     # raw page there too: the findings are missing and the report says why)
     assert (tmp_path / "argv.txt").read_text().splitlines() == [
@@ -400,19 +402,19 @@ def test_load_falls_back_to_ncu_import(tmp_path, fixtures, csv_rep):
 def test_load_reports_a_failing_ncu(tmp_path, fixtures):
     ncu = fake_ncu(tmp_path, fixtures / RAW_CSV, rc=1)
     with pytest.raises(ToolFailedError, match="exited with status 1") as err:
-        ncu_rep.load(fixtures / REP, ncu=ncu, reader="ncu")
+        ncu_tool.load(fixtures / REP, ncu=ncu, reader="ncu")
     assert err.value.argv[1:] == ["--import", str(fixtures / REP), "--csv", "--page", "raw"]
 
 
 def test_load_without_ncu_report_or_ncu(tmp_path, fixtures, monkeypatch):
     from orchestrator import tools
 
-    monkeypatch.setattr(ncu_rep, "_have_ncu_report", lambda: False)
+    monkeypatch.setattr(ncu_rep, "have_ncu_report", lambda: False)
     monkeypatch.delenv("GPROF_NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setitem(tools.SEARCH, "ncu", [])
     with pytest.raises(ToolNotFoundError, match="ncu_report module is not installed and no ncu") as err:
-        ncu_rep.load(fixtures / REP)
+        ncu_tool.load(fixtures / REP)
     assert "pip install ncu-report" in err.value.hint
 
 
@@ -458,14 +460,14 @@ LOG_APP_FAILED = """\
 
 
 def test_ncu_errors():
-    assert ncu_rep.ncu_errors(LOG_PERMISSION) == [
+    assert ncu_tool.ncu_errors(LOG_PERMISSION) == [
         LOG_PERMISSION.splitlines()[1], "==WARNING== No kernels were profiled."]
-    assert ncu_rep.ncu_errors(LOG_NO_KERNELS) == ["==WARNING== No kernels were profiled."]
-    assert ncu_rep.ncu_errors("") == [] and ncu_rep.ncu_errors("==PROF== Connected\nok\n") == []
+    assert ncu_tool.ncu_errors(LOG_NO_KERNELS) == ["==WARNING== No kernels were profiled."]
+    assert ncu_tool.ncu_errors("") == [] and ncu_tool.ncu_errors("==PROF== Connected\nok\n") == []
 
 
 def test_ncu_errors_of_the_mixed_stdout_fixture(fixtures):
-    assert ncu_rep.ncu_errors((fixtures / MIXED_CSV).read_text()) == [
+    assert ncu_tool.ncu_errors((fixtures / MIXED_CSV).read_text()) == [
         "==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, profiling results "
         "may be inconsistent."]
 
@@ -481,12 +483,12 @@ def test_ncu_errors_of_the_mixed_stdout_fixture(fixtures):
     ("", "other"),
 ])
 def test_classify_ncu_failure(log, kind):
-    assert kind in ncu_rep.FAILURE_KINDS
-    assert ncu_rep.classify_ncu_failure(log) == kind
+    assert kind in ncu_tool.FAILURE_KINDS
+    assert ncu_tool.classify_ncu_failure(log) == kind
 
 
 def test_read_report_without_ncu_report(fixtures, monkeypatch):
-    monkeypatch.setattr(ncu_rep, "_have_ncu_report", lambda: False)
+    monkeypatch.setattr(ncu_rep, "have_ncu_report", lambda: False)
     with pytest.raises(ToolNotFoundError, match="ncu_report module is not installed") as err:
         ncu_rep.read_report(fixtures / REP)
     assert "pip install ncu-report" in err.value.hint

@@ -35,8 +35,9 @@ import pandas as pd
 import pytest
 
 from orchestrator import load_run
+from orchestrator.backends import ncu_tool
 from orchestrator.errors import ParseError
-from orchestrator.parsers import ncu_rep
+from orchestrator.parsers import ncu_frames, ncu_rep
 from reports import render, roofline, summary, why
 from reports.html import render_html
 from reports.schema import make_frame
@@ -45,7 +46,7 @@ from test_html import ARTIFACTS, Dom, chromium, console_problems, needs_chromium
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "fixtures" / "runs" / "h200-roofline"
 CAPTURED = ("ncu-square", "ncu-mean", "ncu-triton-mean", "ncu-load-inline-square")
-needs_ncu_report = pytest.mark.skipif(not ncu_rep._have_ncu_report(), reason="pip install ncu-report")
+needs_ncu_report = pytest.mark.skipif(not ncu_rep.have_ncu_report(), reason="pip install ncu-report")
 needs_capture = pytest.mark.skipif(
     not (CAPTURE / "ncu-square").is_dir(),
     reason="no H200 capture with SpeedOfLight_RooflineChart yet: run scripts/capture_roofline_fixture.sh on the "
@@ -136,12 +137,12 @@ def test_the_rates_are_ncus_formula_with_units_checked():
                      for op in ("fadd", "fmul", "ffma")]
     lookup = {(0, names[0]): (10.0, "inst/cycle"), (0, names[1]): (100.0, "inst/cycle"),
               (0, names[2]): (1000.0, "inst/cycle"), (0, rate.clock): (2e9, "Hz")}
-    assert ncu_rep._rate_value("x", lookup, 0, rate) == (10 + 100 + 2 * 1000) * 2e9
-    assert math.isnan(ncu_rep._rate_value("x", {k: v for k, v in lookup.items() if k[1] != names[2]}, 0, rate))
+    assert ncu_frames._rate_value("x", lookup, 0, rate) == (10 + 100 + 2 * 1000) * 2e9
+    assert math.isnan(ncu_frames._rate_value("x", {k: v for k, v in lookup.items() if k[1] != names[2]}, 0, rate))
     with pytest.raises(ParseError, match="expected Hz"):
-        ncu_rep._rate_value("x", {**lookup, (0, rate.clock): (2.0, "cycle")}, 0, rate)
+        ncu_frames._rate_value("x", {**lookup, (0, rate.clock): (2.0, "cycle")}, 0, rate)
     with pytest.raises(ParseError, match="expected a count per cycle"):
-        ncu_rep._rate_value("x", {**lookup, (0, names[1]): (1.0, "inst")}, 0, rate)
+        ncu_frames._rate_value("x", {**lookup, (0, names[1]): (1.0, "inst")}, 0, rate)
     half = next(r for r in ncu_rep.ROOFLINE_RATES if r.column == "peak_fp16_flop_per_s")
     assert half.terms == (("sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", 4),)
     assert ncu_rep.ROOFLINE_SECTION == roofline.SECTION == "SpeedOfLight_RooflineChart"
@@ -168,7 +169,7 @@ def test_matplotlib_is_imported_only_to_draw_a_roofline(h200_run):
 @pytest.mark.parametrize("name", ["ncu-square", "ncu-triton-mean-why"])
 def test_committed_reports_hold_no_roofline_and_say_so(h200_run, name):
     run = load_run(h200_run(name))
-    rep = ncu_rep.load(run.path / "report.ncu-rep")
+    rep = ncu_tool.load(run.path / "report.ncu-rep")
     assert rep.kernels[[r.column for r in ncu_rep.ROOFLINE_RATES]].isna().all().all()
     assert not rep.metrics["metric"].str.startswith("smsp__sass_thread_inst_executed_op_").any()
     assert "dram__bytes.sum.peak_sustained" not in set(rep.metrics["metric"])
@@ -347,7 +348,7 @@ REP = HERE / "fixtures" / "ncu" / "h200_square_mul_sol_mem" / "square_mul_sol_me
 
 
 def test_details_argv():
-    assert ncu_rep.details_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
+    assert ncu_tool.details_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
                                                              "--page", "details"]
 
 
@@ -372,11 +373,11 @@ def test_an_unreadable_details_page_costs_the_findings_not_the_numbers(tmp_path)
     """A details page the reader cannot read (here: ncu printing its raw page there) leaves the
     measurements of the raw page and says why the findings are missing."""
     ncu = fake_ncu(tmp_path, {"raw": RAW_CSV, "details": RAW_CSV})
-    rep = ncu_rep.load(REP, ncu=ncu, reader="ncu")
+    rep = ncu_tool.load(REP, ncu=ncu, reader="ncu")
     assert rep.source == "csv" and len(rep.kernels) == 10 and rep.rules.empty
     assert rep.rules_note.startswith("ncu's findings were not read from `ncu --import --csv --page details` (no ")
     failing = fake_ncu(tmp_path, {"raw": RAW_CSV})
-    rep = ncu_rep.load(REP, ncu=failing, reader="ncu")
+    rep = ncu_tool.load(REP, ncu=failing, reader="ncu")
     assert "exited with status 1" in rep.rules_note and len(rep.kernels) == 10
 
 
@@ -404,7 +405,7 @@ def _capture(h200_run, name):
 @pytest.mark.parametrize("name", CAPTURED)
 def test_captured_reports_hold_ncus_roofline_rates(h200_run, name):
     run = _capture(h200_run, name)
-    k = ncu_rep.load(run.path / "report.ncu-rep").kernels
+    k = ncu_tool.load(run.path / "report.ncu-rep").kernels
     k = k[k["variant"].notna()]
     for col in ("fp32_flop_per_s", "fp64_flop_per_s", "dram_bytes_per_s", "peak_fp32_flop_per_s",
                 "peak_fp64_flop_per_s", "peak_dram_bytes_per_s"):
@@ -421,7 +422,7 @@ def test_captured_reports_hold_ncus_roofline_rates(h200_run, name):
 @needs_ncu_report
 def test_captured_square_is_one_multiply_per_element_at_the_memory_roof(h200_run):
     run = _capture(h200_run, "ncu-square")
-    k = ncu_rep.load(run.path / "report.ncu-rep").kernels
+    k = ncu_tool.load(run.path / "report.ncu-rep").kernels
     k = k[k["variant"].notna()]
     flops = k["fp32_flop_per_s"] * k["duration_ns"] * 1e-9
     assert flops.between(0.99e8, 1.01e8).all(), flops  # a*a, a**2, torch.square: one FMUL per element
@@ -450,7 +451,7 @@ def test_chromium_draws_the_captured_roofline(tmp_path, h200_run):
 @needs_ncu_report
 def test_captured_raw_csv_gives_the_same_roofline_as_ncu_report(h200_run):
     run = _capture(h200_run, "ncu-square")
-    rep = ncu_rep.load(run.path / "report.ncu-rep")
+    rep = ncu_tool.load(run.path / "report.ncu-rep")
     csv_rep = ncu_rep.read_csv_raw(run.path / "ncu-raw.csv")
     cols = [r.column for r in ncu_rep.ROOFLINE_RATES if r.column != "fp16_flop_per_s"] + ["dram_bytes_per_s"]
     pd.testing.assert_frame_equal(csv_rep.kernels[cols], rep.kernels[cols], rtol=1e-5)
@@ -461,7 +462,7 @@ def test_captured_raw_csv_gives_the_same_roofline_as_ncu_report(h200_run):
 @pytest.mark.parametrize("name", CAPTURED)
 def test_captured_details_csv_holds_ncu_reports_rules(h200_run, name):
     run = _capture(h200_run, name)
-    rep = ncu_rep.load(run.path / "report.ncu-rep")
+    rep = ncu_tool.load(run.path / "report.ncu-rep")
     csv_rules = ncu_rep.read_csv_details(run.path / "ncu-details.csv")
     key = ["id", "variant", "kernel", "section", "rule", "type"]
     assert sorted(map(tuple, csv_rules[key].astype(str).to_numpy())) == \
@@ -478,7 +479,7 @@ def test_the_fallback_finds_what_ncu_report_finds(tmp_path, h200_run):
     """Without the wheel: `ncu --import` for the raw and details pages; the same top finding."""
     run = _capture(h200_run, "ncu-triton-mean")
     ncu = fake_ncu(tmp_path, {"raw": run.path / "ncu-raw.csv", "details": run.path / "ncu-details.csv"})
-    fallback = ncu_rep.load(run.path / "report.ncu-rep", ncu=ncu, reader="ncu")
+    fallback = ncu_tool.load(run.path / "report.ncu-rep", ncu=ncu, reader="ncu")
     assert fallback.rules_note is None and len(fallback.rules)
     top = why.top_findings(why.findings_table(fallback.rules, run.frame))
     assert {v: (f["section"], f["rule"], f["kernel"]) for v, f in top.items()} == \

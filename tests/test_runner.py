@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-from workloads.runner import RunnerUsageError, RunSpec, parse_shape, run
+from workloads.errors import RunnerUsageError
+from workloads.runner import RunSpec, run
+from workloads.shapes import parse_shape
 
 
 def _run(tmp_path, **kw):

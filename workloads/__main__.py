@@ -1,5 +1,5 @@
 import sys
 
-from workloads.runner import main
+from workloads.cli import main
 
 sys.exit(main())

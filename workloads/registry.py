@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-# What a variant may need. Each has a probe in workloads.runner.
+from workloads.errors import UnknownNameError, UsageError
+
+# What a variant may need. Each has a probe in workloads.environment.
 NEEDS = {
     "cuda": "a CUDA GPU visible to torch",
     "triton": "the triton package (on a CPU only through its interpreter: --triton-interpret)",
@@ -115,8 +117,6 @@ class Workload:
         for v in self.variants:
             if v.name == name:
                 return v
-        from orchestrator.errors import UnknownNameError
-
         raise UnknownNameError(f"variant of {self.name}", name, [v.name for v in self.variants])
 
     def select(self, names: Iterable[str] | None) -> list[Variant]:
@@ -155,8 +155,6 @@ def all_workloads() -> dict[str, Workload]:
 def get(name: str) -> Workload:
     workloads = all_workloads()
     if name not in workloads:
-        from orchestrator.errors import UnknownNameError
-
         raise UnknownNameError("workload", name, sorted(workloads))
     return workloads[name]
 
@@ -183,8 +181,6 @@ def load_file(path: str | Path) -> list[Workload]:
     The file may build `Workload(...)` objects under any names, or list them in `WORKLOADS`.
     A workload with a built-in's name replaces it for this process.
     """
-    from orchestrator.errors import UsageError
-
     path = Path(path).resolve()
     if not path.is_file():
         raise UsageError(f"workload file {path} does not exist")

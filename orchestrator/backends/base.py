@@ -14,6 +14,7 @@ from orchestrator import proc
 from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from reports.merge import MergedTime
 
 RUNNER_MODULE = "workloads"
 
@@ -39,6 +40,20 @@ class Backend:
     default_iters = 10
     default_warmup = 3
     description = ""
+    # its median's column in the merged table of `all`, what it measures and why it may disagree
+    # (reports.merge.MergedTime); None: not one of `all`'s backends
+    merged: MergedTime | None = None
+    # it measures only on an NVIDIA GPU: elsewhere `all` skips it, saying so
+    needs_gpu = False
+    # the help of its command, `gprof-orch NAME WORKLOAD` (the registry holds the one-line summary)
+    help = ""
+
+    @classmethod
+    def cli_options(cls) -> list:
+        """The click options of its own command, beside those every backend shares
+        (orchestrator/cli.py run_options). A value reaches the Request by its name: a Request
+        field of that name, else `Request.options[name]`."""
+        return []
 
     def check(self, req: Request | None = None) -> Availability:
         return Availability(True, "needs only torch")
@@ -173,6 +188,18 @@ class ToolBackend(Backend):
     orchestrator.tools from the request's explicit path (`req.<tool>`), its variable, PATH."""
 
     tool = ""
+
+    @classmethod
+    def tool_option(cls):
+        """--<tool> PATH: the profiler to use (also on `all`)."""
+        import click
+
+        return click.option(f"--{cls.tool}", default=None,
+                            help=f"Path to {cls.tool} (else $GPROF_{cls.tool.upper()}, PATH, install places).")
+
+    @classmethod
+    def cli_options(cls) -> list:
+        return [cls.tool_option()]
 
     def _explicit(self, req: Request | None) -> str | None:
         return getattr(req, self.tool) if req is not None else None

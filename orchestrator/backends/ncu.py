@@ -12,6 +12,7 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from reports.merge import MergedTime
 from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.parsers import ncu_rep
 from orchestrator.request import Request
@@ -54,12 +55,47 @@ KERNEL_METRICS = {
 }
 
 
+def table_metrics() -> list[str]:
+    """The ncu metrics the report's columns are read from (reports/schema.py, sources `ncu:...`):
+    collected on every run, so a column declared there is filled."""
+    from reports import schema
+
+    return [c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)]
+
+
+# the frame's metric name of a raw ncu metric (frame_from_ncu_report keeps every metric as `ncu:<name>`)
+NCU_SOURCE = "ncu:"
+
+
 class NcuBackend(ToolBackend):
     name = "ncu"
     tool = "ncu"
     mode = "profile"
     default_iters = 3
     default_warmup = 3
+    needs_gpu = True
+    merged = MergedTime("ncu_us", "ncu us", "ncu", on_gpu="kernel duration under replay", on_cpu=None,
+                        reason="ncu replays each kernel alone, serialised, with caches flushed (--cache-control "
+                               "all) and its own clock setting (--clock-control)", distinct=True, rank=3).declare()
+    help = ("Profile each variant's kernels, and only those, with Nsight Compute; report duration, DRAM/SM "
+            "throughput vs peak, occupancy, registers and launch shape.")
+
+    @classmethod
+    def cli_options(cls) -> list:
+        import click
+
+        return [
+            cls.tool_option(),
+            click.option("--set", "ncu_set", default=None, help="ncu section set (e.g. full) instead of the small default."),
+            click.option("--section", "ncu_sections", multiple=True, help="ncu section (repeatable), e.g. SpeedOfLight."),
+            click.option("--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."),
+            click.option("--clock-control", default="none", show_default=True, type=click.Choice(["none", "base"]),
+                         help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them."),
+            click.option("--cache-control", default="all", show_default=True, type=click.Choice(["all", "none"]),
+                         help="ncu's --cache-control: all flushes caches before each replay pass."),
+            click.option("--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."),
+        ]
+
     description = "Nsight Compute: per-kernel DRAM/SM throughput vs peak, occupancy, registers, bytes"
 
     @staticmethod
@@ -79,7 +115,8 @@ class NcuBackend(ToolBackend):
         sections = req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS))
         for s in sections:
             argv += ["--section", s]
-        metrics = list(req.ncu_metrics) + ([] if req.ncu_set or req.ncu_sections else list(DEFAULT_METRICS))
+        metrics = list(dict.fromkeys(list(req.ncu_metrics) + ([] if req.ncu_set or req.ncu_sections else
+                                                              list(DEFAULT_METRICS)) + table_metrics()))
         if metrics:
             argv += ["--metrics", ",".join(metrics)]
         argv += ["--clock-control", req.clock_control, "--cache-control", req.cache_control,
@@ -98,13 +135,13 @@ class NcuBackend(ToolBackend):
         self.check_result(res, rf)
 
     def check_result(self, res: proc.Result, rf: RunFolder) -> None:
-        from orchestrator.parsers import ncu_rep
+        from orchestrator.backends import ncu_tool
 
         log_path = rf.logs / LOG
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
         log_text += "\n" + res.tail(40)
-        kind = ncu_rep.classify_ncu_failure(log_text)
-        errors = "\n".join(ncu_rep.ncu_errors(log_text)) or res.tail(15)
+        kind = ncu_tool.classify_ncu_failure(log_text)
+        errors = "\n".join(ncu_tool.ncu_errors(log_text)) or res.tail(15)
         if kind == "permission":
             raise PermissionDeniedError(
                 "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", argv=res.argv,
@@ -178,7 +215,8 @@ _LAST_READ: dict[tuple, object] = {}
 
 
 def _load_report(rf: RunFolder):
-    from orchestrator.parsers import compressed, ncu_rep
+    from orchestrator.backends import ncu_tool
+    from orchestrator.parsers import compressed
 
     wman = rf.workload_manifest()
     nv = wman.get("nvtx") or {}
@@ -190,16 +228,16 @@ def _load_report(rf: RunFolder):
     if key not in _LAST_READ:
         # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
         with compressed.plain_file(located) as path:
-            rep = ncu_rep.load(path, domain=nv.get("domain") or None, prefix=nv.get("prefix", PREFIX))
+            rep = ncu_tool.load(path, domain=nv.get("domain") or None, prefix=nv.get("prefix", PREFIX))
         _LAST_READ.clear()
         _LAST_READ[key] = rep
     return _LAST_READ[key]
 
 
 def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
-    from orchestrator.parsers import ncu_rep
+    from orchestrator.backends import ncu_tool
 
-    return frame_from_ncu_report(ncu_rep.load(path, domain=domain, prefix=prefix), wman, run=run)
+    return frame_from_ncu_report(ncu_tool.load(path, domain=domain, prefix=prefix), wman, run=run)
 
 
 def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
@@ -231,5 +269,5 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
     if m is not None and not m.empty:
         for r in m[m["variant"].notna()].itertuples(index=False):
             if isinstance(r.value, (int, float)) and pd.notna(r.value):
-                rows.add(r.variant, f"ncu:{r.metric}", float(r.value), r.unit, kernel=full.get(r.id, r.kernel))
+                rows.add(r.variant, f"{NCU_SOURCE}{r.metric}", float(r.value), r.unit, kernel=full.get(r.id, r.kernel))
     return rows.frame()

@@ -11,6 +11,7 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from reports.merge import MergedTime
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -34,6 +35,22 @@ class NsysBackend(ToolBackend):
     mode = "profile"
     default_iters = 20
     default_warmup = 3
+    merged = MergedTime("nsys_us", "nsys us", "nsys", on_gpu="kernel durations per iteration",
+                        on_cpu="host wall-clock time per iteration under each profiler",
+                        reason="nsys sums kernel durations only (no launch gaps)", rank=1).declare()
+    help = ("Profile the workload under Nsight Systems; attribute every kernel to its variant through the "
+            "runtime call that launched it.")
+
+    @classmethod
+    def cli_options(cls) -> list:
+        import click
+
+        return [cls.tool_option(),
+                click.option("--nsys-arg", "nsys_args", multiple=True,
+                             help="Extra flag passed to `nsys profile` (repeatable)."),
+                click.option("--osrt", "trace_osrt", is_flag=True,
+                             help="Also trace OS runtime calls (always on for --device cpu).")]
+
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:

@@ -19,7 +19,8 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, VariantRows, _kernel_label, _no_report, _sets_flush
-from orchestrator.capture import REPORT, SQLITE, ProgramRequest, RangeFilter, inclusive_activity
+from orchestrator.capture import REPORT, SQLITE, ProgramRequest
+from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
@@ -33,6 +34,7 @@ class ProgramBackend(ToolBackend):
     name = "program"
     tool = "nsys"
     mode = "capture"
+    merged = None  # a user's program is not one of `all`'s backends
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]

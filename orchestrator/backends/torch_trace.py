@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from orchestrator.backends.base import Backend
+from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
@@ -15,6 +16,11 @@ class TorchTraceBackend(Backend):
     mode = "torch-trace"
     default_iters = 20
     default_warmup = 5
+    merged = MergedTime("torch_trace_us", "torch-trace us", "torch-trace", on_gpu="kernel durations per iteration",
+                        on_cpu="host wall-clock time per iteration under each profiler",
+                        reason="torch.profiler sums kernel durations only (no launch gaps)", rank=2).declare()
+    help = ("Run the workload under torch.profiler; keep the Chrome trace; report kernels, self CPU and CUDA "
+            "time per variant.")
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:

@@ -1,0 +1,421 @@
+"""`gprof-orch proton`: the workload under Proton, Triton's own profiler (`triton.profiler`).
+
+Proton records every kernel through CUPTI, in a tree of scopes, and with `hook="triton"` gives
+each Triton kernel the FLOPs and bytes its `launch_metadata` function declares. It runs inside the
+profiled process, and no environment variable starts it (triton/profiler/flags.py: "no
+environment variables"). The `proton` command (`python -m triton.profiler.proton script.py`,
+triton/profiler/proton.py) runs a script file, not a module, and calls finalize() only when the
+script returns: a script that ends in sys.exit() (as `python -m workloads` does) or raises
+leaves no profile, and a crash is its exit 1 whatever the script's own code was.
+
+So the one child is the runner started through a small bootstrap (`child_main`, run with
+`python -c`): it starts a proton session (`proton.start(<run>/proton, context="shadow",
+data="tree", backend="cupti", hook="triton")`), bridges the runner's ranges to proton scopes,
+runs `python -m workloads run ...` in the same process (runpy), and calls `proton.finalize()`,
+which writes `<run>/proton.hatchet`, whatever the runner's exit.
+
+Why a bridge: proton 3.6 turns only the global-domain `nvtxRangePushA`/`nvtxRangePop` into
+scopes (CuptiProfiler's NVTX callback; "TODO: else handle other NVTX range functions"), and the
+runner's ranges are `nvtxDomainRangePushEx` in the domain `gprof` (the nvtx package). The
+bridge (`ScopeBridge`) wraps the runner's `Ranges.push/pop`, so each `variant:<name>` range is
+also a `proton.scope`, and each iteration's `record_function("iter")` inside it also a
+`proton.cpu_timed_scope("iter:<n>")`: proton keeps sums per scope path, so per-iteration scopes
+are what makes per-iteration GPU time (and host time) derivable. `TRITON_ENABLE_NVTX=0` keeps
+proton from also making scopes of NVTX ranges itself: where the nvtx package is missing the runner
+falls back to torch.cuda.nvtx (global domain), whose ranges would otherwise be scopes twice; so
+the tree holds the bridge's scopes only.
+
+The rows: per variant, `time_ns` per iteration (the sum of its kernels' CUPTI durations, as
+nsys's and torch.profiler's kernel time), `cpu_time_ns` per iteration (host time between the
+iteration scope's enter and exit), `kernel_time_ns` per launch, and per kernel the launch
+metadata's `declared_flops[8|16|32|64]` and `declared_bytes` (totals over the measured
+iterations; Triton computes nothing itself, the kernel's author declares them). Proton records
+kernels only: no memcpy or memset, no timestamps (so no idle gaps).
+
+Needs an NVIDIA GPU (CUPTI), triton with proton (3.6 on the H200), and no --triton-interpret.
+"""
+from __future__ import annotations
+
+import importlib.util
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pandas as pd
+
+from orchestrator import proc
+from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Step
+from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError, UsageError
+from orchestrator.request import Request
+from orchestrator.runfolder import RunFolder
+from reports.merge import MergedTime
+from reports.schema import ITERATIONS_IN_REPORT, NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.unify import RowMaker, variant_facts
+
+if TYPE_CHECKING:
+    from orchestrator.parsers.proton import ProtonProfile
+
+SESSION = "proton"               # proton.start's name: it writes <name>.hatchet
+HATCHET = SESSION + ".hatchet"
+ITER_SCOPE = "iter:"             # + the iteration's index in its variant
+# the bootstrap the child runs: `python -c CHILD <session> -m workloads run ...`
+CHILD = "from orchestrator.backends.proton import child_main; child_main()"
+CHILD_ENV = {"TRITON_ENABLE_NVTX": "0"}
+# proton's own messages on stderr ("[PROTON] Cannot find graph ...")
+PROTON_LOG_TAG = "[PROTON]"
+
+
+class ProtonBackend(Backend):
+    name = "proton"
+    mode = "profile"
+    default_iters = 20
+    default_warmup = 3
+    description = ("Proton, Triton's profiler (CUPTI): kernel time per iteration per variant, and the FLOPs "
+                   "and bytes the Triton kernels' launch metadata declares")
+    help = ("Profile the workload under Proton, Triton's own profiler (CUPTI): each variant's kernel time per "
+            "iteration, and the FLOPs and bytes the Triton kernels' launch_metadata declares. Needs an NVIDIA GPU.")
+    needs_gpu = True
+    merged = MergedTime("proton_us", "proton us", "proton", on_gpu="kernel durations per iteration (CUPTI)",
+                        on_cpu=None,
+                        reason="proton sums each iteration's CUPTI kernel durations (no launch latency, no gaps "
+                               "between kernels, no L2 flush), as nsys does", rank=4).declare()
+
+    @classmethod
+    def cli_options(cls) -> list:
+        """Proton's own CLI options: none; every backend's (--iters, --size, ...) apply."""
+        return []
+
+    def check(self, req: Request | None = None) -> Availability:
+        version, where = find_proton()
+        if version is None:
+            return Availability(False, where)
+        why = _cannot_run(req)
+        if why:
+            return Availability(False, why)
+        return Availability(True, f"triton {version}, proton at {where}")
+
+    def require(self, req: Request) -> dict[str, str]:
+        version, where = find_proton()
+        if version is None:
+            raise ToolNotFoundError(where, hint="pip install triton (3.6 on the H200): proton ships in its wheel")
+        if req.device == "cpu" or req.triton_interpret:
+            raise UsageError("proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret")
+        why = _cannot_run(req)
+        if why:
+            raise ToolNotFoundError(why, hint="run it on a machine with an NVIDIA GPU; torch-trace and nsys "
+                                              "also run on the CPU")
+        return {"proton": where, "proton_version": f"triton {version}"}
+
+    def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        runner = self.runner_argv(req, run_dir)
+        # `-m workloads ...` stays whole in the child's argv: the Ctrl-C policy and the logs know
+        # the runner by it (base._is_runner)
+        argv = [runner[0], "-c", CHILD, str(run_dir / SESSION), *runner[1:]]
+        return [Step("workload", argv, env=dict(CHILD_ENV), ok_codes=(0, 1))]
+
+    def after_step(self, step: Step, res: proc.Result, rf: RunFolder) -> None:
+        super().after_step(step, res, rf)
+        if not (rf.path / HATCHET).exists():
+            raise ToolFailedError(f"proton wrote no profile ({HATCHET}) although the workload ended with "
+                                  f"status {res.returncode}", argv=res.argv, returncode=res.returncode,
+                                  log_tail=res.tail(), log=res.stderr,
+                                  hint="TRITON_PROTON_DISABLE set, or proton.finalize() failed: see the log")
+
+    def parse(self, rf: RunFolder) -> pd.DataFrame:
+        from orchestrator.parsers import compressed
+        from orchestrator.parsers import proton as reader
+
+        wman = rf.workload_manifest()
+        prefix = (wman.get("nvtx") or {}).get("prefix", "variant:")
+        prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), prefix=prefix, iter_prefix=ITER_SCOPE)
+        rows = RowMaker(rf.path.name, self.name, wman["workload"])
+        variant_facts(rows, wman)
+        return frame_from_profile(prof, rows, wman)
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        from orchestrator.parsers import compressed
+        from orchestrator.parsers import proton as reader
+
+        said: list[str] = []
+        for name in ("workload.stderr.log", "workload.stdout.log"):
+            for line in proc.log_tail(rf.logs / name, 200).splitlines():
+                line = line.strip()
+                if line.startswith(PROTON_LOG_TAG) and f"proton: {line}" not in said:
+                    said.append(f"proton: {line}")
+        try:
+            prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), iter_prefix=ITER_SCOPE)
+        except ParseError:
+            return said[:5]  # parse() says what is wrong with the file
+        if prof.metadata_launches:
+            said.append(f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
+                        "left out (as proton's viewer leaves them out)")
+        return said[:5] + prof.notes
+
+
+def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]) -> pd.DataFrame:
+    """The unified rows of a read proton profile (orchestrator.parsers.proton.ProtonProfile).
+
+    Per variant that ran ok: `time_ns` per iteration (the sum of its kernels' durations in that
+    iteration's scope) and `cpu_time_ns` per iteration where the scopes carry it. A variant whose
+    profile holds another number of iterations than it ran gets ITERATIONS_IN_REPORT, one whose
+    iterations launched different numbers of kernels (or launched outside an iteration) gets
+    UNEVEN_LAUNCHES, instead of samples; one without a frame or a kernel, NOT_IN_REPORT. A
+    variant stopped part-way (interrupted, failed) keeps the kernels its scope caught, no times.
+    Every kernel: one `kernel_time_ns` sample per launch, and its declared FLOPs and bytes."""
+    import numpy as np
+
+    k, it = prof.kernels, prof.iterations
+    iters = int(wman.get("iters") or 0)
+    for v in wman.get("variants", []):
+        if v.get("status") != "ok":
+            continue
+        variant = v["name"]
+        mine = k[k["variant"] == variant]
+        if mine.empty:
+            # no kernel while other variants' frames are there: its range held no GPU work (a scope
+            # that recorded none may have no frame at all); no variant frame anywhere: the scopes
+            # themselves are missing (the bridge did not mark the runner's ranges)
+            lost = NO_ACTIVITY if prof.variants else NO_RANGE
+            rows.add(variant, NOT_IN_REPORT, lost, "flag")
+            continue
+        seen = sorted(set(it.loc[it["variant"] == variant, "iteration"]) | set(mine.loc[mine["iteration"] >= 0,
+                                                                                        "iteration"]))
+        broken = False
+        if iters and len(seen) != iters:
+            rows.add(variant, ITERATIONS_IN_REPORT, float(len(seen)), "count")
+            broken = True
+        else:
+            per_iter = mine[mine["iteration"] >= 0].groupby("iteration")["launches"].sum().reindex(seen, fill_value=0)
+            if (mine["iteration"] < 0).any() or per_iter.nunique() > 1:
+                rows.add(variant, UNEVEN_LAUNCHES, float(mine["launches"].sum()), "count")
+                broken = True
+        if not broken:
+            gpu = mine.groupby("iteration")["time_ns"].sum().reindex(seen, fill_value=0.0)
+            rows.samples(variant, "time_ns", gpu.to_numpy(dtype=np.float64), "ns")
+            cpu = it[it["variant"] == variant].set_index("iteration")["cpu_time_ns"].reindex(seen)
+            if len(cpu) and cpu.notna().all():
+                rows.samples(variant, "cpu_time_ns", cpu.to_numpy(dtype=np.float64), "ns")
+        kernel_rows(rows, variant, mine)
+    # variants stopped part-way (interrupted, failed): the GPU work their scope caught, no times
+    for v in wman.get("variants", []):
+        if v.get("status") in ("interrupted", "failed"):
+            kernel_rows(rows, v["name"], k[k["variant"] == v["name"]])
+    kernel_rows(rows, OUTSIDE, k[k["variant"].isna()])
+    return rows.frame()
+
+
+def kernel_rows(rows: RowMaker, variant: str, kernels: pd.DataFrame) -> None:
+    """Per kernel (in order of first appearance): one `kernel_time_ns` sample per launch, and the
+    launch metadata's declared FLOPs and bytes summed. Proton keeps one sum per kernel and scope
+    path: a frame of n launches gives n samples of its mean (exact for the usual one launch per
+    kernel and iteration; the launch count and the total are always exact)."""
+    import numpy as np
+
+    from orchestrator.parsers.proton import DECLARED
+
+    for name, g in kernels.groupby("kernel", sort=False):
+        n = g["launches"].to_numpy(dtype=np.int64)
+        per_launch = np.repeat(g["time_ns"].to_numpy(dtype=np.float64) / n, n)
+        rows.samples(variant, "kernel_time_ns", per_launch, "ns", kernel=name)
+        for d in DECLARED:
+            declared = g[d].dropna()
+            if len(declared):
+                rows.add(variant, f"declared_{d}", float(declared.sum()), "bytes" if d == "bytes" else "count",
+                         kernel=name)
+
+
+def find_proton() -> tuple[str | None, str]:
+    """(triton's version, where its proton is) without importing triton; (None, why not)."""
+    from importlib import metadata
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None, "triton is not installed: proton ships in its wheel (triton.profiler)"
+    root = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        version = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        version = "(unknown version)"
+    if not (root / "profiler" / "__init__.py").is_file() or not any((root / "_C").glob("libproton*")):
+        return None, (f"triton {version} at {root} has no proton (triton/profiler and triton/_C/libproton): "
+                      "a build without it")
+    return version, str(root / "profiler")
+
+
+def _cannot_run(req: Request | None) -> str | None:
+    from orchestrator import envinfo
+
+    if req is not None and (req.device == "cpu" or req.triton_interpret):
+        return "proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret"
+    if envinfo.nvidia_smi() is None:
+        return "proton needs an NVIDIA GPU (it records kernels through CUPTI); nvidia-smi finds none here"
+    return None
+
+
+# -- in the child ------------------------------------------------------------------------------
+
+# where the runner keeps what the bridge hooks: the Ranges class and RANGE_PREFIX (its NVTX
+# ranges), ITER_LABEL (the record_function around each iteration); the first module that has a
+# name gives it (workloads/runner.py, or the modules it is split into)
+RUNNER_PARTS = ("workloads.runner", "workloads.nvtx_ranges", "workloads.profiled")
+
+
+def runner_contract(parts: tuple[str, ...] = RUNNER_PARTS) -> tuple[type, str, str]:
+    """(Ranges, RANGE_PREFIX, ITER_LABEL) of the runner; RuntimeError naming what is missing."""
+    found: dict[str, Any] = {}
+    for name in parts:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        for attr in ("Ranges", "RANGE_PREFIX", "ITER_LABEL"):
+            if attr not in found and hasattr(module, attr):
+                found[attr] = getattr(module, attr)
+    missing = [a for a in ("Ranges", "RANGE_PREFIX", "ITER_LABEL") if a not in found]
+    if "Ranges" in found:
+        missing += [f"Ranges.{m}" for m in ("push", "pop") if not callable(getattr(found["Ranges"], m, None))]
+    if missing:
+        raise RuntimeError(f"the runner ({', '.join(parts)}) has no {', '.join(missing)}: the proton backend "
+                           "cannot mark its variants and iterations")
+    return found["Ranges"], found["RANGE_PREFIX"], found["ITER_LABEL"]
+
+
+class ScopeBridge:
+    """Proton scopes for the runner's ranges: every `Ranges.push(text)` also enters
+    `profiler.scope(text)` (popped with it), and inside a `prefix` (variant) range every
+    `record_function(iter_label)` also enters `profiler.cpu_timed_scope("iter:<n>")`, n counting
+    from 0 in each variant. `install()` patches the `ranges` class and
+    `torch_profiler.record_function` (the runner looks both up when it calls them);
+    `uninstall()` puts them back."""
+
+    def __init__(self, profiler: Any, ranges: type, prefix: str, iter_label: str, torch_profiler: Any):
+        if not hasattr(torch_profiler, "record_function"):
+            raise RuntimeError("torch.profiler has no record_function: the proton backend cannot mark iterations")
+        self.profiler, self.ranges, self.torch_profiler = profiler, ranges, torch_profiler
+        self.prefix, self.iter_label = prefix, iter_label
+        self._open: list[tuple[str, Any]] = []  # the runner's open ranges and their scopes
+        self._next_iteration = 0
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def push(self, text: str) -> None:
+        scope = self.profiler.scope(text)
+        scope.__enter__()
+        self._open.append((text, scope))
+        if text.startswith(self.prefix):
+            self._next_iteration = 0
+
+    def pop(self) -> None:
+        if self._open:
+            self._open.pop()[1].__exit__(None, None, None)
+
+    def enter_iteration(self) -> Any:
+        """The iteration's scope, entered; None outside every variant range."""
+        if not any(text.startswith(self.prefix) for text, _ in self._open):
+            return None
+        scope = self.profiler.cpu_timed_scope(f"{ITER_SCOPE}{self._next_iteration}")
+        self._next_iteration += 1
+        scope.__enter__()
+        return scope
+
+    def install(self) -> "ScopeBridge":
+        ranges, bridge = self.ranges, self
+        push, pop = ranges.push, ranges.pop
+
+        def bridged_push(self_, text):
+            push(self_, text)
+            bridge.push(text)
+
+        def bridged_pop(self_):
+            bridge.pop()
+            pop(self_)
+
+        base = self.torch_profiler.record_function
+
+        class record_function(base):  # noqa: N801 - it stands in for torch's, under its name
+            def __enter__(self_):
+                out = super().__enter__()
+                self_._proton_scope = (bridge.enter_iteration()
+                                       if getattr(self_, "name", None) == bridge.iter_label else None)
+                return out
+
+            def __exit__(self_, *exc):
+                scope = getattr(self_, "_proton_scope", None)
+                if scope is not None:
+                    scope.__exit__(None, None, None)
+                return super().__exit__(*exc)
+
+        self._undo = [(ranges, "push", push), (ranges, "pop", pop), (self.torch_profiler, "record_function", base)]
+        ranges.push, ranges.pop = bridged_push, bridged_pop
+        self.torch_profiler.record_function = record_function
+        return self
+
+    def uninstall(self) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+        self._undo = []
+
+
+def child_main(argv: list[str] | None = None, profiler: Any = None) -> NoReturn:
+    """The child's bootstrap: `python -c CHILD <session> -m workloads run ...`. Starts proton
+    (`profiler`: triton.profiler unless given, for tests), installs the ScopeBridge, runs the
+    runner module as `python -m workloads` would, finalizes proton, exits with the runner's
+    code. A failure of proton itself is the runner's exit 3 with a last line saying so."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 3 or args[1:3] != ["-m", RUNNER_MODULE]:
+        _say(f"gprof-orch runner: usage: python -c ... SESSION -m {RUNNER_MODULE} run WORKLOAD ...")
+        sys.exit(2)
+    session, rest = args[0], args[3:]
+    try:
+        if profiler is None:
+            import triton.profiler as profiler  # noqa: PLW0127 - the real one, in the child
+        started = profiler.start(session, context="shadow", data="tree", backend="cupti", hook="triton")
+    except Exception as exc:  # noqa: BLE001 - said as the runner says a crash, then exit 3
+        traceback.print_exc()
+        _say(f"gprof-orch runner: crashed: proton could not start: {type(exc).__name__}: {exc}")
+        sys.exit(3)
+    if started is None:
+        _say("gprof-orch runner: crashed: proton did not start (TRITON_PROTON_DISABLE is set)")
+        sys.exit(3)
+    try:
+        import torch.profiler as torch_profiler
+
+        ScopeBridge(profiler, *runner_contract(), torch_profiler).install()
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        _say(f"gprof-orch runner: crashed: proton cannot mark the runner's variants: {type(exc).__name__}: {exc}")
+        _finalize(profiler)
+        sys.exit(3)
+    sys.argv = [RUNNER_MODULE, *rest]
+    code: Any = 0
+    try:
+        runpy.run_module(RUNNER_MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        if not _finalize(profiler):
+            code = 3
+    sys.exit(code)
+
+
+def _finalize(profiler: Any) -> bool:
+    """proton.finalize(), which writes the profile; False (and said) when it fails."""
+    try:
+        profiler.finalize()
+        return True
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        _say(f"gprof-orch runner: crashed: proton.finalize() failed: {type(exc).__name__}: {exc}")
+        return False
+
+
+def _say(message: str) -> None:
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+__all__ = ["ProtonBackend", "ScopeBridge", "child_main", "runner_contract", "find_proton", "frame_from_profile", "kernel_rows",
+           "HATCHET", "ITER_SCOPE"]

@@ -1,0 +1,146 @@
+"""The synthetic workload.json of a capture: one variant per NVTX range name (an nsys export) or
+per record_function range name (a torch.profiler trace), so that `report`, `compare` and the
+HTML report read an imported or exec'd run as any other."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting
+from orchestrator.errors import ParseError, UsageError
+
+TRACE = "trace.json"
+
+
+def capture_device(sqlite: Path, export) -> tuple[str, str]:
+    """("cuda", GPU name) when the capture traced GPU work, else ("cpu", "")."""
+    gpu = bool(len(export.kernels) or len(export.memcpy) or len(export.memset))
+    name = ""
+    if "TARGET_INFO_GPU" in export.tables:
+        try:
+            with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as con:
+                row = con.execute("SELECT name FROM TARGET_INFO_GPU LIMIT 1").fetchone()
+            name = str(row[0]) if row and row[0] else ""
+        except sqlite3.Error:
+            pass
+    return ("cuda" if gpu else "cpu"), name
+
+
+def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
+                      iters_per_range: int = 1, borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The synthetic workload.json of a capture: one variant (status ok) per range name the
+    filter takes, in order of first appearance, with its range count and iterations; one that
+    holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
+    variant that holds none.
+
+    Raises ParseError (exit 4) when no range matches, naming the ranges the capture holds."""
+    ranges = filt.select(export)
+    if ranges.empty:
+        held = held_ranges(export)
+        raise ParseError(source, f"no NVTX range matches {filt.spec}",
+                         hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""))
+    counts = ranges.groupby("variant", sort=False).size()
+    holds = nesting(ranges)
+    device, device_name = capture_device(sqlite, export)
+    borrowed = borrowed or {}
+    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
+    variants = []
+    for v, n in counts.items():
+        b = known.get(v, {})
+        variants.append({"name": v, "label": b.get("label", v), "status": "ok",
+                         "bytes_moved": b.get("bytes_moved"), "ranges": int(n), "iters": int(n) * iters_per_range})
+        if v in holds:  # reported with its nested ranges' activity included, never as the baseline
+            variants[-1]["holds"] = holds[v]
+    iters = {v["iters"] for v in variants}
+    env = dict(borrowed.get("env") or {})
+    env.setdefault("device", device)
+    if device_name:
+        env.setdefault("device_name", device_name)
+    flat = [v["name"] for v in variants if v["name"] not in holds]
+    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
+    return {
+        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "description": f"NVTX ranges ({filt.spec}) of {source}",
+        "baseline": baseline, "mode": "capture",
+        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
+        "device": device, "iters": iters.pop() if len(iters) == 1 else None, "iters_per_range": iters_per_range,
+        "nvtx": {**filt.to_json(), "api": "capture"}, "env": env, "status": "ok", "variants": variants,
+    }
+
+
+def sibling_workload(path: Path) -> dict[str, Any] | None:
+    """The workload.json of the gprof-orch run folder a capture sits in, if it does."""
+    folder = path.parent
+    if not (folder / "manifest.json").is_file() or not (folder / "workload.json").is_file():
+        return None
+    try:
+        data = json.loads((folder / "workload.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> str:
+    """The record_function prefix `--ranges` names for a torch.profiler trace: PREFIX alone (a
+    trace has no NVTX domains); by default the project's own `variant:`."""
+    if spec is None:
+        return ((borrowed or {}).get("ranges") or {}).get("prefix", "variant:")
+    if "@" in spec:
+        raise UsageError(f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
+                         f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})")
+    return spec
+
+
+def trace_manifest(trace, prefix: str, *, name: str, source: str,
+                   borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The synthetic workload.json of a torch.profiler trace: one variant per record_function
+    range name starting with `prefix` (the name after it), in order of first appearance; its
+    iterations are the `iter` ranges inside it (gprof-orch's own traces), else its instances.
+    Nested ranges are marked as for NVTX (`holds`). A trace from a gprof-orch run folder keeps
+    that run's labels, bytes, shape and environment.
+
+    Raises ParseError (exit 4) when no range matches, naming the ranges the trace holds."""
+    from orchestrator.parsers import torch_trace as tt
+
+    ev = trace.events
+    ann = ev[ev["cat"] == "user_annotation"]
+    if not ann["name"].str.startswith(prefix).any():
+        counts = ann.groupby("name", sort=False).size().sort_values(ascending=False, kind="stable")
+        held = ", ".join(f"{n} x{c}" for n, c in counts.head(25).items()) + (
+            f", and {len(counts) - 25} more" if len(counts) > 25 else "")
+        raise ParseError(source, f"no record_function range starts with {prefix!r}",
+                         hint=(f"it holds (name xcount): {held}; choose them with --ranges PREFIX" if held else
+                               "it holds no record_function range at all (torch.profiler.record_function)"))
+    ranges, iters = tt.variant_ranges(trace, prefix)
+    holds = nesting(ranges.rename(columns={"tid": "global_tid", "start_ns": "start", "end_ns": "end"}))
+    per_iter = iters.groupby("variant").size()
+    counts = ranges.groupby("variant", sort=False).size()
+    borrowed = borrowed or {}
+    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
+    variants = []
+    for v, n in counts.items():
+        b = known.get(v, {})
+        variants.append({"name": v, "label": b.get("label", v), "status": "ok", "bytes_moved": b.get("bytes_moved"),
+                         "ranges": int(n), "iters": int(per_iter.get(v, n))})
+        if v in holds:
+            variants[-1]["holds"] = holds[v]
+    device = "cuda" if ev["cat"].isin(tt.GPU_CATS).any() else "cpu"
+    env = dict(borrowed.get("env") or {})
+    env.setdefault("device", device)
+    gpu_name = next((d.get("name") for d in trace.device_properties if isinstance(d, dict) and d.get("name")), None)
+    if gpu_name:
+        env.setdefault("device_name", gpu_name)
+    flat = [v["name"] for v in variants if v["name"] not in holds]
+    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
+    n_iters = {v["iters"] for v in variants}
+    return {
+        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "description": f"record_function ranges ({prefix}*) of {source}",
+        "baseline": baseline, "mode": "capture",
+        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
+        "device": device, "iters": n_iters.pop() if len(n_iters) == 1 else None,
+        "ranges": {"prefix": prefix, "api": "record_function"}, "trace": TRACE,
+        "env": env, "status": "ok", "variants": variants,
+    }

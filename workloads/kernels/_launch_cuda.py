@@ -1,0 +1,161 @@
+"""The CUDA backend of the fast launch path (workloads/kernels/_launch.py): whether this torch
+and Triton launch the way the path repeats (Triton 3.6's JITFunction.run and CudaLauncher), where
+a tensor's launch would go, and a compiled kernel's launch bound with everything fixed.
+
+Imports neither torch nor triton at import time.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workloads.kernels._launch import Launch
+
+# JITFunction.run's own launch, whitespace removed: the contract the fast path relies on
+# (the CompiledKernel.run argument order: grid, stream, CUfunction, packed metadata, launch
+# metadata, the two hooks, then every kernel argument, constexprs included, in order).
+_RUN_CONTRACT = ("kernel.run(grid_0,grid_1,grid_2,stream,kernel.function,kernel.packed_metadata,"
+                 "launch_metadata,knobs.runtime.launch_enter_hook,knobs.runtime.launch_exit_hook,"
+                 "*bound_args.values())")
+# Triton 3.6's generated C launch: grid x3, stream, function, cooperative, pdl, global and
+# profile scratch, kernel metadata, launch metadata, enter and exit hooks; then the arguments
+_DIRECT_FORMAT = "iiiKKppOOOOOO"
+_DIRECT_CALL_PARAMS = ["self", "gridX", "gridY", "gridZ", "stream", "function", "args"]
+
+
+class Unsupported(Exception):
+    """The fast path cannot apply here; the message says why."""
+
+
+def run_contract_in(source: str) -> bool:
+    """Does this source of JITFunction.run launch with the call the fast path repeats?"""
+    return _RUN_CONTRACT in re.sub(r"\s+", "", source)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_contract_holds() -> tuple[bool, str]:
+    try:
+        from triton.runtime.jit import JITFunction
+
+        src = inspect.getsource(JITFunction.run)
+    except (ImportError, OSError, TypeError) as exc:
+        return False, f"cannot read triton's JITFunction.run ({type(exc).__name__}: {exc})"
+    if not run_contract_in(src):
+        return False, ("this triton's JITFunction.run does not launch with kernel.run(grid_0, grid_1, "
+                       "grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, hooks, "
+                       "*args): its CompiledKernel API differs from the one relaunched here")
+    return True, ""
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_launcher_class():
+    """Triton 3.6's CudaLauncher class when its C launch has the layout called directly here
+    (checked on the class and the module's format string), else None: then the launch goes
+    through CompiledKernel.run, one Python call more."""
+    try:
+        from triton.backends.nvidia import driver as nv
+    except ImportError:
+        return None
+    cls = getattr(nv, "CudaLauncher", None)
+    if cls is None or getattr(nv, "_BASE_ARGS_FORMAT", None) != _DIRECT_FORMAT:
+        return None
+    try:
+        params = list(inspect.signature(cls.__call__).parameters)
+    except (TypeError, ValueError):
+        return None
+    return cls if params == _DIRECT_CALL_PARAMS else None
+
+
+class CudaBackend:
+    """The fast path on CUDA: where a tensor's launch would go, and how to bind a launch."""
+
+    def __init__(self) -> None:
+        try:
+            import torch
+        except ImportError as exc:
+            raise Unsupported(f"no torch: {exc}") from exc
+        if not torch.cuda.is_available():
+            raise Unsupported("no CUDA device: the Triton kernels cannot run compiled here")
+        get_device = getattr(torch._C, "_cuda_getDevice", None)
+        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if get_device is None or raw_stream is None:
+            raise Unsupported("this torch has no torch._C._cuda_getDevice/_cuda_getCurrentRawStream")
+        ok, why = _run_contract_holds()
+        if not ok:
+            raise Unsupported(why)
+        try:
+            from triton import knobs
+        except ImportError:
+            # before triton.knobs (3.4) the hooks lived on CompiledKernel: not looked at here
+            raise Unsupported("this triton has no triton.knobs (older than 3.4): plain launches") from None
+        self._tensor = torch.Tensor
+        self._get_device = get_device
+        self._raw_stream = raw_stream
+        self._runtime = knobs.runtime
+        self._compilation = knobs.compilation
+        # 3.6: the hooks are HookChains, empty unless a hook was added; 3.4-3.5: None or a function
+        self._hook_chain = getattr(knobs, "HookChain", None)
+        self._direct_cls = _direct_launcher_class()
+
+    def describe(self) -> str:
+        how = "C launch called directly" if self._direct_cls is not None else "through CompiledKernel.run"
+        return f"fast: cached launches ({how})"
+
+    def where(self, x):
+        """(device index, raw stream) the plain path would launch `x`'s kernel on, or None
+        when the fast path must not serve this call."""
+        if not isinstance(x, self._tensor) or not x.is_cuda:
+            return None  # anything else meets the plain path's own checks and errors
+        dev = x.get_device()
+        # the plain path makes x's device current first (on_device); keep that one path
+        if dev != self._get_device():
+            return None
+        rt = self._runtime
+        chain = self._hook_chain
+        # a registered launch hook (proton, a user's) sees launches only through Triton's path;
+        # debug and instrumentation change which kernel Triton compiles. Inline: per call.
+        hook = rt.launch_enter_hook
+        if hook is not None and (type(hook) is not chain or hook.calls):
+            return None
+        hook = rt.launch_exit_hook
+        if hook is not None and (type(hook) is not chain or hook.calls):
+            return None
+        if rt.debug or self._compilation.instrumentation_mode:
+            return None
+        return dev, self._raw_stream(dev)
+
+    def bind(self, record: "Launch", stream: int):
+        return bind_compiled(record, stream, self._direct_cls)
+
+
+def bind_compiled(record: "Launch", stream: int, direct_cls=None):
+    """(launch, how) where launch(*kernel_args) repeats `record`'s launch on `stream`, or
+    (None, why not). kernel_args: every parameter in order, constexprs included, pointers as
+    ints. how: 'direct' (Triton 3.6's C launch called as CudaLauncher.__call__ calls it, when
+    `direct_cls` is that launcher's class) or 'run' (through CompiledKernel.run, as
+    JITFunction.run launches)."""
+    compiled = record.compiled
+    try:
+        run = compiled.run  # the property loads the module (done by the plain launch already)
+        function = compiled.function
+        packed = compiled.packed_metadata
+    except Exception as exc:  # noqa: BLE001 - any CompiledKernel API difference means: plain
+        return None, f"not a relaunchable CompiledKernel ({type(exc).__name__}: {exc})"
+    if function is None:
+        return None, "the compiled kernel has no loaded CUfunction"
+    gx, gy, gz = record.grid
+    if direct_cls is not None and type(run) is direct_cls:
+        launch = getattr(run, "launch", None)
+        # scratch memory is allocated per launch by CudaLauncher.__call__; a Python function
+        # here is wrap_handle_tensordesc's wrapper: both need the full call
+        if (launch is not None and not isinstance(launch, types.FunctionType)
+                and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)):
+            return functools.partial(launch, gx, gy, gz, stream, function, run.launch_cooperative_grid,
+                                     run.launch_pdl, None, None, packed, None, None, None), "direct"
+    if not callable(run):
+        return None, "CompiledKernel.run is not callable"
+    return functools.partial(run, gx, gy, gz, stream, function, packed, None, None, None), "run"

@@ -1,0 +1,253 @@
+"""The `time` mode of the runner: each call of each variant timed between two CUDA events (or
+the host clock on a CPU run), after an L2 flush and while a hold keeps the host's side out of
+the events (workloads/timers.py), until the stop rule is met (workloads/stopping.py). Every
+sample is kept in workload.json."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from workloads import timers
+from workloads.manifest import Manifest, measuring, record_failure
+from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
+from workloads.stopping import StopRule, measure, noise_pct
+
+# set (to anything): the time backend wraps each timed call in an NVTX range "call:<variant>", so
+# nsys can time the very calls the events time (scripts/bench_fidelity.py's same-loop check)
+MARK_CALLS_ENV = "GPROF_MARK_CALLS"
+# while a variant is timed, its samples reach workload.json at least this often (seconds): a
+# SIGKILL loses at most that much; an interrupt (SIGINT, SIGTERM) loses nothing
+FLUSH_S = 1.0
+
+
+def l2_flusher(spec):
+    if not (spec.flush_l2 and spec.device == "cuda"):
+        return None
+    import torch
+
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 50 * 2**20
+    # twice the L2, written with a memset kernel, evicts the input (triton.testing.do_bench
+    # does the same with a 256 MB buffer)
+    buf = torch.empty(max(2 * l2, 64 * 2**20), dtype=torch.int8, device="cuda")
+    return buf.zero_
+
+
+class Samples:
+    """The samples of the variant being timed, kept in its workload.json entry as they are
+    taken: written every FLUSH_S seconds while it runs and whenever it stops, so an interrupt
+    keeps every sample taken and a SIGKILL at most FLUSH_S seconds' worth. CUDA events are read
+    once they have completed (no synchronize inside the timed loop), all of them at the end."""
+
+    def __init__(self, entry: dict, man: Manifest, cuda: bool):
+        self.entry, self.man, self.cuda = entry, man, cuda
+        self.cpu_ns: list[int] = []
+        self.gpu_ns: list[float] = []
+        self._pending: list = []  # (start, end) CUDA events recorded, not read yet
+        self._saved = time.monotonic()
+
+    def add(self, cpu_ns: int, events=None) -> None:
+        self.cpu_ns.append(cpu_ns)
+        if events is not None:
+            self._pending.append(events)
+        if time.monotonic() - self._saved >= FLUSH_S:
+            self.keep(wait=False)
+            self.man.save()
+            self._saved = time.monotonic()
+
+    @property
+    def times(self) -> list:
+        return self.gpu_ns if self.cuda else self.cpu_ns
+
+    def restart(self) -> None:
+        """Drop what was taken (a measurement to be made again another way)."""
+        self.keep()
+        self.cpu_ns, self.gpu_ns = [], []
+
+    def keep(self, status: str | None = None, *, wait: bool = True) -> None:
+        """Put the samples so far into the entry (and `status`, when it stops); `wait`: wait
+        for the GPU to finish what was recorded, so every event is read."""
+        if self.cuda:
+            import torch
+
+            if wait and self._pending:
+                torch.cuda.synchronize()
+            done = 0
+            for start, end in self._pending:
+                if not end.query():
+                    break
+                self.gpu_ns.append(start.elapsed_time(end) * 1e6)
+                done += 1
+            del self._pending[:done]
+        self.entry.update(time_samples_ns=self.gpu_ns if self.cuda else self.cpu_ns, cpu_samples_ns=self.cpu_ns)
+        if status:
+            self.entry["status"] = status
+
+
+@dataclass
+class _Timing:
+    """What every variant of a time-mode run is timed with."""
+
+    spec: Any
+    ranges: Ranges
+    flush: Callable[[], Any] | None
+    hold: Any
+    watch: Any = None     # the GPU's clocks (workloads/clocks.py), None on a CPU or without NVML
+    fallback: Any = None  # the GPU sleep the blocking timer falls back to, made when first needed
+
+
+def run_timed(spec, variants, x, entries, ranges, man) -> None:
+    """Time each variant in turn into its workload.json entry; an interrupt keeps what was taken
+    and stops the run, a variant that raises is marked failed and the next one is timed."""
+    from workloads import clocks
+
+    cuda = spec.device == "cuda"
+    flush = l2_flusher(spec)
+    hold, why = timers.make(spec.timer, spec.device, spec.gpu_sleep_us)
+    timing = _Timing(spec, ranges, flush, hold)
+    if why:
+        man.data["hold"], man.data["hold_note"] = hold.name, why
+    if cuda:
+        import torch
+
+        timing.watch, why = clocks.open_watch(torch.cuda.current_device())
+        man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
+    watch = timing.watch
+    for v in variants:
+        e = entries[v.name]
+        measuring(e, man)
+        samples = Samples(e, man, cuda=cuda)
+        reads = [watch.read()] if watch else []
+        try:
+            if not _time_variant(timing, v, x, samples, reads):
+                man.save()
+                continue
+        except KeyboardInterrupt:
+            # Ctrl-C, SIGTERM, or --timeout's SIGTERM: what was taken is kept, then the run stops
+            samples.keep("interrupted")
+            _noise(e, spec.stop)
+            man.save()
+            raise
+        except Exception as exc:
+            record_failure(e, exc)
+        finally:
+            if watch is not None:
+                reads.append(watch.read())
+                # the first, the last and at most 40 between: enough to see a clock fall
+                e["clocks"] = reads if len(reads) <= 42 else reads[:1] + reads[1:-1:max(1, len(reads) // 40)] + reads[-1:]
+                e["clock_note"] = clocks.verdict(reads)
+        man.save()
+
+
+def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> bool:
+    """Time variant `v` into its entry (samples.entry) inside its NVTX range; False when it is
+    skipped instead (it cannot be captured in a CUDA graph; the entry says why)."""
+    spec, e, hold = timing.spec, samples.entry, timing.hold
+    call = lambda: v.fn(x)  # noqa: E731
+    if spec.cuda_graph and samples.cuda:
+        call, reason = capture_graph(v, x)
+        if call is None:
+            e.update(status="skipped", reason=f"cannot be captured in a CUDA graph: {reason}")
+            return False
+    if os.environ.get(MARK_CALLS_ENV):
+        call = _marked(call, timing.ranges, "call:" + v.name)
+    timing.ranges.push(RANGE_PREFIX + v.name)
+    try:
+        hold.reset()
+        e["hold"] = hold.name
+        _sample(spec, call, timing.flush, hold, samples, timing.watch, reads)
+        if hold.timeouts():
+            # the host side outlasted the spin, or the call waits for the GPU: the
+            # events held the spin's timeout too; measure again with the GPU sleep
+            timing.fallback = timing.fallback or timers.SleepHold(spec.gpu_sleep_us or timers.DEFAULT_GPU_SLEEP_US)
+            e.update(hold=timing.fallback.name, hold_note=(
+                f"blocking timer timed out {hold.timeouts()} time(s) (a host side over "
+                f"{timers.BLOCK_TIMEOUT_MS:g} ms, or a call that waits for the GPU); measured "
+                f"with a {timing.fallback.us:g} us GPU sleep instead"))
+            samples.restart()
+            _sample(spec, call, timing.flush, timing.fallback, samples, timing.watch, reads)
+    finally:
+        timing.ranges.pop()
+    samples.keep("ok")
+    _noise(e, spec.stop)
+    return True
+
+
+def capture_graph(v, x):
+    """The variant captured once into a CUDA graph: (replay, None), or (None, why it cannot be).
+    Replays run with no launch cost at all: what a captured or fused model would see."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm on a side stream first, as torch's docs ask
+        v.fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            v.fn(x)
+    except Exception as exc:  # a host sync, an allocation outside the caching allocator, ...
+        torch.cuda.synchronize()
+        return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph.replay, None
+
+
+def _marked(call, ranges: Ranges, text: str):
+    """`call` inside its own NVTX range: the launches in it are the call's, not the flush's or the hold's."""
+    def marked():
+        ranges.push(text)
+        try:
+            call()
+        finally:
+            ranges.pop()
+    return marked
+
+
+def _sample(spec, call, flush, hold, samples: Samples, watch=None, reads: list | None = None) -> None:
+    """Time `call` until the stop rule is met: each sample is the L2 flush, the hold, then the
+    call between two CUDA events (or the host clock on a CPU run), then the release."""
+    if samples.cuda:
+        import torch
+
+        event = torch.cuda.Event
+
+    def take(n: int) -> list[float]:
+        first = len(samples.times)
+        for _ in range(n):
+            if flush is not None:
+                flush()
+            if samples.cuda:
+                start, end = event(enable_timing=True), event(enable_timing=True)
+                hold.hold()
+                try:
+                    start.record()
+                    t0 = time.perf_counter_ns()
+                    call()
+                    cpu = time.perf_counter_ns() - t0
+                    end.record()
+                finally:
+                    hold.release()
+                samples.add(cpu, (start, end))
+            else:
+                t0 = time.perf_counter_ns()
+                call()
+                samples.add(time.perf_counter_ns() - t0)
+        samples.keep()
+        if watch is not None and reads is not None and watch.due():
+            reads.append(watch.read())
+        return samples.times[first:]
+
+    measure(spec.stop, take, time.monotonic)
+
+
+def _noise(entry: dict, rule: StopRule) -> None:
+    """What the samples reached: their count, the median's noise, and whether the rule's
+    max noise was met (a variant that ran out of time is marked noisy in the report)."""
+    xs = entry.get("time_samples_ns") or []
+    noise = noise_pct(xs)
+    entry.update(samples=len(xs), noise_pct=round(noise, 4) if noise != float("inf") else None,
+                 converged=rule.converged(xs))
