@@ -13,6 +13,9 @@ from pathlib import Path
 import click
 
 from orchestrator import __version__
+from orchestrator.cli_capture import exec_group, import_cmd
+from orchestrator.cli_reports import compare, report
+from orchestrator.cli_output import _gprof_error_doc, _run_and_print, error_doc
 from orchestrator.errors import EXIT_RUN_FAILED, GprofError
 
 EPILOG_RUN = """\b
@@ -33,24 +36,6 @@ def wants_json(args: list[str]) -> bool:
     args = args[:args.index("--")] if "--" in args else args
     return ("--json" in args or "--format=json" in args
             or any(a == "--format" and b == "json" for a, b in zip(args, args[1:])))
-
-
-def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | None = None,
-              log: str | None = None, status: str = "error") -> dict:
-    """The JSON document of a command that failed before it had a run to show."""
-    return {"status": status, "exit_code": exit_code,
-            "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
-
-
-def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
-    partial = getattr(exc, "run", None)
-    err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
-                    log=str(exc.log) if exc.log else None, status=partial.status if partial is not None else "error")
-    if partial is None:
-        run_path = getattr(exc, "run_path", None)
-        return {**err, "run": str(run_path)} if run_path else err
-    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code,
-                   per_kernel=per_kernel)
 
 
 class Group(click.Group):
@@ -217,42 +202,6 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
     _run_and_print(lambda: api.profile(workload, backend, argv=sys.argv, **kw), fmt, False, per_kernel)
 
 
-def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0,
-            per_kernel: bool = False) -> dict:
-    """A run as the one JSON document --json prints: status, exit code, error (None when it
-    went well), meta and the per-variant table; with `per_kernel`, the per-kernel breakdown
-    as "kernels" beside "variants"."""
-    from reports import render
-
-    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
-    kernels = run.kernels if per_kernel else None
-    return {"status": status or run.status, "exit_code": exit_code, "error": error,
-            **json.loads(render.to_json(run.table, meta, kernels=kernels))}
-
-
-def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) -> None:
-    from reports import render, term
-
-    title, footer = run.title(), run.footer()
-    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
-    if fmt == "json":
-        click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1), err=to_err)
-        return
-    if run.workload.get("device") == "cpu" and fmt == "table":
-        click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
-    stream = sys.stderr if to_err else sys.stdout
-    if fmt == "table" and term.use_color(stream):
-        click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
-        if per_kernel:
-            click.echo("\n" + render.render_kernels(run.kernels, fmt), err=to_err)
-    else:
-        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
-                                 kernels=run.kernels if per_kernel else None), err=to_err)
-    if fmt == "table" and run.saved:
-        csv = ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""  # only small frames (reports/render.py)
-        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True)
-
-
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gprof-orch")
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
@@ -386,219 +335,12 @@ def _backend_commands() -> dict[str, str]:
     return {**backends.commands(), "all": "Every backend available here into one folder, and the merged table."}
 
 
-def _percent_limit(ctx, param, value):
-    """--fail-if-slower: a finite number of percent, 0 or more (nan would never fail)."""
-    import math
-
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise click.BadParameter(f"{value!r} is not a finite number >= 0", ctx=ctx, param=param)
-    return value
-
-
-@main.command()
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
-@click.option("--fail-if-slower", type=float, default=None, metavar="PCT", callback=_percent_limit,
-              help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
-                   ">= 0), beyond the runs' spread.")
-@click.option("--allow-mismatch", is_flag=True,
-              help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
-                   "footer; --fail-if-slower is then refused).")
-@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
-@click.option("--json", "as_json", is_flag=True)
-def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
-    """Compare two runs of one workload variant by variant: B's median over A's, and whether
-    the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
-    dtype or kernels are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
-    point on size and dtype; a variant skipped or failed in either run is `missing`. On different
-    GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
-
-    \b
-    Example:
-      gprof-orch compare gprof-runs/before gprof-runs/after --fail-if-slower 5
-    """
-    from orchestrator import api
-    from orchestrator.errors import UsageError
-    from reports import render
-
-    table, a, b = api.compare(run_a, run_b, allow_mismatch=allow_mismatch)
-    notes = list(table.attrs.get("notes", []))
-    if fail_if_slower is not None and table.attrs.get("mismatches"):
-        raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
-    title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
-    footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
-    slower = None
-    if fail_if_slower is not None:
-        worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
-        if not worse.empty:
-            slower = f"slower than {fail_if_slower:g}%: " + ", ".join(
-                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())
-    fmt = "json" if as_json else fmt
-    if fmt == "json":
-        meta = {"a": str(run_a), "b": str(run_b), "a_backend": a.backend, "b_backend": b.backend, "notes": footer}
-        doc = {"status": "failed" if slower else "ok", "exit_code": EXIT_RUN_FAILED if slower else 0,
-               "error": {"kind": "SlowerError", "message": slower} if slower else None,
-               **json.loads(render.to_json(table, meta))}
-        click.echo(json.dumps(doc, indent=1))
-    else:
-        click.echo(render.render(table, fmt, title=title, footer=footer))
-    if slower:
-        click.echo(f"gprof-orch: {slower}", err=True)
-        sys.exit(EXIT_RUN_FAILED)
-
-
-@main.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
-              "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
-def report(runs, fmt, as_json, per_kernel) -> None:
-    """Rebuild the report of saved run folders (no GPU needed).
-
-    \b
-    Example:
-      gprof-orch report gprof-runs/20261202T120000Z-time-square
-    """
-    from orchestrator import api
-
-    fmt = "json" if as_json else fmt
-    docs = []
-    for path in runs:
-        run = api.load_run(path)
-        if fmt == "json":  # one document on stdout: printed once every folder is read
-            docs.append(run_doc(run, per_kernel=per_kernel))
-        else:
-            _print_run(run, fmt, per_kernel=per_kernel)
-        if not run.saved:
-            click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
-    if docs:
-        doc = docs[0] if len(docs) == 1 else {
-            "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
-            "error": None, "runs": docs}
-        click.echo(json.dumps(doc, indent=1))
-
-
-# -- any program, any capture: one variant per NVTX range (orchestrator/capture.py) -----------------
-
-def _capture_options(f):
-    """Options `exec` and `import` share."""
-    opts = [
-        click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
-                     help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
-                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range. "
-                     "A torch.profiler trace has no domains: PREFIX alone (default variant:)."),
-        click.option("--iters", type=int, default=None,
-                     help="Iterations inside one range instance (default 1: each instance is one iteration)."),
-        click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
-        click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
-        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/."),
-        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
-        click.option("--format", "fmt", default="table", show_default=True,
-                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
-        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
-                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
-
-
-def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
-    fmt = "json" if as_json else fmt
-    click.get_current_context().meta["gprof.per_kernel"] = per_kernel
-    try:
-        run = fn()
-    except GprofError as exc:
-        partial = getattr(exc, "run", None)
-        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
-            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
-        raise
-    _print_run(run, fmt, per_kernel=per_kernel)
-
-
-@main.command("import")
-@click.argument("capture", type=click.Path(path_type=Path))
-@_capture_options
-def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel) -> None:
-    """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
-    too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
-    trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
-    domain), its `iter` ranges the iterations where it has them. A range holding other chosen
-    ranges is marked nested, with inclusive numbers and no speedup. Exit 4 when no range matches
-    (the message lists those the capture holds).
-
-    \b
-    Example:
-      gprof-orch import profile.nsys-rep
-      gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
-      gprof-orch import trace.json --ranges step
-    """
-    from orchestrator import capture as cap
-
-    _run_and_print(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
-                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
-
-
-@main.group("exec")
-def exec_group() -> None:
-    """Profile any program under a profiler and report it per NVTX range (nvtx.annotate, push/pop,
-    start/end, torch.cuda.nvtx): the same run folder, timeout, Ctrl-C and exit codes as a workload.
-
-    \b
-    Example:
-      gprof-orch exec nsys -- python train.py --steps 50
-      gprof-orch exec nsys --ranges @step -- python train.py
-    """
-
-
-@exec_group.command("nsys", context_settings={"allow_interspersed_args": False})
-@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@_capture_options
-@click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable).")
-@click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
-@click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
-@click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
-def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, nsys_args, trace_osrt,
-              cuda, dry_run) -> None:
-    """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
-    that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
-    ranges still reported.
-
-    \b
-    Example:
-      gprof-orch exec nsys -- python train.py --steps 50
-      gprof-orch exec nsys --ranges train@ --nsys-arg=--cuda-graph-trace=node -- python train.py
-    """
-    from orchestrator import capture as cap
-
-    opts = dict(ranges=ranges, iters=iters, name=name, nsys=nsys, out=out, timeout=timeout,
-                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
-    if dry_run:
-        from orchestrator import backends
-        from orchestrator.proc import format_argv
-
-        from orchestrator import envinfo
-
-        req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
-        if req.cuda is None:
-            req.cuda = envinfo.nvidia_smi() is not None
-        for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
-            click.echo(format_argv(step.argv))
-        return
-    _run_and_print(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
-                 per_kernel)
-
-
-@exec_group.command("ncu", context_settings={"allow_interspersed_args": False})
-@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_ncu(cmd) -> None:
-    """Not yet: Nsight Compute per range (use `gprof-orch ncu` on a workload file meanwhile)."""
-    from orchestrator import capture as cap
-
-    cap.ProgramRequest(argv=list(cmd), tool="ncu").validate()
+# saved runs (orchestrator/cli_reports.py); any program, any capture: one variant per NVTX range
+# (orchestrator/cli_capture.py)
+main.add_command(compare)
+main.add_command(report)
+main.add_command(import_cmd)
+main.add_command(exec_group)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

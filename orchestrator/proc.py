@@ -127,7 +127,7 @@ class Progress:
 
     def __init__(self, label: str, total: int | None = None):
         self.label, self.total = label, total
-        self.enabled = _isatty(sys.stderr) and not os.environ.get("GPROF_NO_PROGRESS")
+        self.enabled = sys.stderr.isatty() and not os.environ.get("GPROF_NO_PROGRESS")
         self._row: tuple[Any, Any] | None = None  # (the shared display, this row's task in it)
         self._detail = ""
 
@@ -156,13 +156,6 @@ class Progress:
         if self._row is not None:
             _remove_row(*self._row)
             self._row = None
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):  # replaced by an object without one, or closed
-        return False
 
 
 # the one display the open Progresses share, drawn from PROGRESS_FIRST_DRAW_S after it opens (a
@@ -206,6 +199,7 @@ def _new_display() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, SpinnerColumn, TextColumn
     from rich.progress import Progress as Display
     from rich.progress import TimeElapsedColumn
+    from rich.table import Column
     from rich.text import Text
 
     class Counted(ProgressColumn):
@@ -231,6 +225,9 @@ def _new_display() -> Any:
 
     class Detail(ProgressColumn):
         max_refresh = 1.0  # a cluster's detail asks the scheduler: once a second is enough
+
+        def __init__(self) -> None:
+            super().__init__(Column(no_wrap=True, overflow="ellipsis"))  # cut, not a row that jumps to two lines
 
         def render(self, task: Any) -> Any:
             return Text(task.fields["owner"]._detail_line())

@@ -26,7 +26,6 @@ from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER, VERDICT_STYLES
 
 SWEEP_COLUMNS = ("variant", "numel", "dtype", "time_median_us", "achieved_gb_s")
 
-_DISPLAY = {c: (h, f) for c, h, f in render.DISPLAY}
 
 CSS = """
 :root { --fg: #1f2328; --muted: #59636e; --bg: #ffffff; --alt: #f6f8fa; --line: #d1d9e0;
@@ -225,13 +224,14 @@ def _column_format(col: str, series: pd.Series) -> tuple[str, Callable[[Any], st
     """(header, cell formatter, numeric?) for one column: the terminal table's header and format
     for known columns, also as a prefix of a merged table's column ('time_median_us_nsys');
     for other numeric columns as many decimals as the column's magnitude calls for."""
-    known = _DISPLAY.get(col)
+    display = {c: (h, f) for c, h, f in render.DISPLAY}  # read live: backends register theirs
+    known = display.get(col)
     suffix = ""
     if known is None:
-        prefix = max((c for c in _DISPLAY if col.startswith(c) and len(col) > len(c) and col[len(c)] in "_@:. /"),
+        prefix = max((c for c in display if col.startswith(c) and len(col) > len(c) and col[len(c)] in "_@:. /"),
                      key=len, default=None)
         if prefix is not None:
-            known, suffix = _DISPLAY[prefix], col[len(prefix) + 1:]
+            known, suffix = display[prefix], col[len(prefix) + 1:]
     if known is not None:
         header, fmt = known
         header = f"{header} [{suffix}]" if suffix else header

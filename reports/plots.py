@@ -69,16 +69,10 @@ def num(v: float) -> str:
     return f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}"
 
 
-def figure(plot: str, caption: str, svg: str, *, extra_class: str = "") -> str:
-    cls = f"gprof-plot {extra_class}".strip()
-    return (f'<figure class="{cls}" data-plot="{html.escape(plot)}"><figcaption>{html.escape(caption)}'
-            f"</figcaption>{svg}</figure>")
-
-
 def chart(plot: str, caption: str, draw: Callable[[], str], *, what: str = "", extra_class: str = "",
           more: str = "") -> str:
-    """figure() around draw()'s SVG; where matplotlib is missing (a GPU image set up without it) a
-    line saying so instead: the measurements stand, only the chart needs it."""
+    """A `<figure>` around draw()'s SVG; where matplotlib is missing (a GPU image set up without
+    it) a line saying so instead: the measurements stand, only the chart needs it."""
     try:
         svg = draw()
     except ImportError as exc:
@@ -86,7 +80,9 @@ def chart(plot: str, caption: str, draw: Callable[[], str], *, what: str = "", e
             raise
         return (f'<p class="empty gprof-{what or "plot"}-missing">no {what or plot} chart: matplotlib is not '
                 f"installed here (pip install matplotlib; gprof-orch report FOLDER draws it){more}</p>")
-    return figure(plot, caption, svg, extra_class=extra_class)
+    cls = f"gprof-plot {extra_class}".strip()
+    return (f'<figure class="{cls}" data-plot="{html.escape(plot)}"><figcaption>{html.escape(caption)}'
+            f"</figcaption>{svg}</figure>")
 
 
 # ---------------------------------------------------------------------------------------------

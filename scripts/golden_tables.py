@@ -2,6 +2,7 @@
 refactor of the parsers, the schema or the reports must keep (issue 14).
 
     python scripts/golden_tables.py            # write tests/fixtures/golden/*.json
+    python scripts/golden_tables.py --missing  # only for run folders committed since (new fixtures)
     python scripts/golden_tables.py --check    # compare, exit 1 on a difference
 
 tests/test_golden.py runs the same comparison in CI. Nothing is written into the run folders.
@@ -53,12 +54,15 @@ def golden_path(folder: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--missing", action="store_true", help="write only the snapshots that do not exist yet")
     args = ap.parse_args()
     bad = 0
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for folder in run_folders():
-        snap = snapshot(folder)
         path = golden_path(folder)
+        if args.missing and path.exists():
+            continue
+        snap = snapshot(folder)
         if args.check:
             if json.loads(path.read_text()) != json.loads(json.dumps(snap)):
                 print(f"DIFFERS: {folder.relative_to(RUNS)}")

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "workloads", "reports")
 MAX_LINES = 400
 # modules still over MAX_LINES, at most this many lines (lower a number when a module shrinks)
-OVER = {"orchestrator.api": 772, "orchestrator.cli": 604, "orchestrator.backends.proton": 421}
+OVER = {}
 
 
 def _modules():

@@ -1,5 +1,6 @@
 """End-to-end runs on a CUDA GPU (the H200): skipped without one."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -24,21 +25,23 @@ def test_time_square_on_the_gpu(tmp_path):
     assert man["device"] == "cuda" and man["timer"] == "cuda-event" and man["flush_l2"] is True
 
 
-def test_gpu_sleep_keeps_the_launch_out_of_the_timing(tmp_path):
-    """The fast Triton mean's host side (launch and output allocation) takes longer than its
-    kernel at 1e6 elements: without a hold the events time the host too (65.5 us vs 7.8 us on
-    the H200, docs/time-gpu-sleep-h200.md). Side by side, one session."""
+def test_a_hold_keeps_the_host_side_out_of_the_timing(tmp_path):
+    """300 us of Python before one torch.mean (about 22 us of GPU time at 1e7 on the H200, issue
+    15): without a hold the events time the host too; the blocking timer, and a GPU sleep longer
+    than the host side, keep it out. Side by side, one session. (The fast Triton mean, this
+    test's subject before, now launches faster than its kernel runs: workloads/kernels/_launch.py.)"""
+    wf = Path(__file__).parent / "fixtures" / "workloads" / "slow_host.py"
     medians = {}
-    for timer in ("none", "sleep", "blocking"):
+    for timer, extra in (("none", []), ("sleep", ["--gpu-sleep", "1000"]), ("blocking", [])):
         out = tmp_path / timer
-        res = run_cli("time", "triton-mean", "--size", "1e6", "--iters", "200", "-v", "triton_fast",
-                      "--timer", timer, "-o", str(out))
+        res = run_cli("time", "slow-host-mean", "--workload-file", str(wf), "--size", "1e7", "--iters", "100",
+                      "-v", "host_300us", "--timer", timer, *extra, "-o", str(out))
         assert res.returncode == 0, res.stderr
         assert json.loads((out / "workload.json").read_text())["hold"] == timer
-        medians[timer] = _table(out)["triton_fast"]["time_median_us"]
-    assert medians["sleep"] < 0.5 * medians["none"], medians
-    assert medians["blocking"] < 0.5 * medians["none"], medians
-    assert medians["sleep"] < 15 and medians["blocking"] < 15, medians
+        medians[timer] = _table(out)["host_300us"]["time_median_us"]
+    assert medians["none"] > 250, medians
+    assert medians["sleep"] < 0.2 * medians["none"], medians
+    assert medians["blocking"] < 0.2 * medians["none"], medians
 
 
 def test_torch_trace_mean_attributes_kernels(tmp_path):

@@ -249,7 +249,8 @@ def test_progress_shows_points_done_and_time_left(stderr_tty):
     assert lefts and all(int(h) == 0 and int(m) == 0 and int(s) <= 3 for h, m, s in lefts)
     assert "workload (python)" in out and "running: gpu0 1" in out
     assert proc._DISPLAY is None  # the display is closed with its last row
-    assert err.getvalue().endswith("\x1b[?25h\r")  # transient: the last frame is erased, the cursor back
+    # transient: the last frame is erased (ESC [2K), nothing is left on the line
+    assert "\x1b[2K" in err.getvalue()[-20:] and plain(err.getvalue()).rsplit("\r", 1)[-1].strip() == ""
 
 
 def test_a_quick_step_draws_nothing(stderr_tty, monkeypatch):

@@ -1,38 +1,16 @@
 """`gprof-orch proton`: the workload under Proton, Triton's own profiler (`triton.profiler`).
 
-Proton records every kernel through CUPTI, in a tree of scopes, and with `hook="triton"` gives
-each Triton kernel the FLOPs and bytes its `launch_metadata` function declares. It runs inside the
-profiled process, and no environment variable starts it (triton/profiler/flags.py: "no
-environment variables"). The `proton` command (`python -m triton.profiler.proton script.py`,
-triton/profiler/proton.py) runs a script file, not a module, and calls finalize() only when the
-script returns: a script that ends in sys.exit() (as `python -m workloads` does) or raises
-leaves no profile, and a crash is its exit 1 whatever the script's own code was.
-
-So the one child is the runner started through a small bootstrap (`child_main`, run with
-`python -c`): it starts a proton session (`proton.start(<run>/proton, context="shadow",
-data="tree", backend="cupti", hook="triton")`), bridges the runner's ranges to proton scopes,
-runs `python -m workloads run ...` in the same process (runpy), and calls `proton.finalize()`,
-which writes `<run>/proton.hatchet`, whatever the runner's exit.
-
-Why a bridge: proton 3.6 turns only the global-domain `nvtxRangePushA`/`nvtxRangePop` into
-scopes (CuptiProfiler's NVTX callback; "TODO: else handle other NVTX range functions"), and the
-runner's ranges are `nvtxDomainRangePushEx` in the domain `gprof` (the nvtx package). The
-bridge (`ScopeBridge`) wraps the runner's `Ranges.push/pop`, so each `variant:<name>` range is
-also a `proton.scope`, and each iteration's `record_function("iter")` inside it also a
-`proton.cpu_timed_scope("iter:<n>")`: proton keeps sums per scope path, so per-iteration scopes
-are what makes per-iteration GPU time (and host time) derivable. `TRITON_ENABLE_NVTX=0` keeps
-proton from also making scopes of NVTX ranges itself: where the nvtx package is missing the runner
-falls back to torch.cuda.nvtx (global domain), whose ranges would otherwise be scopes twice; so
-the tree holds the bridge's scopes only.
-
-The rows: per variant, `time_ns` per iteration (the sum of its kernels' CUPTI durations, as
+Proton records every kernel through CUPTI in a tree of scopes, inside the profiled process.
+The one child is the runner started through a bootstrap (`child_main`, run with `python -c`):
+it starts a proton session, bridges the runner's NVTX ranges to proton scopes (`ScopeBridge`:
+proton 3.6 turns only global-domain NVTX ranges into scopes, ours are in the `gprof` domain),
+runs `python -m workloads run ...` in the same process and always calls `proton.finalize()`,
+which writes `<run>/proton.hatchet`. Why each of these: docs/proton.md. The rows: per variant, `time_ns` per iteration (the sum of its kernels' CUPTI durations, as
 nsys's and torch.profiler's kernel time), `cpu_time_ns` per iteration (host time between the
 iteration scope's enter and exit), `kernel_time_ns` per launch, and per kernel the launch
 metadata's `declared_flops[8|16|32|64]` and `declared_bytes` (totals over the measured
-iterations; Triton computes nothing itself, the kernel's author declares them). Proton records
-kernels only: no memcpy or memset, no timestamps (so no idle gaps).
-
-Needs an NVIDIA GPU (CUPTI), triton with proton (3.6 on the H200), and no --triton-interpret.
+iterations; the kernel's author declares them). Proton records kernels only: no memcpy or
+memset, no timestamps (so no idle gaps). Needs an NVIDIA GPU (CUPTI) and triton with proton.
 """
 from __future__ import annotations
 

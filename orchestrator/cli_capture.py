@@ -1,0 +1,117 @@
+"""`gprof-orch import` and `gprof-orch exec`: anyone's capture or program, one variant per
+NVTX range (orchestrator/capture.py), printed as every run is (orchestrator/cli_output.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli_output import _run_and_print
+
+
+def _capture_options(f):
+    """Options `exec` and `import` share."""
+    opts = [
+        click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
+                     help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
+                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range. "
+                     "A torch.profiler trace has no domains: PREFIX alone (default variant:)."),
+        click.option("--iters", type=int, default=None,
+                     help="Iterations inside one range instance (default 1: each instance is one iteration)."),
+        click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
+        click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
+        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/."),
+        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
+        click.option("--format", "fmt", default="table", show_default=True,
+                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
+        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
+                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@click.command("import")
+@click.argument("capture", type=click.Path(path_type=Path))
+@_capture_options
+def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel) -> None:
+    """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
+    too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
+    trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
+    domain), its `iter` ranges the iterations where it has them. A range holding other chosen
+    ranges is marked nested, with inclusive numbers and no speedup. Exit 4 when no range matches
+    (the message lists those the capture holds).
+
+    \b
+    Example:
+      gprof-orch import profile.nsys-rep
+      gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
+      gprof-orch import trace.json --ranges step
+    """
+    from orchestrator import capture as cap
+
+    _run_and_print(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
+                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
+
+
+@click.group("exec")
+def exec_group() -> None:
+    """Profile any program under a profiler and report it per NVTX range (nvtx.annotate, push/pop,
+    start/end, torch.cuda.nvtx): the same run folder, timeout, Ctrl-C and exit codes as a workload.
+
+    \b
+    Example:
+      gprof-orch exec nsys -- python train.py --steps 50
+      gprof-orch exec nsys --ranges @step -- python train.py
+    """
+
+
+@exec_group.command("nsys", context_settings={"allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@_capture_options
+@click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable).")
+@click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
+@click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
+@click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
+def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, nsys_args, trace_osrt,
+              cuda, dry_run) -> None:
+    """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
+    that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
+    ranges still reported.
+
+    \b
+    Example:
+      gprof-orch exec nsys -- python train.py --steps 50
+      gprof-orch exec nsys --ranges train@ --nsys-arg=--cuda-graph-trace=node -- python train.py
+    """
+    from orchestrator import capture as cap
+
+    opts = dict(ranges=ranges, iters=iters, name=name, nsys=nsys, out=out, timeout=timeout,
+                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
+    if dry_run:
+        from orchestrator import backends
+        from orchestrator.proc import format_argv
+
+        from orchestrator import envinfo
+
+        req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
+        if req.cuda is None:
+            req.cuda = envinfo.nvidia_smi() is not None
+        for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
+            click.echo(format_argv(step.argv))
+        return
+    _run_and_print(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
+                 per_kernel)
+
+
+@exec_group.command("ncu", context_settings={"allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec_ncu(cmd) -> None:
+    """Not yet: Nsight Compute per range (use `gprof-orch ncu` on a workload file meanwhile)."""
+    from orchestrator import capture as cap
+
+    cap.ProgramRequest(argv=list(cmd), tool="ncu").validate()

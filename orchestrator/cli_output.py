@@ -1,0 +1,78 @@
+"""What the CLI prints for a run: the table (terminal, CSV, JSON, Markdown) or one JSON
+document, for a finished run, a partial one, or an error."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.errors import GprofError
+
+
+def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | None = None,
+              log: str | None = None, status: str = "error") -> dict:
+    """The JSON document of a command that failed before it had a run to show."""
+    return {"status": status, "exit_code": exit_code,
+            "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
+
+
+def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
+    partial = getattr(exc, "run", None)
+    err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
+                    log=str(exc.log) if exc.log else None, status=partial.status if partial is not None else "error")
+    if partial is None:
+        run_path = getattr(exc, "run_path", None)
+        return {**err, "run": str(run_path)} if run_path else err
+    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code,
+                   per_kernel=per_kernel)
+
+
+def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0,
+            per_kernel: bool = False) -> dict:
+    """A run as the one JSON document --json prints: status, exit code, error (None when it
+    went well), meta and the per-variant table; with `per_kernel`, the per-kernel breakdown
+    as "kernels" beside "variants"."""
+    from reports import render
+
+    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
+    kernels = run.kernels if per_kernel else None
+    return {"status": status or run.status, "exit_code": exit_code, "error": error,
+            **json.loads(render.to_json(run.table, meta, kernels=kernels))}
+
+
+def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) -> None:
+    from reports import render, term
+
+    title, footer = run.title(), run.footer()
+    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
+    if fmt == "json":
+        click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1), err=to_err)
+        return
+    if run.workload.get("device") == "cpu" and fmt == "table":
+        click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
+    stream = sys.stderr if to_err else sys.stdout
+    if fmt == "table" and term.use_color(stream):
+        click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
+        if per_kernel:
+            click.echo("\n" + render.render_kernels(run.kernels, fmt), err=to_err)
+    else:
+        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
+                                 kernels=run.kernels if per_kernel else None), err=to_err)
+    if fmt == "table" and run.saved:
+        csv = ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""  # only small frames (reports/render.py)
+        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True)
+
+
+def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
+    fmt = "json" if as_json else fmt
+    click.get_current_context().meta["gprof.per_kernel"] = per_kernel
+    try:
+        run = fn()
+    except GprofError as exc:
+        partial = getattr(exc, "run", None)
+        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
+            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
+        raise
+    _print_run(run, fmt, per_kernel=per_kernel)

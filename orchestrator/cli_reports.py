@@ -1,0 +1,104 @@
+"""`gprof-orch compare` and `gprof-orch report`: saved run folders, read back (no GPU)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli_output import _print_run, run_doc
+from orchestrator.errors import EXIT_RUN_FAILED
+
+
+def _percent_limit(ctx, param, value):
+    """--fail-if-slower: a finite number of percent, 0 or more (nan would never fail)."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value!r} is not a finite number >= 0", ctx=ctx, param=param)
+    return value
+
+
+@click.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--fail-if-slower", type=float, default=None, metavar="PCT", callback=_percent_limit,
+              help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
+                   ">= 0), beyond the runs' spread.")
+@click.option("--allow-mismatch", is_flag=True,
+              help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
+                   "footer; --fail-if-slower is then refused).")
+@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--json", "as_json", is_flag=True)
+def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
+    """Compare two runs of one workload variant by variant: B's median over A's, and whether
+    the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
+    dtype or kernels are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
+    point on size and dtype; a variant skipped or failed in either run is `missing`. On different
+    GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
+
+    \b
+    Example:
+      gprof-orch compare gprof-runs/before gprof-runs/after --fail-if-slower 5
+    """
+    from orchestrator import api
+    from orchestrator.errors import UsageError
+    from reports import render
+
+    table, a, b = api.compare(run_a, run_b, allow_mismatch=allow_mismatch)
+    notes = list(table.attrs.get("notes", []))
+    if fail_if_slower is not None and table.attrs.get("mismatches"):
+        raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
+    title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
+    footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
+    slower = None
+    if fail_if_slower is not None:
+        worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
+        if not worse.empty:
+            slower = f"slower than {fail_if_slower:g}%: " + ", ".join(
+                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        meta = {"a": str(run_a), "b": str(run_b), "a_backend": a.backend, "b_backend": b.backend, "notes": footer}
+        doc = {"status": "failed" if slower else "ok", "exit_code": EXIT_RUN_FAILED if slower else 0,
+               "error": {"kind": "SlowerError", "message": slower} if slower else None,
+               **json.loads(render.to_json(table, meta))}
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo(render.render(table, fmt, title=title, footer=footer))
+    if slower:
+        click.echo(f"gprof-orch: {slower}", err=True)
+        sys.exit(EXIT_RUN_FAILED)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
+              "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
+def report(runs, fmt, as_json, per_kernel) -> None:
+    """Rebuild the report of saved run folders (no GPU needed).
+
+    \b
+    Example:
+      gprof-orch report gprof-runs/20261202T120000Z-time-square
+    """
+    from orchestrator import api
+
+    fmt = "json" if as_json else fmt
+    docs = []
+    for path in runs:
+        run = api.load_run(path)
+        if fmt == "json":  # one document on stdout: printed once every folder is read
+            docs.append(run_doc(run, per_kernel=per_kernel))
+        else:
+            _print_run(run, fmt, per_kernel=per_kernel)
+        if not run.saved:
+            click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
+    if docs:
+        doc = docs[0] if len(docs) == 1 else {
+            "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
+            "error": None, "runs": docs}
+        click.echo(json.dumps(doc, indent=1))

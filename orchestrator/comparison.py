@@ -1,0 +1,107 @@
+"""Two runs of one workload, variant by variant: B's median over A's, and whether the change
+exceeds the runs' spread (also sweep against sweep, point by point)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.errors import ParseError
+from orchestrator.results import MultiRun, Run, load_run
+
+
+def compare(path_a: str | Path, path_b: str | Path, *,
+            allow_mismatch: bool = False) -> tuple[pd.DataFrame, "Run | MultiRun", "Run | MultiRun"]:
+    """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread.
+
+    Runs of another workload, size, shape or dtype, or whose variants ran other kernels, are
+    refused (UsageError naming what differs) unless `allow_mismatch`. Sweeps are compared point
+    by point on (size, dtype); a single run against a sweep, with the sweep's point of its size
+    and dtype. On different GPUs each run's % of its GPU's peak bandwidth is compared too. The
+    table's `attrs["notes"]` says so, and what was allowed to differ.
+
+    Example:
+        >>> table, a, b = compare("gprof-runs/before", "gprof-runs/after")
+        >>> table[["variant", "ratio_b_over_a", "verdict"]]
+    """
+    from orchestrator.errors import UsageError
+    from reports import merge
+
+    loaded = [load_run(p) for p in (path_a, path_b)]
+    pa, pb = (_points(r) for r in loaded)
+    pairs, allowed = _pair_points(pa, pb, str(path_a), str(path_b), allow_mismatch)
+    notes = []
+    for name, mine, other in ((path_a, pa, pb), (path_b, pb, pa)):
+        if len(mine) == 1 and len(other) > 1:
+            notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
+                         f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
+    sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
+    parts = []
+    for (numel, dtype), ra, rb in pairs:
+        at = f" at size {numel} {dtype}" if sweep else ""
+        differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame)
+        if differ and not allow_mismatch:
+            raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
+                             hint="--allow-mismatch compares them anyway")
+        allowed += [f"{d}{at}" for d in differ]
+        gpu = merge.gpu_note(ra.workload, rb.workload)
+        if gpu and gpu not in notes:
+            notes.append(gpu)
+        t = merge.compare_runs(ra.frame, rb.frame, ra.table, rb.table, peak_bw=gpu is not None)
+        if sweep and not t.empty:
+            t.insert(0, "dtype", rb.workload.get("dtype"))
+            t.insert(0, "numel", rb.workload.get("numel"))
+        parts.append(t)
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if table.empty or not (table["verdict"] != "missing").any():
+        raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
+    table.attrs["notes"] = [f"warning: compared despite a mismatch: {d}" for d in allowed] + notes
+    table.attrs["mismatches"] = allowed
+    a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
+    return table, a, b
+
+
+def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:
+    """(numel, dtype) -> the run measured there: each point of a sweep, else the one run."""
+    if isinstance(run, MultiRun) and run.kind == "sweep":
+        if not run.runs:
+            raise ParseError(run.path, "holds no completed run")
+        return {(r.workload.get("numel"), r.workload.get("dtype")): r for r in run.runs.values()}
+    one = _single(run)
+    return {(one.workload.get("numel"), one.workload.get("dtype")): one}
+
+
+def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
+                 allow_mismatch: bool) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
+    """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and the
+    points only one sweep has (allowed by `allow_mismatch`, else refused)."""
+    from orchestrator.errors import UsageError
+
+    if len(pa) == 1 and len(pb) == 1:  # two single runs: mismatches() judges their sizes
+        (ka, ra), (_, rb) = next(iter(pa.items())), next(iter(pb.items()))
+        return [(ka, ra, rb)], []
+
+    def points(p: dict) -> str:
+        return ", ".join(f"size {n} {d}" for n, d in p)
+
+    common = [k for k in pa if k in pb]
+    if not common:
+        raise UsageError(f"no point of the same size and dtype: {name_a} has {points(pa)}; "
+                         f"{name_b} has {points(pb)}")
+    only = [(name, [k for k in p if k not in common]) for name, p in ((name_a, pa), (name_b, pb))]
+    differ = "; ".join(f"only {name} has {points(dict.fromkeys(ks))}" for name, ks in only
+                       if ks and len(pa) > 1 and len(pb) > 1)
+    if differ and not allow_mismatch:
+        raise UsageError(f"the sweeps differ in their points: {differ}",
+                         hint="--allow-mismatch compares the points they share")
+    return [(k, pa[k], pb[k]) for k in common], [differ] if differ else []
+
+
+def _single(run: "Run | MultiRun") -> Run:
+    """A run's own measurement: for an `all` folder its time run (else the first one)."""
+    if isinstance(run, MultiRun):
+        if not run.runs:
+            raise ParseError(run.path, "holds no completed run")
+        return run.runs.get("time") or next(iter(run.runs.values()))
+    return run

@@ -1,0 +1,291 @@
+"""Run folders read back: a Run (one backend's folder) or a MultiRun (an `all`, sweep or
+each-gpu folder of child runs), built from what the folder holds, with their report files.
+Reading never runs a profiler and needs no GPU; `load_run(..., write=False)` writes nothing."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator import backends
+from orchestrator.errors import ParseError
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
+
+
+@dataclass
+class Run:
+    """One run folder, read back: the unified long-form `frame`, the per-variant `table` and
+    the per-kernel breakdown `kernels` (reports.kernels.kernel_table: one row per kernel of
+    each variant)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    workload: dict[str, Any]
+    frame: pd.DataFrame
+    table: pd.DataFrame
+    outside: pd.DataFrame = field(default_factory=pd.DataFrame)
+    warnings: list[str] = field(default_factory=list)
+    # False when the folder could not take the reports (read-only): nothing was written into it
+    saved: bool = True
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # ncu's rule results per variant (reports.why.findings_table); empty for other backends
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def status(self) -> str:
+        return self.manifest.get("status", "")
+
+    @property
+    def backend(self) -> str:
+        return self.manifest.get("backend", "")
+
+    def title(self) -> str:
+        w = self.workload
+        env = w.get("env") or {}
+        dev = env.get("device_name") or w.get("device", "")
+        shape = "x".join(str(s) for s in w.get("shape", []))
+        count = (f"{w['iters']} iters" if w.get("iters") else
+                 f"sampled to +-{(w.get('stop_rule') or {}).get('max_noise_pct', '?')}%")
+        return (f"{self.backend} {w.get('workload', '')} | {shape} {w.get('dtype', '')} on {dev} | "
+                f"{count} | {self.path}")
+
+    def footer(self) -> list[str]:
+        lines = []
+        if self.status not in ("ok", None):
+            err = self.manifest.get("error")
+            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the table holds what was collected")
+        w = self.workload
+        env = w.get("env") or {}
+        if w.get("device") == "cpu":
+            lines.append("CPU run (no CUDA GPU used): times are host wall-clock; GPU columns are empty.")
+        if env.get("peak_bandwidth_bytes_per_s"):
+            lines.append(f"% peak BW against {env['peak_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
+                         f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
+                         f"variant must move.")
+        elif w.get("device") != "cpu" and self.table.get("achieved_gb_s", pd.Series()).notna().any():
+            lines.append("no peak bandwidth recorded for this device: % peak BW left empty")
+        unsized = [v["name"] for v in w.get("variants", []) if v.get("status") == "ok" and v.get("bytes_moved") is None]
+        if unsized and w.get("device") != "cpu":
+            lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")
+        if self.backend == "time" and w.get("timer"):
+            hold = w.get("hold")
+            held = {"blocking": ", the stream held by a blocking kernel until the call was queued (no host "
+                                "time inside the events)",
+                    "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
+                             f"longer than that is timed)",
+                    "none": ", nothing held: the host's launch is timed too"}.get(hold, "")
+            if hold is None and w.get("gpu_sleep_us"):  # runs before --timer
+                held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
+            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
+                         + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
+            if w.get("cuda_graph"):
+                lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
+            clk = w.get("clocks") or {}
+            if clk.get("note"):
+                lines.append(clk["note"])
+        weighted = _weighting_legend(self)
+        if weighted:
+            lines.append(weighted)
+        if not self.outside.empty:
+            desc = ", ".join(f"{r.kernel} x{r.launches}" for r in self.outside.itertuples())
+            lines.append(f"outside the variants' ranges (input, warm-up, checks; not counted): {desc}")
+        lines += [f"warning: {w_}" for w_ in self.warnings]
+        if "why" in self.table:  # reports/why.py: one line per variant, from measured facts
+            lines += [f"why {r.variant}: {r.why}" for r in self.table.itertuples() if r.why]
+        return lines
+
+
+def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
+    """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
+    from reports import kernels, summary, why
+
+    wman = rf.workload_manifest()
+    backend = backends.get(rf.manifest["backend"])
+    if frame is None:
+        frame = backend.parse(rf)
+    table = summary.variant_table(frame, wman)
+    findings = why.findings_table(backend.rules(rf), frame)
+    table["why"] = why.explain(table, frame, wman, findings)
+    run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
+              summary.warnings_for(table) + backend.warnings(rf), saved=False,
+              kernels=kernels.kernel_table(frame, wman), findings=findings)
+    if write:
+        write_report(run)
+    return run
+
+
+def write_report(run: Run) -> None:
+    """report.md/.json/.csv/.html and frame.csv, from the run's manifest as it is now: call it
+    once the final status is set. A failed write raises GprofError (disk full)."""
+    from reports import html, render
+
+    meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
+            "status": run.status}
+    json_meta = meta | ({"findings": json.loads(run.findings.to_json(orient="records"))}
+                        if not run.findings.empty else {})
+    try:
+        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=json_meta)
+        html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
+                        notes=run.footer(), kernels=run.kernels, findings=run.findings)
+    except OSError as exc:
+        raise disk_error(run.path, exc) from exc
+    run.saved = True
+
+
+def load_run(path: str | Path, *, write: bool = True) -> "Run | MultiRun":
+    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
+    With `write`, its reports are rewritten in the folder, unless the folder is read-only: then
+    nothing is written and `.saved` is False. `write=False` only reads."""
+    rf = RunFolder.open(path)
+    write = write and rf.writable()
+    if rf.manifest.get("kind") in MULTI_KINDS:
+        return _build_multi(rf, write=write)
+    backend = rf.manifest.get("backend")
+    if not isinstance(backend, str) or backend not in backends.BACKENDS:
+        raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
+    return build_report(rf, write=write)
+
+
+# -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
+
+# the kinds of parent folder: every backend, every size/dtype, the one point on every worker's GPU
+MULTI_KINDS = ("all", "sweep", "each-gpu")
+
+
+@dataclass
+class MultiRun:
+    """A parent run folder holding child runs: kind 'all' (one a backend), 'sweep' (one a size and
+    dtype) or 'each-gpu' (one a worker's GPU). `table` is the merged table (all), the time-vs-size
+    table (sweep) or the per-GPU table with the slow GPUs flagged (each-gpu)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    runs: dict[str, Run]
+    skipped: dict[str, str]
+    table: pd.DataFrame
+    kind: str
+    saved: bool = True
+
+    @property
+    def status(self) -> str:
+        return self.manifest.get("status", "")
+
+    @property
+    def backend(self) -> str:
+        return self.kind
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        from reports.schema import concat
+
+        return concat(r.frame for r in self.runs.values())
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return next(iter(self.runs.values())).workload if self.runs else {}
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """Every child run's per-kernel breakdown, its child's name (backend, or size-dtype) in `run`."""
+        from reports.kernels import KERNEL_COLUMNS
+
+        parts = [r.kernels.assign(run=name) for name, r in self.runs.items()
+                 if isinstance(getattr(r, "kernels", None), pd.DataFrame) and not r.kernels.empty]
+        if not parts:
+            return pd.DataFrame(columns=["run", *KERNEL_COLUMNS])
+        return pd.concat(parts, ignore_index=True)[["run", *KERNEL_COLUMNS]]
+
+    def title(self) -> str:
+        w = self.workload
+        dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
+        what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
+        return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
+
+    def footer(self) -> list[str]:
+        lines = []
+        if self.status not in ("ok", None):
+            err = self.manifest.get("error")
+            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
+        lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
+        for name, r in self.runs.items():
+            weighted = _weighting_legend(r)
+            if weighted:
+                lines.append(f"{name}: {weighted}")
+        if self.kind == "all":
+            from reports import merge
+
+            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda"))
+        if self.kind == "each-gpu" and not self.table.empty:
+            from orchestrator.cluster.each_gpu import slow_lines
+
+            lines += slow_lines(self.table)
+        return lines
+
+
+def _weighting_legend(run: Any) -> str | None:
+    """The footer line on variants whose ncu readings are time-weighted over several kernels."""
+    from reports.kernels import weighting_legend
+
+    frame, workload = getattr(run, "frame", None), getattr(run, "workload", None) or {}
+    if not isinstance(frame, pd.DataFrame):
+        return None
+    return weighting_legend(frame, [v["name"] for v in workload.get("variants", [])])
+
+
+def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None) -> MultiRun:
+    """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
+    says otherwise, its children's) rewritten."""
+    from reports import merge
+
+    children_write = write if children_write is None else children_write
+
+    kind = rf.manifest.get("kind", "all")
+    runs: dict[str, Run] = {}
+    skipped: dict[str, str] = {}
+    for name, child in (rf.manifest.get("children") or {}).items():
+        if child.get("status") == "skipped":
+            skipped[name] = child.get("reason", "")
+            continue
+        folder = rf.file(child.get("folder", name))
+        if (folder / WORKLOAD_MANIFEST).exists():
+            child = RunFolder.open(folder)
+            runs[name] = build_report(child, write=children_write and child.writable())
+        else:
+            skipped[name] = child.get("error", "no results")
+    if kind == "all":
+        first = next(iter(runs.values())).workload if runs else {}
+        table = merge.merged_table({n: r.table for n, r in runs.items()}, backends.merged_sources(runs),
+                                   first.get("baseline"),
+                                   on_gpu=first.get("device") == "cuda")
+    elif kind == "each-gpu":
+        from orchestrator.cluster.each_gpu import each_gpu_table
+
+        table = each_gpu_table(runs)
+    else:
+        points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
+        table = merge.sweep_table(points)
+    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind, saved=False)
+    if write:
+        _write_multi(multi)
+    return multi
+
+
+def _write_multi(multi: MultiRun) -> None:
+    from reports import html, render
+
+    sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
+    if multi.kind in ("all", "each-gpu"):
+        sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
+    meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
+    try:
+        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)
+        html.write_html(multi.path / "report.html", multi.title(), sections,
+                        sweep=multi.table if multi.kind == "sweep" else None,
+                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),
+                        kernels=multi.kernels)
+    except OSError as exc:
+        raise disk_error(multi.path, exc) from exc
+    multi.saved = True
