@@ -1,16 +1,17 @@
 """gprof-orch: which of my implementations is fastest, and why.
 
-`profile` and `load_run` are imported lazily so that `import orchestrator` (and the CLI's
+The entry points: `profile` (one run), `sweep` (every size/dtype), `profile_all` (every
+backend), `load_run` (a run folder read back). They are imported lazily so that `import orchestrator` (and the CLI's
 --help) stays light.
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["profile", "load_run", "Run", "profile_program", "import_capture", "__version__"]
+__all__ = ["profile", "sweep", "profile_all", "load_run", "Run", "profile_program", "import_capture", "__version__"]
 
 
 def __getattr__(name: str):
-    if name in ("profile", "load_run", "Run"):
+    if name in ("profile", "sweep", "profile_all", "load_run", "Run"):
         from orchestrator import api
 
         return getattr(api, name)

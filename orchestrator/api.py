@@ -32,10 +32,9 @@ def plan(req: Request) -> list:
 
 
 def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":
-    """Run `workload` under `backend` and return the Run (see Request for the options).
-
-    backend="all" runs every backend available here into one folder; a comma-separated
-    size or dtype ("1e6,1e7,1e8", "float32,bfloat16") runs a sweep. Both return a MultiRun.
+    """Run `workload` under `backend` once and return the Run (see Request for the options).
+    Every backend into one folder is `profile_all`; every size or dtype, `sweep`. (With
+    --each-gpu the one point runs on every worker's GPU: a MultiRun.)
 
     Raises a GprofError subclass on failure; the run folder is kept, marked failed or
     interrupted, with whatever was collected, and the exception carries `.run` when a
@@ -43,12 +42,10 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     from orchestrator import envinfo
 
     if backend == "all":
-        return profile_all(workload, **options)
-    sizes = [s for s in str(options.get("size") or "").split(",") if s]
-    dtypes = [d for d in str(options.get("dtype") or "").split(",") if d]
-    if len(sizes) > 1 or len(dtypes) > 1:
-        rest = {k: v for k, v in options.items() if k not in ("size", "dtype")}
-        return sweep(workload, backend, sizes, dtypes, **rest)
+        raise UsageError("profile() runs one backend: every backend is profile_all(workload, ...)")
+    if "," in str(options.get("size") or "") + str(options.get("dtype") or ""):
+        raise UsageError("profile() runs one size and dtype: a list of them is sweep(workload, backend, "
+                         "sizes, dtypes, ...)")
     argv = options.pop("argv", None)
     req = Request(workload=workload, backend=backend, **options).validate()
     if req.each_gpu:

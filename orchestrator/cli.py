@@ -179,6 +179,21 @@ def _request_kwargs(kw: dict) -> dict:
     return {"fmt": fmt, **kw}
 
 
+def _entry(workload: str, backend: str, kw: dict):
+    """The library call a command means: every backend (`all`), a sweep (a list of sizes or
+    dtypes), or one run."""
+    from orchestrator import api
+    from orchestrator.request import parse_list
+
+    sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
+    if backend == "all":
+        return lambda: api.profile_all(workload, argv=sys.argv, **kw)
+    if len(sizes) > 1 or len(dtypes) > 1:
+        rest = {k: v for k, v in kw.items() if k not in ("size", "dtype")}
+        return lambda: api.sweep(workload, backend, sizes, dtypes, argv=sys.argv, **rest)
+    return lambda: api.profile(workload, backend, argv=sys.argv, **kw)
+
+
 def _execute(ctx: click.Context, backend: str, **kw) -> None:
     from orchestrator import api
     from orchestrator.proc import format_argv
@@ -199,7 +214,7 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
         for step in api.plan(req):
             click.echo(format_argv(step.argv, step.env))
         return
-    _run_and_print(lambda: api.profile(workload, backend, argv=sys.argv, **kw), fmt, False, per_kernel)
+    _run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

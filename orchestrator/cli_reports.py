@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli_output import _print_run, run_doc
-from orchestrator.errors import EXIT_RUN_FAILED
+from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
 
 
 def _percent_limit(ctx, param, value):
@@ -88,17 +88,26 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator import api
 
     fmt = "json" if as_json else fmt
-    docs = []
+    docs, unreadable = [], []
     for path in runs:
-        run = api.load_run(path)
+        run = api.load_run(path, write=True)
+        unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
         if fmt == "json":  # one document on stdout: printed once every folder is read
             docs.append(run_doc(run, per_kernel=per_kernel))
         else:
             _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
+    # the others' tables are printed; the exit code says that a result could not be read
+    message = "could not read " + "; ".join(unreadable) if unreadable else None
     if docs:
         doc = docs[0] if len(docs) == 1 else {
             "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
             "error": None, "runs": docs}
+        if message:
+            doc = {**doc, "status": "failed", "exit_code": EXIT_PARSE,
+                   "error": {"kind": "ParseError", "message": message}}
         click.echo(json.dumps(doc, indent=1))
+    if message:
+        click.echo(f"gprof-orch: error: {message}", err=True)
+        sys.exit(EXIT_PARSE)

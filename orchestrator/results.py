@@ -168,6 +168,9 @@ class MultiRun:
     table: pd.DataFrame
     kind: str
     saved: bool = True
+    # children whose results are there but could not be read (a damaged report): name -> why;
+    # the table holds the others
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -210,6 +213,7 @@ class MultiRun:
             err = self.manifest.get("error")
             lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
         lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
+        lines += [f"{name}: unreadable, left out of the table: {why}" for name, why in self.unreadable.items()]
         for name, r in self.runs.items():
             weighted = _weighting_legend(r)
             if weighted:
@@ -245,14 +249,18 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
     kind = rf.manifest.get("kind", "all")
     runs: dict[str, Run] = {}
     skipped: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
     for name, child in (rf.manifest.get("children") or {}).items():
         if child.get("status") == "skipped":
             skipped[name] = child.get("reason", "")
             continue
         folder = rf.file(child.get("folder", name))
         if (folder / WORKLOAD_MANIFEST).exists():
-            child = RunFolder.open(folder)
-            runs[name] = build_report(child, write=children_write and child.writable())
+            try:
+                child = RunFolder.open(folder)
+                runs[name] = build_report(child, write=children_write and child.writable())
+            except ParseError as exc:  # one damaged result does not take the others' table with it
+                unreadable[name] = exc.render().splitlines()[0]
         else:
             skipped[name] = child.get("error", "no results")
     if kind == "all":
@@ -267,7 +275,7 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
     else:
         points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
         table = merge.sweep_table(points)
-    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind, saved=False)
+    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind, saved=False, unreadable=unreadable)
     if write:
         _write_multi(multi)
     return multi

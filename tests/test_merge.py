@@ -120,3 +120,23 @@ def test_sweep_captured_on_the_h200(h200_run):
     gbs = [t.loc[(n, "torch_mean"), "achieved_gb_s"] for n in (1_000_000, 10_000_000, 100_000_000)]
     assert gbs == sorted(gbs) and gbs[-1] > 3000
     assert 'data-plot="sweep_time"' in (multi.path / "report.html").read_text()
+
+
+def test_report_on_an_all_folder_with_one_damaged_result_keeps_the_others(h200_run):
+    """Issue 14: one unreadable backend result in an `all` folder (its ncu report cut short)
+    used to make `report` exit with no merged table. Now the others' merged table is printed,
+    the damaged one named with its reason, and the exit code says a result could not be read."""
+    folder = h200_run("all-square")
+    rep = folder / "ncu" / "report.ncu-rep"
+    rep.write_bytes(rep.read_bytes()[:1000])
+    res = run_cli("report", str(folder))
+    assert res.returncode == 4, res.stderr
+    assert "could not read" in res.stderr and "ncu" in res.stderr
+    assert "ncu: unreadable, left out of the table" in res.stdout
+    for col in ("events us", "torch-trace us", "nsys us"):
+        assert col in res.stdout
+    assert "ncu us" not in res.stdout
+    js = run_cli("report", str(folder), "--json")
+    doc = json.loads(js.stdout)
+    assert js.returncode == 4 and doc["exit_code"] == 4 and doc["error"]["kind"] == "ParseError"
+    assert {r["variant"] for r in doc["variants"]} >= {"torch_square", "mul", "pow"}
