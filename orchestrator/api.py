@@ -24,11 +24,12 @@ from orchestrator.results import (MultiRun, Run, _build_multi, _write_multi, bui
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 
-def plan(req: Request) -> list:
-    """The exact commands a request would run, without running them (--dry-run)."""
+def plan(req: Request) -> Any:
+    """What a request would run, without running it or writing anything (--dry-run): a
+    backends.base.Plan, `.spec` the runner's resolved spec (what spec.json would hold, the shape
+    included) and `.steps` the exact commands."""
     req.validate()
-    backend = backends.get(req.backend)
-    return backend.commands(req, Path(req.out).resolve() if req.out else Path("<run-folder>"))
+    return backends.get(req.backend).plan(req, Path(req.out).resolve() if req.out else Path("<run-folder>"))
 
 
 def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":
@@ -288,7 +289,7 @@ def _unpack_outcome(folder: Path, outcome: Any) -> "Run | MultiRun | str | Gprof
         child = RunFolder.open(folder)
         child.update(placement=outcome.placement)
         try:
-            run = load_run(folder)
+            run = load_run(folder, write=True)  # the point's reports, written where it now lies
         except GprofError:
             run = None  # the runner never wrote workload.json: the folder keeps its logs
     return run if outcome.status == "ok" and run is not None else outcome.as_error()

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import proc
 from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
 from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, UsageError
@@ -69,17 +70,11 @@ def nvtx_problem(nvtx_version: str | None, nsys_version: str | None) -> str | No
 
 def program_nvtx_version(argv: list[str], timeout: float = 30) -> str | None:
     """The nvtx package version the program's Python would import (None: not Python, or no nvtx)."""
-    import subprocess
-
     exe = argv[0]
     if not re.fullmatch(r"python[0-9.]*", Path(exe).name) and exe != sys.executable:
         return None
-    try:
-        out = subprocess.run([exe, "-c", "import importlib.metadata as m; print(m.version('nvtx'))"],
-                             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    out = proc.output([exe, "-c", "import importlib.metadata as m; print(m.version('nvtx'))"], timeout=timeout)
+    return (out or "").strip() or None
 
 
 # --------------------------------------------------------------------------- requests

@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting
 from orchestrator.errors import ParseError, UsageError
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 TRACE = "trace.json"
 
@@ -86,7 +87,7 @@ def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> st
     """The record_function prefix `--ranges` names for a torch.profiler trace: PREFIX alone (a
     trace has no NVTX domains); by default the project's own `variant:`."""
     if spec is None:
-        return ((borrowed or {}).get("ranges") or {}).get("prefix", "variant:")
+        return ((borrowed or {}).get("ranges") or {}).get("prefix", RANGE_PREFIX)
     if "@" in spec:
         raise UsageError(f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
                          f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})")

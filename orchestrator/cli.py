@@ -17,6 +17,7 @@ from orchestrator.cli_capture import exec_group, import_cmd
 from orchestrator.cli_reports import compare, report
 from orchestrator.cli_output import _gprof_error_doc, _run_and_print, error_doc
 from orchestrator.errors import EXIT_RUN_FAILED, GprofError
+from reports.formats import FORMATS
 
 EPILOG_RUN = """\b
 Examples:
@@ -120,7 +121,7 @@ def run_options(f):
         click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
                      help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-<backend>-<workload>/."),
         click.option("--format", "fmt", default="table", show_default=True,
-                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
+                     type=click.Choice(FORMATS), help="How the table is printed."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
         click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
                      "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
@@ -211,8 +212,11 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
 
             what = "on every worker's GPU of " if req.each_gpu else "each point a task (resource GPU=1) on "
             click.echo(f"# would run {what}{cluster.describe(spec)}")
-        for step in api.plan(req):
+        planned = api.plan(req)
+        for step in planned.steps:
             click.echo(format_argv(step.argv, step.env))
+        # what the runner's --spec file holds: every default settled, the shape and device included
+        click.echo(f"# spec: {json.dumps(planned.spec.to_json())}")
         return
     _run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
 

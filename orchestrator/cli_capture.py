@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from orchestrator.cli_output import _run_and_print
+from reports.formats import FORMATS
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 
 def _capture_options(f):
@@ -16,7 +18,7 @@ def _capture_options(f):
         click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
                      help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
                      "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range. "
-                     "A torch.profiler trace has no domains: PREFIX alone (default variant:)."),
+                     f"A torch.profiler trace has no domains: PREFIX alone (default {RANGE_PREFIX})."),
         click.option("--iters", type=int, default=None,
                      help="Iterations inside one range instance (default 1: each instance is one iteration)."),
         click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
@@ -25,7 +27,7 @@ def _capture_options(f):
                      help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/."),
         click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
         click.option("--format", "fmt", default="table", show_default=True,
-                     type=click.Choice(["table", "csv", "json", "markdown"]), help="How the table is printed."),
+                     type=click.Choice(FORMATS), help="How the table is printed."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
         click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
                      "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),

@@ -9,6 +9,7 @@ import click
 
 from orchestrator.cli_output import _print_run, run_doc
 from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
+from reports.formats import FORMATS
 
 
 def _percent_limit(ctx, param, value):
@@ -29,7 +30,7 @@ def _percent_limit(ctx, param, value):
 @click.option("--allow-mismatch", is_flag=True,
               help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
                    "footer; --fail-if-slower is then refused).")
-@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
 def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     """Compare two runs of one workload variant by variant: B's median over A's, and whether
@@ -74,7 +75,7 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "fmt", default="table", type=click.Choice(["table", "csv", "json", "markdown"]))
+@click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
               "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")

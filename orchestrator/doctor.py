@@ -46,28 +46,58 @@ def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
                                    f"reasons {', '.join(r['reasons']) or 'none'}; {LOCK_HINT}"}
 
 
-def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
+def _tool_backends() -> list[type]:
+    """The backend classes of the registry (orchestrator/backends) that wrap an external tool,
+    the first of each tool, in the registry's order: doctor's rows and checks follow from them."""
+    from orchestrator import backends
+
+    out, seen = [], set()
+    for name in backends.BACKENDS:
+        cls = backends.backend_class(name)
+        tool = getattr(cls, "tool", "")
+        if tool and tool not in seen:
+            seen.add(tool)
+            out.append(cls)
+    return out
+
+
+def _find_tool(tool: str, explicit: str | None) -> dict[str, Any]:
+    """A tool's doctor row: where it was found, its version and how; else why not and the fix."""
+    try:
+        t = tools.find(tool, explicit)
+        return {"ok": True, "path": str(t.path), "version": t.version, "found_via": t.found_via}
+    except (ToolNotFoundError, ToolTimeoutError) as exc:  # missing, or hangs on --version
+        return {"ok": False, "error": exc.message, "fix": exc.hint}
+
+
+def _package_rows(pk: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rows of the Python packages gprof-orch uses beside torch: triton, nvtx, ncu-report."""
+    return {
+        "triton": {"ok": pk.get("triton") is not None, "version": pk.get("triton"),
+                   "fix": None if pk.get("triton") else "pip install triton"},
+        "nvtx": {"ok": pk.get("nvtx") == "0.2.10", "version": pk.get("nvtx"),
+                 "fix": None if pk.get("nvtx") == "0.2.10" else
+                 "pip install nvtx==0.2.10 (newer nvtx ranges are not recorded by nsys 2023.4.4)"},
+        "ncu_report": {"ok": pk.get("ncu-report") is not None, "version": pk.get("ncu-report"),
+                       "fix": None if pk.get("ncu-report") else "pip install ncu-report (reads .ncu-rep without ncu)"},
+    }
+
+
+def collect(**explicit: str | None) -> dict[str, Any]:
+    """What this machine has, one row per item (ok, version or path, the fix when missing): the
+    machine, torch, the packages, each tool of the backend registry (`explicit`: a tool's path by
+    its name, e.g. nsys=..., as --nsys gives it) and the rows its backend adds, clocks, compiler.
+
+    Example:
+        >>> collect(nsys="/opt/nsys/bin/nsys")["nsys"]["ok"]
+    """
     report: dict[str, Any] = {"machine": envinfo.machine(), "torch": _torch_info()}
     pk = report["machine"]["packages"]
-    report["triton"] = {"ok": pk.get("triton") is not None, "version": pk.get("triton"),
-                        "fix": None if pk.get("triton") else "pip install triton"}
-    report["nvtx"] = {"ok": pk.get("nvtx") == "0.2.10", "version": pk.get("nvtx"),
-                      "fix": None if pk.get("nvtx") == "0.2.10" else
-                      "pip install nvtx==0.2.10 (newer nvtx ranges are not recorded by nsys 2023.4.4)"}
-    report["ncu_report"] = {"ok": pk.get("ncu-report") is not None, "version": pk.get("ncu-report"),
-                            "fix": None if pk.get("ncu-report") else "pip install ncu-report (reads .ncu-rep without ncu)"}
-    for name, explicit in (("nsys", nsys), ("ncu", ncu)):
-        try:
-            t = tools.find(name, explicit)
-            report[name] = {"ok": True, "path": str(t.path), "version": t.version, "found_via": t.found_via}
-        except (ToolNotFoundError, ToolTimeoutError) as exc:  # missing, or hangs on --version
-            report[name] = {"ok": False, "error": exc.message, "fix": exc.hint}
-    # `exec nsys` on a program whose nvtx ranges this nsys drops (orchestrator/capture.py)
-    from orchestrator.capture import nvtx_problem
-
-    problem = nvtx_problem(pk.get("nvtx"), (report.get("nsys") or {}).get("version"))
-    report["nvtx_ranges"] = {"ok": problem is None, "fix": problem,
-                             "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}
+    report.update(_package_rows(pk))
+    for cls in _tool_backends():
+        report[cls.tool] = _find_tool(cls.tool, explicit.get(cls.tool))
+        if hasattr(cls, "doctor_items"):  # e.g. nsys: whether it records the nvtx package's ranges
+            report.update(cls.doctor_items(report[cls.tool], pk))
     report["clocks"] = _clock_info(report["torch"])
     report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
                           "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
@@ -75,6 +105,8 @@ def collect(nsys: str | None = None, ncu: str | None = None) -> dict[str, Any]:
 
 
 def render(report: dict[str, Any]) -> str:
+    """collect()'s report as the lines `gprof-orch doctor` prints: the machine, then one line per
+    item in the report's order, with the fix under each missing one."""
     m = report["machine"]
     lines = [f"gprof-orch {m['packages'].get('gprof-orch')}  python {m['python']}  {m['platform']}",
              f"git commit: {m.get('git_commit') or '-'}"]
@@ -86,13 +118,12 @@ def render(report: dict[str, Any]) -> str:
         gpu = (f"{t['gpu']} (sm {t['compute_capability']}, {t['sm_count']} SMs, {t['memory_gib']} GiB, "
                f"peak {t['peak_bandwidth_tb_s']} TB/s)") if t.get("gpu") else "no CUDA device"
         lines.append(f"torch {t['version']} (CUDA build {t['cuda_build']}): {gpu}")
-    for key in ("torch", "triton", "nvtx", "ncu_report", "nsys", "nvtx_ranges", "ncu", "clocks", "compiler"):
-        if key not in report:  # a report saved before the key existed
+    for key, item in report.items():
+        if key in ("machine", "checks") or not isinstance(item, dict):
             continue
-        item = report[key]
         mark = "ok     " if item.get("ok") else "MISSING"
         detail = item.get("path") or item.get("version") or item.get("nvcc") or item.get("error") or ""
-        if key in ("nsys", "ncu") and item.get("ok"):
+        if item.get("found_via") and item.get("ok"):  # a tool's row
             detail = f"{item['path']} (version {item['version']}, via {item['found_via']})"
         lines.append(f"  [{mark}] {key:<11} {detail}")
         if item.get("fix") and not item.get("ok") or (key == "torch" and item.get("fix")):
@@ -115,108 +146,62 @@ kernels = [e for e in prof.events() if getattr(e, "device_type", None) is not No
 print("CUDA" if torch.cuda.is_available() else "CPU", len(names), len(kernels))
 """
 
-_NVTX_CHECK = """
-import time, nvtx
-with nvtx.annotate("variant:doctor-check", domain="gprof"):
-    time.sleep(0.01)
-"""
-
-_NCU_CHECK = "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item())"
-
-
-def _check(name: str, ok: bool | None, detail: str, fix: str | None = None) -> dict[str, Any]:
-    """ok: True passed, False failed, None skipped (not applicable here)."""
+def check_row(name: str, ok: bool | None, detail: str, fix: str | None = None) -> dict[str, Any]:
+    """One row of `doctor --check`: {"check", "ok", "detail", "fix"}. ok: True passed, False
+    failed, None skipped (not applicable here); the fix is kept only for a failure. The backends'
+    `self_test` hooks return these."""
     return {"check": name, "ok": ok, "detail": detail, "fix": fix if ok is False else None}
 
 
-def check_tools(nsys: str | None = None, ncu: str | None = None, timeout: float = 180) -> list[dict[str, Any]]:
-    """Prove each tool works here with a tiny real run; each failure comes with its fix."""
+def _torch_check(tmp, timeout: float) -> dict[str, Any]:
+    """torch.profiler's proof: a tiny profiled run must record CUDA kernels on a GPU, CPU events
+    elsewhere."""
     import sys
-    import tempfile
-    from pathlib import Path
 
     from orchestrator import proc
     from orchestrator.errors import GprofError
 
-    out: list[dict[str, Any]] = []
+    try:
+        res = proc.run([sys.executable, "-c", _TORCH_CHECK], log_dir=tmp, name="torch", timeout=timeout)
+    except GprofError as exc:
+        return check_row("torch.profiler", False, exc.message, "see the log")
+    words = (proc.log_tail(res.stdout, 1) or "").split()
+    if res.returncode != 0 or len(words) != 3:
+        return check_row("torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}",
+                            "reinstall torch; see the log")
+    if words[0] == "CUDA":
+        return check_row("torch.profiler", int(words[2]) > 0, f"recorded {words[2]} CUDA kernel event(s)",
+                            "CUPTI could not trace kernels: check the driver matches torch's CUDA build")
+    return check_row("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events")
+
+
+def check_tools(timeout: float = 180, **explicit: str | None) -> list[dict[str, Any]]:
+    """Prove each tool works here with a tiny real run, each failure with its fix: torch.profiler,
+    then the `self_test` hook of every tool backend of the registry that has one (`explicit`: a
+    tool's path by its name, e.g. nsys=...); one that needs a GPU is skipped without CUDA.
+
+    Example:
+        >>> [c["check"] for c in check_tools()]
+        ['torch.profiler', 'nsys', 'ncu']
+    """
+    import tempfile
+    from pathlib import Path
+
     tmp = Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
-    py = sys.executable
-    # torch.profiler
-    try:
-        res = proc.run([py, "-c", _TORCH_CHECK], log_dir=tmp, name="torch", timeout=timeout)
-        words = (proc.log_tail(res.stdout, 1) or "").split()
-        if res.returncode != 0 or len(words) != 3:
-            out.append(_check("torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}",
-                              "reinstall torch; see the log"))
-        elif words[0] == "CUDA":
-            ok = int(words[2]) > 0
-            out.append(_check("torch.profiler", ok, f"recorded {words[2]} CUDA kernel event(s)",
-                              "CUPTI could not trace kernels: check the driver matches torch's CUDA build"))
+    out = [_torch_check(tmp, timeout)]
+    has_cuda = out[-1]["detail"].startswith("recorded")
+    for cls in _tool_backends():
+        if not hasattr(cls, "self_test"):
+            continue
+        if cls.needs_gpu and not has_cuda:
+            out.append(check_row(cls.tool, None, f"skipped: {cls.tool} needs a CUDA GPU"))
         else:
-            out.append(_check("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events"))
-    except GprofError as exc:
-        out.append(_check("torch.profiler", False, exc.message, "see the log"))
-    has_cuda = bool(out and out[-1]["detail"].startswith("recorded"))
-    # nsys records an NVTX range of ours
-    try:
-        t = tools.find("nsys", nsys, timeout=timeout)
-        rep = tmp / "nsys-check"
-        res = proc.run([str(t.path), "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none",
-                        f"--output={rep}", "--force-overwrite=true", py, "-c", _NVTX_CHECK],
-                       log_dir=tmp, name="nsys", timeout=timeout)
-        exp = proc.run([str(t.path), "export", "--type=sqlite", f"--output={rep}.sqlite", "--force-overwrite=true",
-                        f"{rep}.nsys-rep"], log_dir=tmp, name="nsys-export", timeout=timeout)
-        if res.returncode != 0 or exp.returncode != 0:
-            out.append(_check("nsys", False, f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
-                              "see the logs in " + str(tmp)))
-        else:
-            from orchestrator.parsers import nsys_sqlite as ns
-
-            ex = ns.read_export(f"{rep}.sqlite")
-            ranges = ns.variant_ranges(ex)
-            if (ranges["variant"] == "doctor-check").any():
-                out.append(_check("nsys", True, f"nsys {t.version} recorded the NVTX range gprof@variant:doctor-check"))
-            else:
-                out.append(_check("nsys", False, f"nsys {t.version} ran but recorded no gprof range",
-                                  ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10"))
-    except ToolNotFoundError as exc:
-        out.append(_check("nsys", False, exc.message, exc.hint))
-    except GprofError as exc:
-        out.append(_check("nsys", False, exc.message, exc.hint))
-    # ncu reads a counter of a real kernel
-    if not has_cuda:
-        out.append(_check("ncu", None, "skipped: ncu needs a CUDA GPU"))
-    else:
-        try:
-            t = tools.find("ncu", ncu, timeout=timeout)
-            rep = tmp / "ncu-check.ncu-rep"
-            log = tmp / "ncu.log"
-            res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
-                            "--launch-count", "1", "--export", str(rep), "--force-overwrite", "--log-file", str(log),
-                            py, "-c", _NCU_CHECK], log_dir=tmp, name="ncu", timeout=timeout)
-            from orchestrator.backends import ncu_tool
-
-            text = log.read_text(errors="replace") if log.exists() else res.tail(20)
-            kind = ncu_tool.classify_ncu_failure(text)
-            if kind == "permission":
-                out.append(_check("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
-                                  "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module"))
-            elif not rep.exists():
-                out.append(_check("ncu", False, f"ncu {t.version} wrote no report: "
-                                  + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log)))
-            else:
-                k = ncu_tool.load(rep, domain=None, prefix="").kernels
-                ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
-                out.append(_check("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
-                                  f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log)))
-        except ToolNotFoundError as exc:
-            out.append(_check("ncu", False, exc.message, exc.hint))
-        except GprofError as exc:
-            out.append(_check("ncu", False, exc.message, exc.hint))
+            out.append(cls.self_test(tmp, timeout, explicit.get(cls.tool)))
     return out
 
 
 def render_checks(checks: list[dict[str, Any]]) -> str:
+    """check_tools()' rows as the lines `doctor --check` prints: pass, FAIL or skip, and the fix."""
     lines = []
     for c in checks:
         mark = {True: "pass", False: "FAIL", None: "skip"}[c["ok"]]

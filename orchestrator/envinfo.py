@@ -5,9 +5,10 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 from importlib import metadata
 from pathlib import Path
+
+from orchestrator import proc
 
 PACKAGES = ("gprof-orch", "torch", "triton", "nvtx", "pandas", "click", "ncu-report", "numba", "numba-cuda")
 
@@ -29,18 +30,13 @@ def git_commit(cwd: Path | None = None) -> str | None:
     if os.environ.get("GPROF_COMMIT"):
         return os.environ["GPROF_COMMIT"]
     here = cwd or Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=5)
-        sha = out.stdout.strip()
-        if out.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", sha):
-            # a copy without .git (e.g. the tree sent to a GPU machine) says its commit here
-            return os.environ.get("GPROF_COMMIT") or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
+    sha = (proc.output(["git", "rev-parse", "--verify", "HEAD"], cwd=here, timeout=5) or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        return None  # no git, or a copy without .git (the tree sent to a GPU machine): no commit known
+    dirty = proc.output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, timeout=5)
+    if dirty is None:
         return None
+    return sha + ("-dirty" if dirty.strip() else "")
 
 
 def nvidia_smi() -> dict[str, str] | None:
@@ -48,14 +44,10 @@ def nvidia_smi() -> dict[str, str] | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+    out = proc.output([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], timeout=10)
+    if not out or not out.strip():
         return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    name, driver, mem = (s.strip() for s in out.stdout.splitlines()[0].split(",")[:3])
+    name, driver, mem = (s.strip() for s in out.splitlines()[0].split(",")[:3])
     return {"gpu": name, "driver": driver, "memory": mem}
 
 

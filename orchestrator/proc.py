@@ -314,8 +314,6 @@ def _send(pid: int, sig: int) -> None:
 def _interrupt(proc: subprocess.Popen, pgid: int, policy: OnInterrupt | None, grace: float) -> None:
     """The first Ctrl-C arrived: apply `policy` (None: SIGINT the leader), wait for the leader;
     a second Ctrl-C goes to the leader; then end whatever is left of the group."""
-    import sys
-
     try:
         if policy is None:
             _send(proc.pid, signal.SIGINT)
@@ -380,6 +378,16 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
         if group_alive(pgid):
             _end_group(proc, pgid)
     return Result(argv, rc, out_path, err_path, time.monotonic() - t0)
+
+
+def output(argv: list[str], *, timeout: float, cwd: Path | None = None) -> str | None:
+    """The stdout of a short probe (`git rev-parse`, `nvidia-smi -L`), or None where it cannot run,
+    exits non-zero or outlasts `timeout`: what it tells is optional, so it never raises."""
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout if res.returncode == 0 else None
 
 
 def check(result: Result, what: str, *, hint: str | None = None) -> Result:

@@ -15,6 +15,7 @@ from workloads.stopping import StopRule
 
 if TYPE_CHECKING:
     from orchestrator.cluster import ClusterSpec
+    from workloads.spec import RunSpec
 
 DEVICES = ("auto", "cuda", "cpu")
 # the Request fields that say where the points run: the parent's, never passed on to a point's run
@@ -139,6 +140,10 @@ class Request:
     each_gpu: bool = False              # the one point once on every worker's GPU
     connect_timeout: float = 10.0       # seconds a scheduler has to answer
 
+    def __post_init__(self) -> None:
+        # --metrics comma-separated or repeated: one list of names from the start
+        self.ncu_metrics = parse_list(self.ncu_metrics)
+
     def cluster_spec(self) -> "ClusterSpec | None":
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
         --each-gpu without --cluster means local-cuda. Raises UsageError on a bad spec."""
@@ -149,19 +154,26 @@ class Request:
             spec = cluster.parse_spec("local-cuda", None)
         return spec
 
-    def selected_variants(self) -> list[str]:
-        """The variants that run, in the workload's order, the baseline always among them (as
-        workloads.registry.Workload.select does), known without importing a --workload-file."""
+    def catalog_entry(self) -> dict[str, Any]:
+        """The workload as plain data (workloads.registry.describe: variants, dtypes, default
+        shapes), known without importing a --workload-file; UnknownNameError for a name no
+        workload has."""
         catalog = {w["workload"]: w for w in workload_catalog(self.workload_file, self.timeout)}
         if self.workload not in catalog:
             raise UnknownNameError("workload", self.workload, sorted(catalog))
-        w = catalog[self.workload]
+        return catalog[self.workload]
+
+    def selected_variants(self) -> list[str]:
+        """The variants that run, in the workload's order, the baseline always among them (as
+        workloads.registry.Workload.select does), known without importing a --workload-file."""
+        w = self.catalog_entry()
         names = [v["name"] for v in w["variants"]]
         wanted = set(self.variants) | {w["baseline"]}
         return [n for n in names if n in wanted] if self.variants else names
 
     def validate(self) -> "Request":
-        """Check every value against the registries; raises UsageError / UnknownNameError."""
+        """Check every value against the registries; raises UsageError / UnknownNameError.
+        Changes nothing: the values the run takes are settled by resolve_spec()."""
         from workloads import registry
 
         if self.timeout is not None and self.timeout <= 0:
@@ -174,16 +186,13 @@ class Request:
         self.cluster_spec()
         if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
             raise UsageError(f"--out {self.out} exists and is a file, not a folder; choose a new folder")
-        catalog = {w["workload"]: w for w in workload_catalog(self.workload_file, self.timeout)}
-        if self.workload not in catalog:
-            raise UnknownNameError("workload", self.workload, sorted(catalog))
-        w = catalog[self.workload]
+        w = self.catalog_entry()
         names = [v["name"] for v in w["variants"]]
         for v in self.variants:
             if v not in names:
                 raise UnknownNameError(f"variant of {self.workload}", v, names)
         if self.size is not None:
-            self.size = parse_size(self.size)
+            parse_size(self.size)
         if self.dtype not in registry.DTYPES:
             raise UsageError(f"--dtype {self.dtype!r} unknown; valid: {', '.join(registry.DTYPES)}")
         if self.dtype not in w["dtypes"]:
@@ -206,7 +215,6 @@ class Request:
                              f"{self.min_time:g} and {self.max_time:g}")
         if not 0 <= self.gpu_sleep_us <= 10_000:
             raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
-        self.ncu_metrics = parse_list(self.ncu_metrics)
         for m in self.ncu_metrics:
             if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
                 raise UsageError(f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "
@@ -221,3 +229,50 @@ class Request:
         for k in ("out", "root"):
             d[k] = str(d[k]) if d[k] is not None else None
         return d
+
+
+def resolve_spec(req: Request, *, mode: str, default_iters: int | None, default_warmup: int,
+                 out: Path | None = None) -> "RunSpec":
+    """Everything the runner child needs for `req`, settled here once, as a new frozen RunSpec
+    (workloads/spec.py; `req` is not changed): the variants that run (the baseline among them),
+    the shape (--size, else the workload's default for the device), the device (auto:
+    auto_device()), the backend's `mode`, its `default_iters` and `default_warmup` where the
+    request has none, the stop rule, an absolute --workload-file. Imports no torch: it reads the
+    workload catalog and, for --device auto, nvidia-smi. Raises as validate() does.
+
+    Example:
+        >>> resolve_spec(Request("square", device="cpu"), mode="time", default_iters=None,
+        ...              default_warmup=10).shape
+        (1000, 1000)
+    """
+    from workloads.spec import RunSpec, resolve
+
+    entry = req.catalog_entry()
+    shape = tuple(int(d) for d in parse_size(req.size).split("x")) if req.size else None
+    stop = StopRule(max_noise_pct=req.max_noise, min_samples=req.min_samples, min_time_s=req.min_time,
+                    max_time_s=req.max_time)
+    spec = RunSpec(workload=req.workload, variants=tuple(req.selected_variants()), shape=shape, dtype=req.dtype,
+                   device=req.device, iters=req.iters if req.iters is not None else default_iters,
+                   warmup=req.warmup if req.warmup is not None else default_warmup, seed=req.seed, mode=mode,
+                   flush_l2=req.flush_l2, timer=req.timer, gpu_sleep_us=req.gpu_sleep_us, stop=stop,
+                   cuda_graph=req.cuda_graph, triton_interpret=req.triton_interpret, fail_variant=req.fail_variant,
+                   workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None, out=out)
+    return resolve(spec, entry, auto_device)
+
+
+def auto_device() -> tuple[str, str]:
+    """--device auto, settled in the parent, which never imports torch: cuda where nvidia-smi
+    finds a GPU and CUDA_VISIBLE_DEVICES does not hide them all, else cpu; (device, how it was
+    chosen: the spec says so). The child refuses a cuda its torch cannot see (a CPU-only torch
+    build), naming this reason."""
+    import os
+
+    from orchestrator import envinfo
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return "cpu", f"auto: CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    smi = envinfo.nvidia_smi()
+    if smi is None:
+        return "cpu", "auto: nvidia-smi finds no GPU (the parent does not import torch)"
+    return "cuda", f"auto: nvidia-smi finds {smi['gpu']} (the parent does not import torch)"

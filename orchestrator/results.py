@@ -36,13 +36,17 @@ class Run:
 
     @property
     def status(self) -> str:
+        """The run's status from its manifest: ok, failed, interrupted, ... ("" if unrecorded)."""
         return self.manifest.get("status", "")
 
     @property
     def backend(self) -> str:
+        """The name of the backend that made the run ("" if unrecorded)."""
         return self.manifest.get("backend", "")
 
     def title(self) -> str:
+        """The one-line heading of the run's tables: backend, workload, shape and dtype, device,
+        iteration count (or the stop rule it sampled to) and the folder."""
         w = self.workload
         env = w.get("env") or {}
         dev = env.get("device_name") or w.get("device", "")
@@ -53,6 +57,8 @@ class Run:
                 f"{count} | {self.path}")
 
     def footer(self) -> list[str]:
+        """The lines printed under the table: how the run ended, what the columns are measured
+        against, and the warnings a reader needs before trusting a number."""
         lines = []
         if self.status not in ("ok", None):
             err = self.manifest.get("error")
@@ -135,10 +141,10 @@ def write_report(run: Run) -> None:
     run.saved = True
 
 
-def load_run(path: str | Path, *, write: bool = True) -> "Run | MultiRun":
+def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
     """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
-    With `write`, its reports are rewritten in the folder, unless the folder is read-only: then
-    nothing is written and `.saved` is False. `write=False` only reads."""
+    It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
+    the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
     rf = RunFolder.open(path)
     write = write and rf.writable()
     if rf.manifest.get("kind") in MULTI_KINDS:
@@ -174,20 +180,25 @@ class MultiRun:
 
     @property
     def status(self) -> str:
+        """The status of the whole sweep or `all` run from its manifest ("" if unrecorded)."""
         return self.manifest.get("status", "")
 
     @property
     def backend(self) -> str:
+        """The kind of the multi-run ("all", "sweep", "each-gpu"), where a Run names its backend."""
         return self.kind
 
     @property
     def frame(self) -> pd.DataFrame:
+        """Every child run's unified long-form frame, concatenated (built on each access)."""
         from reports.schema import concat
 
         return concat(r.frame for r in self.runs.values())
 
     @property
     def workload(self) -> dict[str, Any]:
+        """The first child run's workload manifest ({} with no child): the children share the
+        workload, so its name, device and env stand for all."""
         return next(iter(self.runs.values())).workload if self.runs else {}
 
     @property
@@ -202,12 +213,16 @@ class MultiRun:
         return pd.concat(parts, ignore_index=True)[["run", *KERNEL_COLUMNS]]
 
     def title(self) -> str:
+        """The one-line heading of the merged table: workload, what was run (all backends, a
+        sweep, each GPU), device and the folder."""
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
         what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
         return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
 
     def footer(self) -> list[str]:
+        """The lines printed under the merged table: how the run ended, the children skipped or
+        unreadable, each child's weighting note, and the legend of `all`'s columns."""
         lines = []
         if self.status not in ("ok", None):
             err = self.manifest.get("error")

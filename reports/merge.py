@@ -33,6 +33,8 @@ class MergedTime:
     rank: int = 9
 
     def declare(self) -> "MergedTime":
+        """Register the backend's column of the merged table in reports/schema.py (so every renderer
+        knows its header and format); returns self, to be used where the backend declares it."""
         schema.register(schema.Column(self.column, self.header, "{:.2f}", tables=(schema.MERGED,)))
         return self
 

@@ -10,9 +10,8 @@ from typing import Any
 import pandas as pd
 
 from reports import schema
+from reports.formats import FORMATS  # noqa: F401 (render.FORMATS: the formats render() takes)
 from reports.names import MAX_LEN
-
-FORMATS = ("table", "csv", "json", "markdown")
 
 INT_OR_3G, PCT = schema.INT_OR_3G, schema.PCT
 
@@ -70,7 +69,7 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
 def to_text(table: pd.DataFrame, title: str = "", footer: list[str] | None = None) -> str:
     headers, body = display_rows(table)
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
-    numeric = [all(_looks_numeric(r[i]) for r in body) for i in range(len(headers))]
+    numeric = [all(looks_numeric(r[i]) for r in body) for i in range(len(headers))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
@@ -81,7 +80,8 @@ def to_text(table: pd.DataFrame, title: str = "", footer: list[str] | None = Non
     return "\n".join(out)
 
 
-def _looks_numeric(s: str) -> bool:
+def looks_numeric(s: str) -> bool:
+    """How a text table aligns a cell: numbers ("1.25x" too) and "-" to the right."""
     try:
         float(s.rstrip("x"))
         return True

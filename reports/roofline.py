@@ -146,67 +146,104 @@ def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Se
         return ""
     import matplotlib
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     pts = table[mask]
     names = [str(n) for n, keep in zip(labels if labels is not None else table["variant"], mask) if keep]
     ai = pd.to_numeric(pts["arithmetic_intensity"]).to_numpy(dtype="float64")
     gflops = pd.to_numeric(pts["achieved_gflop_s"]).to_numpy(dtype="float64")
-    pct = pd.to_numeric(pts["pct_of_roof"]).to_numpy(dtype="float64")
     bw, compute = roofs(pts)
-    ridges = [peak / bw for peak in compute.values()]
-    # room left of and below the points for their labels, which stack downwards
-    x_lo = 10.0 ** math.floor(math.log10(min(ai.min() / 3, min(ridges) / 100)))
-    x_hi = 10.0 ** math.ceil(math.log10(max(ai.max(), max(ridges)) * 10))
-    y_hi = 10.0 ** math.ceil(math.log10(max(compute.values()) * 1.5))
-    y_lo = 10.0 ** math.floor(math.log10(min(gflops.min() / 5, x_lo * bw)))
+    limits = _chart_limits(ai, gflops, bw, compute)
 
     # text as <text> (labels a reader and a test can read), ids that do not change between runs
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": id_prefix, "font.size": 9,
                                 "font.sans-serif": ["DejaVu Sans", "Arial"]}):
         fig = Figure(figsize=(6.4, 4.4), layout="constrained")
-        ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_ylim(y_lo, y_hi)
-        ticks = FuncFormatter(lambda v, _: _tick(v))
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(LogLocator(base=10))
-            axis.set_major_formatter(ticks)
-            axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-        ax.grid(True, which="major", color="#d1d9e0", linewidth=0.6)
-        ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
-        ax.set_ylabel("performance (GFLOP/s)")
-        top = max(ridges)
-        ax.plot([x_lo, top], [x_lo * bw, top * bw], color="#59636e", linewidth=2,
-                label=f"memory roof: {bw:,.0f} GB/s", gid=f"{id_prefix}-roof-memory")
-        for (precision, peak), dash in zip(compute.items(), ("-", "--", ":")):
-            ax.plot([peak / bw, x_hi], [peak, peak], color="#1f2328", linewidth=2, linestyle=dash,
-                    label=f"{precision.upper()} roof: {peak:,.0f} GFLOP/s", gid=f"{id_prefix}-roof-{precision}")
-        texts = []
-        own_peak = pd.to_numeric(pts["roof_gflop_s"]).to_numpy(dtype="float64")
-        own_bw = pd.to_numeric(pts["roof_dram_gb_s"]).to_numpy(dtype="float64")
-        for i, (x, y, p, name, peak, roof_bw) in enumerate(zip(ai, gflops, pct, names, own_peak, own_bw)):
-            color = palette[i % len(palette)]
-            # up to the variant's own roof, the one its % of roof is against
-            ax.plot([x, x], [y, roof_at(x, peak, roof_bw)], color=color, linewidth=1, linestyle=(0, (3, 2)),
-                    gid=f"{id_prefix}-gap-{i}")
-            ax.plot([x], [y], marker="os^Dv<>p"[i % 8], markersize=7, color=color, linestyle="none",
-                    gid=f"{id_prefix}-point-{i}")
-            texts.append(f"{name}: {p:.1f}% of {'memory' if x * roof_bw < peak else 'compute'} roof")
+        ax = _log_axes(fig, limits)
+        _draw_roofs(ax, bw, compute, limits, id_prefix)
+        texts = _draw_points(ax, pts, names, palette, id_prefix)
         fig.draw_without_rendering()  # lays the axes out: the points' place on the page is known
-        at = ax.transData.transform(np.column_stack([ai, gflops])) * 72.0 / fig.dpi
-        for i, ((dx, dy), (px, py)) in enumerate(zip(_label_offsets(at, texts), at)):
-            ax.annotate(texts[i], (ai[i], gflops[i]), xytext=(dx, dy), textcoords="offset points",
-                        color="#1f2328", fontsize=8.5, va="center", gid=f"{id_prefix}-label-{i}",
-                        arrowprops={"arrowstyle": "-", "color": palette[i % len(palette)], "linewidth": 0.6,
-                                    "relpos": (0.0, 0.5), "shrinkA": 1, "shrinkB": 3}
-                        if abs(dy) > 9 else None)
+        _draw_labels(fig, ax, ai, gflops, texts, palette, id_prefix)
         ax.legend(loc="lower right", fontsize=8, frameon=True)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return _inline(buf.getvalue(), id_prefix, aria)
+
+
+def _chart_limits(ai: np.ndarray, gflops: np.ndarray, bw: float,
+                  compute: dict[str, float]) -> tuple[float, float, float, float]:
+    """The axes' limits (x_lo, x_hi, y_lo, y_hi), whole powers of ten: room left of and below
+    the points for their labels, which stack downwards, and past every ridge point."""
+    ridges = [peak / bw for peak in compute.values()]
+    x_lo = 10.0 ** math.floor(math.log10(min(ai.min() / 3, min(ridges) / 100)))
+    x_hi = 10.0 ** math.ceil(math.log10(max(ai.max(), max(ridges)) * 10))
+    y_hi = 10.0 ** math.ceil(math.log10(max(compute.values()) * 1.5))
+    y_lo = 10.0 ** math.floor(math.log10(min(gflops.min() / 5, x_lo * bw)))
+    return x_lo, x_hi, y_lo, y_hi
+
+
+def _log_axes(fig, limits: tuple[float, float, float, float]):
+    """The chart's log-log axes within limits, ticked at powers of ten (_tick), gridded and labelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    x_lo, x_hi, y_lo, y_hi = limits
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    ticks = FuncFormatter(lambda v, _: _tick(v))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10))
+        axis.set_major_formatter(ticks)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.grid(True, which="major", color="#d1d9e0", linewidth=0.6)
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    return ax
+
+
+def _draw_roofs(ax, bw: float, compute: dict[str, float], limits: tuple[float, float, float, float],
+                id_prefix: str) -> None:
+    """The memory roof up to the highest ridge point, then each precision's flat compute roof."""
+    x_lo, x_hi = limits[0], limits[1]
+    top = max(peak / bw for peak in compute.values())
+    ax.plot([x_lo, top], [x_lo * bw, top * bw], color="#59636e", linewidth=2,
+            label=f"memory roof: {bw:,.0f} GB/s", gid=f"{id_prefix}-roof-memory")
+    for (precision, peak), dash in zip(compute.items(), ("-", "--", ":")):
+        ax.plot([peak / bw, x_hi], [peak, peak], color="#1f2328", linewidth=2, linestyle=dash,
+                label=f"{precision.upper()} roof: {peak:,.0f} GFLOP/s", gid=f"{id_prefix}-roof-{precision}")
+
+
+def _draw_points(ax, pts: pd.DataFrame, names: list[str], palette: Sequence[str], id_prefix: str) -> list[str]:
+    """Each point's marker and its dashed line up to its own roof; returns the points' label texts."""
+    ai = pd.to_numeric(pts["arithmetic_intensity"]).to_numpy(dtype="float64")
+    gflops = pd.to_numeric(pts["achieved_gflop_s"]).to_numpy(dtype="float64")
+    pct = pd.to_numeric(pts["pct_of_roof"]).to_numpy(dtype="float64")
+    own_peak = pd.to_numeric(pts["roof_gflop_s"]).to_numpy(dtype="float64")
+    own_bw = pd.to_numeric(pts["roof_dram_gb_s"]).to_numpy(dtype="float64")
+    texts = []
+    for i, (x, y, p, name, peak, roof_bw) in enumerate(zip(ai, gflops, pct, names, own_peak, own_bw)):
+        color = palette[i % len(palette)]
+        # up to the variant's own roof, the one its % of roof is against
+        ax.plot([x, x], [y, roof_at(x, peak, roof_bw)], color=color, linewidth=1, linestyle=(0, (3, 2)),
+                gid=f"{id_prefix}-gap-{i}")
+        ax.plot([x], [y], marker="os^Dv<>p"[i % 8], markersize=7, color=color, linestyle="none",
+                gid=f"{id_prefix}-point-{i}")
+        texts.append(f"{name}: {p:.1f}% of {'memory' if x * roof_bw < peak else 'compute'} roof")
+    return texts
+
+
+def _draw_labels(fig, ax, ai: np.ndarray, gflops: np.ndarray, texts: list[str], palette: Sequence[str],
+                 id_prefix: str) -> None:
+    """The points' labels, right of them and stacked where they would overlap (_label_offsets),
+    a label moved off its point tied to it by a line. The axes must be laid out first."""
+    at = ax.transData.transform(np.column_stack([ai, gflops])) * 72.0 / fig.dpi
+    for i, ((dx, dy), (px, py)) in enumerate(zip(_label_offsets(at, texts), at)):
+        ax.annotate(texts[i], (ai[i], gflops[i]), xytext=(dx, dy), textcoords="offset points",
+                    color="#1f2328", fontsize=8.5, va="center", gid=f"{id_prefix}-label-{i}",
+                    arrowprops={"arrowstyle": "-", "color": palette[i % len(palette)], "linewidth": 0.6,
+                                "relpos": (0.0, 0.5), "shrinkA": 1, "shrinkB": 3}
+                    if abs(dy) > 9 else None)
 
 
 def _label_offsets(at: np.ndarray, texts: list[str], *, line: float = 12.0, gap: float = 16.0,

@@ -62,133 +62,174 @@ def _noise(n: float, times: np.ndarray) -> float:
 
 
 def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
-    """One row per variant of the workload manifest (ok, skipped and failed alike)."""
-    peak = (wman.get("env") or {}).get("peak_bandwidth_bytes_per_s")
-    baseline = wman.get("baseline")
-    # time mode without --iters samples each variant until its stop rule is met: no one count
-    iters = wman.get("iters") or 1
-    rows = []
+    """One row per variant of the workload manifest (ok, skipped and failed alike), with the
+    speedup over the baseline, the variants sharing its kernels and the why columns."""
     kernel_sets: dict[str, frozenset[str]] = {}
     by_variant = {v: g for v, g in frame.groupby("variant", sort=False)} if not frame.empty else {}
-    for v in wman.get("variants", []):
-        name = v["name"]
-        # an imported capture counts iterations per variant (its ranges' instances)
-        iters = v.get("iters") or wman.get("iters") or 1
-        g = by_variant.get(name)
-        row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
-        note = v.get("reason") or v.get("error") or ""
-        if v.get("holds"):  # an imported capture's range that holds other variants' ranges
-            note = (f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)"
-                    + (f"; {note}" if note else ""))
-        lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
-        if len(lost):
-            row["status"] = "not in report"
-            what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
-            note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
-        elif g is not None and not g.empty and row["status"] != "ok" and not (g["metric"] == "time_ns").any():
-            # stopped part-way (interrupted, or failed): what the profiler caught, no per-iteration numbers
-            k = g[g["metric"].isin(ACTIVITY_METRICS) & (g["kernel"] != ALL_KERNELS)]
-            if len(k):
-                names = k.groupby("kernel", sort=False)["value"].size()
-                row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
-                row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
-                note = _also(note, (
-                    f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
-                    f"per-iteration numbers (the rows are in frame.parquet)"))
-        elif g is not None and not g.empty:
-            times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
-            t = sample_stats(times)
-            c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
-            k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
-            launches = k.groupby("kernel", sort=False)["value"].size()
-            kernel_sets[name] = frozenset(launches.index)
-            other = sorted({m.split("_")[0] for m in g["metric"].unique() if m in ("memset_time_ns", "memcpy_time_ns")})
-            bytes_moved = g.loc[g["metric"] == "bytes_moved", "value"]
-            gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
-            row.update(
-                kernels=", ".join([short_kernel_name(n) for n in launches.index] + [f"+{o}" for o in other]),
-                kernels_full=FULL_NAMES_SEP.join(launches.index),
-                launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
-                time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
-                time_cv_pct=t["cv"] * 100, samples=t["n"], noise_pct=_noise(t["n"], times),
-                cpu_median_us=c["median"] / 1e3,
-                achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
-            )
-            launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
-            if len(launch):
-                row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
-            for col in AGGREGATED:
-                if (g["metric"] == col.source).any():
-                    row[col.name] = aggregate(g, col)
-            weighted = weighting_note(g)
-            if weighted:
-                note = _also(note, weighted)
-            if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
-                row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
-            row.update(roofline_point(g))  # reports/roofline.py: ncu's roofline rates, time-weighted
-            if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
-                note = _also(note, (
-                    f"{row['status']} part-way: {t['n']:.0f}"
-                    + (f" of {wman['iters']}" if wman.get("iters") else "")
-                    + " samples taken; the numbers are over those"))
-            if v.get("hold_note"):
-                note = _also(note, v["hold_note"])
-            if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
-                note = _also(note, f"clocks: {v['clock_note']}; its samples ran slower")
-            rule = wman.get("stop_rule") or {}
-            if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
-                row["status"] = "noisy"
-                note = _also(note, (
-                    f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
-                    f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)"))
-            uneven = g.loc[g["metric"] == UNEVEN_LAUNCHES, "value"]
-            if len(uneven):
-                n = float(uneven.iloc[0])
-                row["status"] = "incomplete"
-                note = _also(note, (
-                    f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
-                    f"per-iteration time (the report lost launches or is damaged; each launch is in frame.parquet)"))
-            wall_only = g.loc[g["metric"] == WALL_TIME_ONLY, "value"]
-            if len(wall_only):
-                others = float(wall_only.iloc[0])
-                note = _also(note, (
-                    "no GPU work launched from its own thread inside the range: the time is the range's "
-                    "wall time" + (f"; {others:g} kernel launches by other threads fell inside it (nsys, as "
-                                   f"nvtx_kern_sum, counts a kernel in the range of the thread that launched "
-                                   f"it; PyTorch's backward launches from its own thread)" if others else "")))
-            seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
-            if len(seen):
-                row["status"] = "incomplete"
-                note = _also(note, (
-                    f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
-                    f"time (the report lost events or is damaged)"))
-            if t["n"] == 1:
-                note = _also(note, "n=1: one sample, so no spread (IQR, CV) to show")
-            if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
-                note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
-        row["note"] = note
-        rows.append(row)
+    rows = [_variant_row(v, by_variant.get(v["name"]), wman, kernel_sets) for v in wman.get("variants", [])]
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     if table.empty:
         return table
     for c in schema.columns(schema.VARIANT):
         if c.blank == "":
             table[c.name] = table[c.name].astype(object).fillna("")
+    _add_speedup(table, wman)
+    table["same_kernel_as"] = _same_kernels(table["variant"], kernel_sets)
+    from reports import why
+
+    return why.why_columns(frame, table, wman)
+
+
+def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any],
+                 kernel_sets: dict[str, frozenset[str]]) -> dict[str, Any]:
+    """One variant's row: its status, numbers and note. Records the kernels a measured variant
+    launched in kernel_sets (by name), for same_kernel_as."""
+    name = v["name"]
+    # an imported capture counts iterations per variant (its ranges' instances); time mode
+    # without --iters samples each variant until its stop rule is met: no one count
+    iters = v.get("iters") or wman.get("iters") or 1
+    row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
+    note = v.get("reason") or v.get("error") or ""
+    if v.get("holds"):  # an imported capture's range that holds other variants' ranges
+        note = (f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)"
+                + (f"; {note}" if note else ""))
+    lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
+    if len(lost):
+        row["status"] = "not in report"
+        what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
+        note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
+    elif g is not None and not g.empty and row["status"] != "ok" and not (g["metric"] == "time_ns").any():
+        note = _stopped_row(row, g, note)
+    elif g is not None and not g.empty:
+        peak = (wman.get("env") or {}).get("peak_bandwidth_bytes_per_s")
+        t, kernel_sets[name] = _measured_columns(row, g, iters, peak)
+        weighted = weighting_note(g)
+        if weighted:
+            note = _also(note, weighted)
+        note = _run_notes(row, v, wman, t, note)
+        note = _report_notes(row, g, iters, note)
+        if t["n"] == 1:
+            note = _also(note, "n=1: one sample, so no spread (IQR, CV) to show")
+        if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
+            note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
+    row["note"] = note
+    return row
+
+
+def _stopped_row(row: dict[str, Any], g: pd.DataFrame, note: str) -> str:
+    """A variant stopped part-way (interrupted, or failed) without a time sample: the kernels the
+    profiler caught go in row; returns its note (no per-iteration numbers)."""
+    k = g[g["metric"].isin(ACTIVITY_METRICS) & (g["kernel"] != ALL_KERNELS)]
+    if len(k):
+        names = k.groupby("kernel", sort=False)["value"].size()
+        row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
+        row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
+        note = _also(note, (
+            f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
+            f"per-iteration numbers (the rows are in frame.parquet)"))
+    return note
+
+
+def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int,
+                      peak: float | None) -> tuple[dict[str, float], frozenset[str]]:
+    """Fills a measured variant's numeric columns into row from its rows g; returns the
+    statistics of its time samples and the set of kernels it launched."""
+    times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
+    t = sample_stats(times)
+    c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
+    k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
+    launches = k.groupby("kernel", sort=False)["value"].size()
+    other = sorted({m.split("_")[0] for m in g["metric"].unique() if m in ("memset_time_ns", "memcpy_time_ns")})
+    bytes_moved = g.loc[g["metric"] == "bytes_moved", "value"]
+    gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
+    row.update(
+        kernels=", ".join([short_kernel_name(n) for n in launches.index] + [f"+{o}" for o in other]),
+        kernels_full=FULL_NAMES_SEP.join(launches.index),
+        launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
+        time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
+        time_cv_pct=t["cv"] * 100, samples=t["n"], noise_pct=_noise(t["n"], times),
+        cpu_median_us=c["median"] / 1e3,
+        achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
+    )
+    launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
+    if len(launch):
+        row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
+    for col in AGGREGATED:
+        if (g["metric"] == col.source).any():
+            row[col.name] = aggregate(g, col)
+    if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
+        row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
+    row.update(roofline_point(g))  # reports/roofline.py: ncu's roofline rates, time-weighted
+    return t, frozenset(launches.index)
+
+
+def _run_notes(row: dict[str, Any], v: dict[str, Any], wman: dict[str, Any], t: dict[str, float],
+               note: str) -> str:
+    """The note's clauses on how the variant's run went (stopped part-way, held, clocks, noisy);
+    a median not known to --max-noise turns an ok row "noisy"."""
+    if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
+        note = _also(note, (
+            f"{row['status']} part-way: {t['n']:.0f}"
+            + (f" of {wman['iters']}" if wman.get("iters") else "")
+            + " samples taken; the numbers are over those"))
+    if v.get("hold_note"):
+        note = _also(note, v["hold_note"])
+    if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
+        note = _also(note, f"clocks: {v['clock_note']}; its samples ran slower")
+    rule = wman.get("stop_rule") or {}
+    if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
+        row["status"] = "noisy"
+        note = _also(note, (
+            f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
+            f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)"))
+    return note
+
+
+def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -> str:
+    """The note's clauses on what the profiler's report lacks (uneven launches, wall time only,
+    lost iterations); a report without whole iterations turns the row "incomplete"."""
+    uneven = g.loc[g["metric"] == UNEVEN_LAUNCHES, "value"]
+    if len(uneven):
+        n = float(uneven.iloc[0])
+        row["status"] = "incomplete"
+        note = _also(note, (
+            f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
+            f"per-iteration time (the report lost launches or is damaged; each launch is in frame.parquet)"))
+    wall_only = g.loc[g["metric"] == WALL_TIME_ONLY, "value"]
+    if len(wall_only):
+        others = float(wall_only.iloc[0])
+        note = _also(note, (
+            "no GPU work launched from its own thread inside the range: the time is the range's "
+            "wall time" + (f"; {others:g} kernel launches by other threads fell inside it (nsys, as "
+                           f"nvtx_kern_sum, counts a kernel in the range of the thread that launched "
+                           f"it; PyTorch's backward launches from its own thread)" if others else "")))
+    seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
+    if len(seen):
+        row["status"] = "incomplete"
+        note = _also(note, (
+            f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
+            f"time (the report lost events or is damaged)"))
+    return note
+
+
+def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
+    """speedup_vs_baseline, where the baseline has a time and holds no other variant's range."""
+    baseline = wman.get("baseline")
     base = table.loc[table["variant"] == baseline, "time_median_us"]
     # a range holding others is their sum plus its own work: not an alternative to compare
     nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
     if len(base) and pd.notna(base.iloc[0]) and baseline not in nested:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
         table.loc[table["variant"].isin(nested), "speedup_vs_baseline"] = np.nan
-    # variants whose launches are the very same kernels
+
+
+def _same_kernels(variants: pd.Series, kernel_sets: dict[str, frozenset[str]]) -> list[str]:
+    """For each variant, the other variants whose launches are the very same kernels."""
     same = []
-    for name in table["variant"]:
+    for name in variants:
         ks = kernel_sets.get(name)
         same.append(", ".join(o for o, oks in kernel_sets.items() if o != name and ks and oks == ks))
-    table["same_kernel_as"] = same
-    from reports import why
-
-    return why.why_columns(frame, table, wman)
+    return same
 
 
 def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
@@ -205,6 +246,8 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def warnings_for(table: pd.DataFrame) -> list[str]:
+    """One warning per variant whose spread is too high to rank it by (unless its median is
+    known to within 1%), saying how to get a steadier number."""
     out = []
     for _, r in table.iterrows():
         # a median known to within 1% ranks variants whatever the spread of single samples

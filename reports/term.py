@@ -97,10 +97,12 @@ def _table(table: pd.DataFrame) -> Any:
     from rich.text import Text
 
     headers, body = render.display_rows(table)
-    columns = [c for c, h, _ in render.DISPLAY if h in headers]
+    # each header's column (a column nobody declared is shown under its own name)
+    by_header = {h: c for c, h, _ in render.DISPLAY}
+    columns = [by_header.get(h, h) for h in headers]
     out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="")
     for i, h in enumerate(headers):
-        numeric = bool(body) and all(_looks_numeric(r[i]) for r in body)
+        numeric = bool(body) and all(render.looks_numeric(r[i]) for r in body)
         # a narrow terminal wraps the text (notes, kernel names) between words, never the numbers
         out.add_column(Text.styled(h, "bold"), justify="right" if numeric else "left", no_wrap=numeric,
                        overflow="fold")
@@ -120,15 +122,6 @@ def _style(column: str, text: str, speedup: float | None) -> str:
     if column == "speedup_vs_baseline" and speedup is not None:
         return "green" if speedup > SPEEDUP_FASTER else "red" if speedup < SPEEDUP_SLOWER else ""
     return "dim" if column == "note" else ""
-
-
-def _looks_numeric(s: str) -> bool:
-    """As render.to_text aligns a column: numbers ("1.25x" too) and "-" to the right."""
-    try:
-        float(s.rstrip("x"))
-        return True
-    except ValueError:
-        return s == "-"
 
 
 def _as_float(value: Any) -> float:

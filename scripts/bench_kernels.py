@@ -36,8 +36,6 @@ import json
 import math
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -50,6 +48,8 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from workloads.timers import DEFAULT_GPU_SLEEP_US  # noqa: E402 (after the path above)
 
 T0 = time.monotonic()
 
@@ -82,7 +82,7 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default 200)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up calls per variant (default 5)")
     p.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer written before each call")
-    p.add_argument("--slack-us", type=float, default=100.0,
+    p.add_argument("--slack-us", type=float, default=DEFAULT_GPU_SLEEP_US,
                    help="GPU sleep after the flush, before each timed call (host launch latency)")
     p.add_argument("--only", default=None, help="comma list of variant names to run (plus the references)")
     p.add_argument("--skip", default="", help="comma list of variant names to leave out")
@@ -121,17 +121,11 @@ def parse_args(argv=None):
 
 
 def git_commit() -> str:
-    try:
-        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                           timeout=10)
-        if r.returncode == 0 and r.stdout.strip():
-            sha = r.stdout.strip()
-            d = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-            return sha + ("+dirty" if d.returncode == 0 and d.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return os.environ.get("GPROF_COMMIT") or "unknown"
+    """gprof-orch's own lookup (orchestrator.envinfo: $GPROF_COMMIT, else the checkout's commit,
+    -dirty when modified), or "unknown"."""
+    from orchestrator import envinfo
+
+    return envinfo.git_commit(REPO) or "unknown"
 
 
 def _version(dist: str) -> str | None:
@@ -144,6 +138,8 @@ def _version(dist: str) -> str | None:
 
 
 def environment(torch, device) -> dict:
+    from orchestrator import envinfo
+
     meta: dict[str, Any] = {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "git_commit": git_commit(),
@@ -164,55 +160,48 @@ def environment(torch, device) -> dict:
             "sms": props.multi_processor_count,
             "l2_bytes": getattr(props, "L2_cache_size", None),
             "memory_bytes": props.total_memory,
-            "driver": _driver_version(),
+            "driver": (envinfo.nvidia_smi() or {}).get("driver"),
         })
     else:
         meta["device"] = f"CPU ({platform.processor() or platform.machine()}) - dry run"
     return meta
 
 
-def _driver_version() -> str | None:
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=20)
-        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
-
-
 # ----------------------------------------------------------------------------- timing
 
 
 class Timer:
-    """CUDA events on a GPU (with L2 flush and a sleep before each call); perf_counter on CPU."""
+    """CUDA events on a GPU, each call after an L2 flush and the runner's GPU sleep
+    (workloads/timers.py, `time --timer sleep`); perf_counter on CPU."""
 
     def __init__(self, torch, device, flush_mb: int, slack_us: float):
+        from workloads import timers
+
         self.torch = torch
         self.cuda = device.type == "cuda"
         self.device = device
         self.flush_buf = None
-        self.sleep_cycles = 0
+        self.hold = timers.NoHold()
         if self.cuda:
             if flush_mb > 0:
                 self.flush_buf = torch.empty(flush_mb * (1 << 20) // 4, dtype=torch.float32, device=device)
             if slack_us > 0:
-                self.sleep_cycles = self._calibrate_sleep(slack_us)
+                self.hold = self._sleep(timers, slack_us)
 
-    def _calibrate_sleep(self, slack_us: float) -> int:
-        from workloads.timers import sleep_cycles_per_us
-
-        if not hasattr(self.torch.cuda, "_sleep"):
+    @staticmethod
+    def _sleep(timers, slack_us: float):
+        try:
+            hold, _ = timers.make("sleep", "cuda", slack_us)
+        except AttributeError:  # a torch without torch.cuda._sleep
             log("torch.cuda._sleep missing: no GPU slack before timed calls")
-            return 0
-        per_us = sleep_cycles_per_us()
-        log(f"GPU sleep: {per_us:.0f} cycles/us; {slack_us:.0f} us of slack before each timed call")
-        return int(per_us * slack_us)
+            return timers.NoHold()
+        log(f"GPU sleep: {slack_us:.0f} us of slack before each timed call")
+        return hold
 
     def prepare(self) -> None:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
-        if self.sleep_cycles:
-            self.torch.cuda._sleep(self.sleep_cycles)
+        self.hold.hold()
 
     def new_pair(self):
         if self.cuda:
@@ -242,10 +231,16 @@ class Timer:
 
 
 def stats(ms: list[float]) -> dict:
-    s = sorted(ms)
-    q = statistics.quantiles(s, n=4, method="inclusive") if len(s) >= 2 else [s[0]] * 3
-    return {"median_ms": statistics.median(s), "iqr_ms": q[2] - q[0], "q1_ms": q[0], "q3_ms": q[2],
-            "min_ms": s[0], "max_ms": s[-1], "reps": len(s)}
+    """gprof-orch's statistics of the samples (reports.summary.sample_stats: the median and IQR its
+    tables show; one sample has no IQR, written as null), with the quartiles and maximum beside."""
+    import numpy as np
+
+    from reports.summary import sample_stats
+
+    s = sample_stats(np.asarray(ms, dtype=np.float64))
+    q1, q3 = (float(q) for q in np.percentile(ms, [25, 75]))  # sample_stats's rule: numpy's linear
+    return {"median_ms": s["median"], "iqr_ms": s["iqr"] if s["n"] > 1 else None, "q1_ms": q1, "q3_ms": q3,
+            "min_ms": s["min"], "max_ms": max(ms), "reps": len(ms)}
 
 
 # ----------------------------------------------------------------------------- variants
@@ -273,7 +268,11 @@ def shape_for(n: int) -> tuple[int, int]:
 
 
 def bytes_moved(group: str, numel: int, itemsize: int) -> int:
-    return numel * itemsize if group == "mean" else 2 * numel * itemsize
+    """The built-in workloads' own rule (their `bytes_moved`): a mean reads the input once; a
+    square, and so a copy, reads it and writes as much."""
+    from workloads import registry
+
+    return registry.get("mean" if group == "mean" else "square").bytes_moved(numel, itemsize)
 
 
 def main_variants(args, device, torch, ext_state) -> list[Variant]:

@@ -86,3 +86,16 @@ def sigint_default() -> None:
     KeyboardInterrupt. A shell starts background jobs with SIGINT ignored (a CI script run with
     `&`), Python keeps an ignored SIGINT ignored, and a test that sends one would wait in vain."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def unpack_run(name: str, dest: Path, group: str = "h200") -> Path:
+    """Copy the committed run folder tests/fixtures/runs/GROUP/NAME to dest/NAME, unpacking its
+    .xz files (what the h200_run fixture does, for module-scoped fixtures that load a folder once)."""
+    import lzma
+
+    folder = Path(dest) / name
+    shutil.copytree(FIXTURES / "runs" / group / name, folder)
+    for xz in folder.rglob("*.xz"):
+        xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
+        xz.unlink()
+    return folder

@@ -65,7 +65,8 @@ def test_time_end_to_end_on_the_cpu(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "ok" and man["backend"] == "time" and man["schema_version"] == 1
     assert man["machine"]["packages"]["torch"]
-    assert "-m workloads run square --mode time" in (out / "commands.sh").read_text()
+    assert f"-m workloads run --spec {out}/spec.json --out {out}" in (out / "commands.sh").read_text()
+    assert json.loads((out / "spec.json").read_text())["shape"] == [4096]
     wman = json.loads((out / "workload.json").read_text())
     assert wman["gpu_sleep_us"] == 0 and wman["flush_l2"] is False  # neither applies on the CPU
     table = json.loads((out / "report.json").read_text())["variants"]
@@ -166,15 +167,21 @@ def test_debug_shows_the_traceback():
 def test_dry_run_prints_the_exact_command():
     res = run_cli("time", "square", "--device", "cpu", "--size", "1e6", "--dry-run")
     assert res.returncode == 0
-    assert "-m workloads run square --mode time --out '<run-folder>' --device cpu --warmup 10" in res.stdout
-    assert "--size 1000000" in res.stdout and "--gpu-sleep-us" not in res.stdout  # the default is the runner's
-    # no --iters: time samples until the stop rule, spelled out so commands.sh reproduces the run
-    assert res.stdout.rstrip().endswith("--max-noise 0.5 --min-samples 10 --min-time 0 --max-time 1")
-    assert "--timer" not in res.stdout  # blocking, the runner's default
+    command, spec = res.stdout.splitlines()
+    assert command.endswith("-m workloads run --spec '<run-folder>/spec.json' --out '<run-folder>'")
+    # every default settled in the parent, spelled out in the spec so spec.json reproduces the run
+    spec = json.loads(spec.removeprefix("# spec: "))
+    assert spec["shape"] == [1000000] and spec["device"] == "cpu" and spec["warmup"] == 10 and spec["mode"] == "time"
+    # no --iters: time samples until the stop rule
+    assert spec["iters"] is None and spec["stop"] == {"max_noise_pct": 0.5, "min_samples": 10, "min_time_s": 0.0,
+                                                      "max_time_s": 1.0}
+    assert spec["timer"] == "blocking" and spec["gpu_sleep_us"] == 100
     res = run_cli("time", "square", "--device", "cpu", "--gpu-sleep", "0", "--timer", "sleep", "--iters", "7",
                   "--dry-run")
     assert res.returncode == 0
-    assert res.stdout.rstrip().endswith("--iters 7 --timer sleep --gpu-sleep-us 0") and "--max-noise" not in res.stdout
+    spec = json.loads(res.stdout.splitlines()[-1].removeprefix("# spec: "))
+    assert (spec["iters"], spec["timer"], spec["gpu_sleep_us"], spec["stop"]) == (7, "sleep", 0, None)
+    assert spec["shape"] == [1000, 1000]  # no --size: the workload's default on the CPU
 
 
 @pytest.mark.parametrize("args", [["--timer", "spin"], ["--max-noise", "0"], ["--max-noise", "nan"],

@@ -128,7 +128,7 @@ def test_malformed_workload_json_is_exit_4_naming_the_file(text, what, h200_run)
 def test_an_unexpected_exception_is_one_line_exit_1(cli, monkeypatch):
     from orchestrator import api
 
-    def broken(path):
+    def broken(path, **kw):
         raise KeyError("oops")
 
     monkeypatch.setattr(api, "load_run", broken)

@@ -129,11 +129,13 @@ def _two_workers(addr: str):
 # -- 1. a LocalCluster of 2 worker processes, in the serial run's format --------------------------
 
 def test_a_local_cluster_sweep_uses_both_workers_in_the_serial_format(tmp_path, h200_run, cli):
-    from orchestrator import load_run, profile
+    from orchestrator import load_run, sweep
 
-    sizes = ["1000", "2000", "3000", "4000", "5000", "6000"]
+    # two points a worker: each worker holds one GPU=1 task at a time, so both take points
+    sizes = ["1000", "2000", "3000", "4000"]
     out = tmp_path / "sweep"
-    multi = profile("square", size=",".join(sizes), cluster="local:2", out=out, **POINT)
+    multi = sweep("square", "time", sizes, [], cluster="local:2", out=out,
+                  **{k: v for k, v in POINT.items() if k != "backend"})
     names = [f"{s}-float32" for s in sizes]
     assert multi.status == "ok" and list(multi.runs) == names
     man = _json(out / "manifest.json")
@@ -149,8 +151,8 @@ def test_a_local_cluster_sweep_uses_both_workers_in_the_serial_format(tmp_path, 
         assert str(out / name) in (out / name / "report.md").read_text()
     # the serial run's format: a committed serial sweep, rebuilt by this code, has the same columns
     # and its children the same files
-    serial = load_run(h200_run("sweep-triton-mean"))
-    again = load_run(out)
+    serial = load_run(h200_run("sweep-triton-mean"), write=True)
+    again = load_run(out, write=True)
     assert list(again.table.columns) == list(serial.table.columns)
     assert sorted(again.table["numel"].unique()) == [int(s) for s in sizes]
     for kept in ("report.csv", "report.json", "report.md", "report.html", "frame.csv"):
@@ -207,12 +209,12 @@ def test_the_scheduler_file_runs_one_point_into_a_plain_run_folder(dask_cluster,
 def test_all_on_a_cluster_keeps_a_failed_point_failed_and_skips_what_the_worker_lacks(dask_cluster, tmp_path):
     """A point that fails on its own comes back failed (never retried); ncu, which the worker cannot
     run (no GPU), is skipped with the worker's reason, as the serial `all` does."""
-    from orchestrator import profile
+    from orchestrator import profile_all
     from orchestrator.errors import RunFailedError
 
     out = tmp_path / "all"
     with pytest.raises(RunFailedError) as info:
-        profile("square", backend="all", backends_=["time", "ncu"], cluster=dask_cluster["address"], out=out,
+        profile_all("square", backends_=["time", "ncu"], cluster=dask_cluster["address"], out=out,
                 fail_variant="mul", **{k: v for k, v in POINT.items() if k != "backend"})
     assert "time: 1 variant(s) failed: mul: RuntimeError: injected failure" in info.value.message
     man = _json(out / "manifest.json")
@@ -228,7 +230,7 @@ def test_all_on_a_cluster_keeps_a_failed_point_failed_and_skips_what_the_worker_
 # -- 3. a worker killed mid-point -----------------------------------------------------------------
 
 def test_a_killed_worker_point_is_run_again_and_its_runner_dies_too(dask_cluster, tmp_path):
-    from orchestrator import profile
+    from orchestrator import sweep
 
     client = _two_workers(dask_cluster["address"])
     out = tmp_path / "sweep"
@@ -236,7 +238,8 @@ def test_a_killed_worker_point_is_run_again_and_its_runner_dies_too(dask_cluster
 
     def go():
         try:
-            done["run"] = profile("square", size="1000,2000", cluster=dask_cluster["address"], out=out, **POINT)
+            done["run"] = sweep("square", "time", ["1000", "2000"], [], cluster=dask_cluster["address"], out=out,
+                                **{k: v for k, v in POINT.items() if k != "backend"})
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             done["error"] = exc
 

@@ -95,7 +95,7 @@ def test_ncu_argv_is_pinned(tmp_path):
                           "--section", "WarpStateStats", "--section", "SchedulerStats",
                           "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum"]
     assert argv[20:24] == ["--clock-control", "none", "--cache-control", "all"]
-    assert "--log-file" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 5] == ["workloads", "run", "mean", "--mode"]
+    assert "--log-file" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 4] == ["workloads", "run", "--spec"]
 
 
 def test_nsys_argv_is_pinned(tmp_path):

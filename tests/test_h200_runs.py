@@ -21,7 +21,7 @@ def _t(run):
 def test_every_fixture_rebuilds(h200_run):
     assert len(NSYS_RUNS) == 4 and len(NCU_RUNS) == 5  # ncu-triton-mean-why: with WarpStateStats/SchedulerStats
     for name in sorted(p.name for p in RUNS.iterdir()):
-        loaded = load_run(h200_run(name))
+        loaded = load_run(h200_run(name), write=True)
         assert loaded.status == "ok", name
         # a parent folder (all, sweep) holds child runs; each rebuilds the same way
         for run in getattr(loaded, "runs", {"": loaded}).values():

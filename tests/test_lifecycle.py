@@ -110,36 +110,63 @@ def _private_mount(setup: str, argv: list[str], timeout: float = 120,
                           env={**os.environ, "GPROF_NO_PROGRESS": "1", **(env or {})})
 
 
+def _run_clis(*argvs: list[str], timeout: float = 300) -> list[subprocess.CompletedProcess]:
+    """run_cli for several independent runs (each its own -o folder) at once: real processes, as
+    run_cli starts them, that need not wait for each other (most of a tiny run is its imports)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator", *argv], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for argv in argvs]
+    try:
+        done = []
+        for argv, p in zip(argvs, procs):
+            out, err = p.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+        return done
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def cli_sweep(tmp_path_factory) -> Path:
+    """A two-point `time` sweep run through the CLI (a real process), made once for this module:
+    the tests that take it only read it (the read-only test proves `report` writes nothing)."""
+    sweep = tmp_path_factory.mktemp("lifecycle") / "sweep"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
+                  "-o", str(sweep))
+    assert res.returncode == 0, res.stderr
+    return sweep
+
+
 # -- 1. the saved reports carry the final status --------------------------------------------------
 
 def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(tmp_path):
     ok, bad = tmp_path / "ok", tmp_path / "bad"
-    res = run_cli("time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "-o", str(ok))
+    res, res_bad = _run_clis(["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "-o", str(ok)],
+                             ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant",
+                              "pow", "-o", str(bad)])
     assert res.returncode == 0, res.stderr
     _assert_reports_say(ok, "ok")
-    res = run_cli("time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant", "pow",
-                  "-o", str(bad))
+    res = res_bad
     assert res.returncode == 1, res.stderr
     _assert_reports_say(bad, "failed")
     assert "run failed: 1 variant(s) failed: pow: RuntimeError: injected failure" in (bad / "report.md").read_text()
     assert _rows(bad)["mul"]["status"] == "ok" and _rows(bad)["pow"]["status"] == "failed"
 
 
-def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path):
-    from orchestrator import profile
+def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path, cli_sweep):
+    from orchestrator import profile_all
     from orchestrator.errors import RunFailedError
 
-    sweep = tmp_path / "sweep"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
-                  "-o", str(sweep))
-    assert res.returncode == 0, res.stderr
+    sweep = cli_sweep
     _assert_reports_say(sweep, "ok")
     for child in ("1000-float32", "2000-float32"):
         _assert_reports_say(sweep / child, "ok")
     # `all` whose second backend fails: the parent says failed, each child its own status
     both = tmp_path / "all"
     with pytest.raises(RunFailedError):
-        profile("square", backend="all", backends_=["time"], device="cpu", size="1000", iters=3,
+        profile_all("square", backends_=["time"], device="cpu", size="1000", iters=3,
                 variants=["mul", "pow"], fail_variant="pow", out=both)
     _assert_reports_say(both, "failed")
     assert "run failed: time: 1 variant(s) failed" in (both / "report.md").read_text()
@@ -284,11 +311,8 @@ def test_a_full_disk_mid_run_ends_failed_with_the_reason(wfile, tmp_path):
 
 # -- 6. `report` on a read-only folder -----------------------------------------------------------
 
-def test_report_on_a_read_only_folder_writes_nothing(tmp_path):
-    sweep = tmp_path / "sweep"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
-                  "-o", str(sweep))
-    assert res.returncode == 0, res.stderr
+def test_report_on_a_read_only_folder_writes_nothing(cli_sweep):
+    sweep = cli_sweep
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("*") if p.is_file()}
     for folder in (sweep / "1000-float32", sweep):
         res = _private_mount(f"mount --bind {sweep} {sweep}; mount -o remount,bind,ro {sweep}",

@@ -72,7 +72,7 @@ def test_all_on_the_cpu(tmp_path):
     rows = json.loads(res.stdout)["variants"]
     assert [r["variant"] for r in rows] == ["torch_mean", "tensor_mean", "sum_div_numel"]
     assert all(r["events_us"] > 0 and r["torch_trace_us"] > 0 for r in rows)
-    again = load_run(out)
+    again = load_run(out, write=True)
     assert set(again.runs) >= {"time", "torch-trace"} and "ncu" in again.skipped
     assert (out / "report.html").exists()
 
@@ -91,7 +91,7 @@ def test_sweep_on_the_cpu(tmp_path):
 
 
 def test_all_square_captured_on_the_h200(h200_run):
-    multi = load_run(h200_run("all-square"))
+    multi = load_run(h200_run("all-square"), write=True)
     assert list(multi.runs) == ["time", "torch-trace", "nsys", "ncu"] and multi.skipped == {}
     m = multi.table.set_index("variant")
     assert m.loc["mul", "events_us"] == pytest.approx(192.208, abs=1e-3)
@@ -112,7 +112,7 @@ def test_all_mean_captured_on_the_h200_flags_the_event_overhead(h200_run):
 
 
 def test_sweep_captured_on_the_h200(h200_run):
-    multi = load_run(h200_run("sweep-triton-mean"))
+    multi = load_run(h200_run("sweep-triton-mean"), write=True)
     t = multi.table.set_index(["numel", "variant"])
     assert t.loc[(100_000_000, "triton_fast"), "time_median_us"] == pytest.approx(102.208, abs=1e-3)
     assert t.loc[(100_000_000, "triton_lecture"), "achieved_gb_s"] == pytest.approx(183.65, abs=0.01)

@@ -86,7 +86,7 @@ def test_a_short_name_is_not_cut_in_the_terminal():
 
 
 def test_full_names_in_json_and_html_not_in_the_terminal(h200_run):
-    run = load_run(h200_run("nsys-square"))
+    run = load_run(h200_run("nsys-square"), write=True)
     t = run.table.set_index("variant")
     assert t.loc["mul", "kernels"] == "vectorized_elementwise_kernel<MulFunctor>"
     full = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "

@@ -93,7 +93,7 @@ def test_share_sums_to_100_per_variant(h200_run, name):
 
 
 def test_nsys_mean_launches_and_times_match_the_frame(h200_run):
-    run = load_run(h200_run("nsys-mean"))
+    run = load_run(h200_run("nsys-mean"), write=True)
     f = pd.read_csv(run.path / "frame.csv")
     act = f[f["metric"].isin(["kernel_time_ns", "memset_time_ns", "memcpy_time_ns"]) & (f["kernel"] != "*")]
     k = run.kernels
@@ -115,7 +115,7 @@ def test_nsys_mean_launches_and_times_match_the_frame(h200_run):
 
 
 def test_time_runs_have_no_kernels(h200_run):
-    run = load_run(h200_run("time-mean"))
+    run = load_run(h200_run("time-mean"), write=True)
     assert run.kernels.empty and "variant" in run.kernels.columns
     page = (run.path / "report.html").read_text()
     assert 'id="kernels"' in page and "no kernels" in page
@@ -159,7 +159,7 @@ def test_per_kernel_is_an_option_of_every_backend_command(cli):
 
 
 def test_all_mean_merged_dram_is_time_weighted_and_kernels_carry_the_backend(h200_run):
-    multi = load_run(h200_run("all-mean"))
+    multi = load_run(h200_run("all-mean"), write=True)
     m = multi.table.set_index("variant")
     ncu = multi.runs["ncu"]
     assert m.loc["sum_div_numel", "dram_pct_of_peak"] == ncu.table.set_index("variant").loc[
@@ -181,7 +181,7 @@ def _kernel_table(dom: Dom) -> list[list[str]]:
 
 
 def test_the_html_report_always_has_the_per_kernel_section(h200_run):
-    run = load_run(h200_run("ncu-mean"))
+    run = load_run(h200_run("ncu-mean"), write=True)
     page = (run.path / "report.html").read_text()
     dom = Dom(page)
     assert dom.mismatched == []
@@ -199,7 +199,7 @@ def test_the_html_report_always_has_the_per_kernel_section(h200_run):
 @pytest.mark.browser
 @needs_chromium
 def test_chromium_shows_the_per_kernel_section(tmp_path, h200_run):
-    run = load_run(h200_run("ncu-mean"))
+    run = load_run(h200_run("ncu-mean"), write=True)
     path = run.path / "report.html"
     dom_text, err, requested = chromium(tmp_path, "--dump-dom", path.as_uri(), name="per-kernel")
     assert console_problems(err) == [] and requested == []

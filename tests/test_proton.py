@@ -215,9 +215,10 @@ def test_command_is_the_runner_under_the_bootstrap(tmp_path):
     assert step.env == {"TRITON_ENABLE_NVTX": "0"}
     assert step.argv == [
         sys.executable, "-c", "from orchestrator.backends.proton import child_main; child_main()",
-        str(tmp_path / "proton"), "-m", "workloads", "run", "triton-mean", "--mode", "profile",
-        "--out", str(tmp_path), "--device", "auto", "--warmup", "3", "--seed", "0", "--dtype", "float32",
-        "--size", "1000000", "--iters", "20"]
+        str(tmp_path / "proton"), "-m", "workloads", "run", "--spec", str(tmp_path / "spec.json"),
+        "--out", str(tmp_path)]
+    spec = pb.ProtonBackend().run_spec(req)  # what spec.json holds: proton's defaults, the size as a shape
+    assert (spec.mode, spec.iters, spec.warmup, spec.shape, spec.dtype) == ("profile", 20, 3, (1000000,), "float32")
 
 
 def test_backend_declares_its_command_and_merged_column():

@@ -41,6 +41,7 @@ from orchestrator.parsers import ncu_frames, ncu_rep
 from reports import render, roofline, summary, why
 from reports.html import render_html
 from reports.schema import make_frame
+from conftest import unpack_run
 from test_html import ARTIFACTS, Dom, chromium, console_problems, needs_chromium
 
 HERE = Path(__file__).resolve().parent
@@ -148,28 +149,69 @@ def test_the_rates_are_ncus_formula_with_units_checked():
     assert ncu_rep.ROOFLINE_SECTION == roofline.SECTION == "SpeedOfLight_RooflineChart"
 
 
-def test_matplotlib_is_imported_only_to_draw_a_roofline(h200_run):
-    """Not at CLI start-up, not for a report without a roofline."""
+def test_matplotlib_is_imported_only_to_draw(h200_run):
+    """Not at CLI start-up, not to rebuild a run's tables: only when a chart is drawn (every
+    chart of the HTML page is matplotlib's, reports/plots.py)."""
     code = textwrap.dedent(f"""\
         import sys
-        import orchestrator.cli, reports.html, reports.summary, reports.roofline
+        import orchestrator.cli, reports.html, reports.plots, reports.summary, reports.roofline
         from orchestrator import load_run
-        run = load_run({str(h200_run("time-square"))!r})
+        run = load_run({str(h200_run("time-square"))!r}, write=False)
+        assert len(run.table) and "matplotlib" not in sys.modules
         reports.html.render_html("t", [("time", run.table)])
-        assert "matplotlib" not in sys.modules
+        assert "matplotlib" in sys.modules
         """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=str(HERE.parent))
     assert proc.returncode == 0, proc.stderr
 
 
+# ------------------------------------------------------ run folders loaded once for this module
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """loaded(name, group="h200", write=False): load_run of the committed run folder, copied and
+    unpacked once for this module; write=True for a test that reads the reports the load saves
+    (report.html, report.md). Loading a folder is deterministic and the tests here only read what
+    it gives, so each folder is loaded once, not once per test (an ncu folder's load reads the
+    report in a child process and, with write, draws the page's charts: ~5-20 s on 2 busy cores)."""
+    root = tmp_path_factory.mktemp("loaded")
+    runs: dict = {}
+
+    def get(name: str, group: str = "h200", write: bool = False):
+        if (group, name) not in runs or (write and not runs[group, name][1]):
+            folder = root / group / name
+            if not folder.exists():
+                (root / group).mkdir(exist_ok=True)
+                unpack_run(name, root / group, group=group)
+            runs[group, name] = load_run(folder, write=write), write
+        return runs[group, name][0]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def ncu_report_of():
+    """ncu_report_of(run): ncu_tool.load of the run's report.ncu-rep (ncu_report in a child
+    process, ~2 s), read once per folder for this module; the tests only read the result."""
+    reports: dict = {}
+
+    def get(run):
+        path = run.path / "report.ncu-rep"
+        if path not in reports:
+            reports[path] = ncu_tool.load(path)
+        return reports[path]
+
+    return get
+
+
 # ------------------------------------------------------------- the committed H200 reports
 
 @needs_ncu_report
 @pytest.mark.parametrize("name", ["ncu-square", "ncu-triton-mean-why"])
-def test_committed_reports_hold_no_roofline_and_say_so(h200_run, name):
-    run = load_run(h200_run(name))
-    rep = ncu_tool.load(run.path / "report.ncu-rep")
+def test_committed_reports_hold_no_roofline_and_say_so(loaded, ncu_report_of, name):
+    run = loaded(name, write=True)  # the test reads the reports it saved
+    rep = ncu_report_of(run)
     assert rep.kernels[[r.column for r in ncu_rep.ROOFLINE_RATES]].isna().all().all()
     assert not rep.metrics["metric"].str.startswith("smsp__sass_thread_inst_executed_op_").any()
     assert "dram__bytes.sum.peak_sustained" not in set(rep.metrics["metric"])
@@ -212,16 +254,8 @@ def modelled_table(run) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def modelled(tmp_path_factory):
-    import lzma
-    import shutil
-
-    dest = tmp_path_factory.mktemp("roofline") / "ncu-square"
-    shutil.copytree(HERE / "fixtures" / "runs" / "h200" / "ncu-square", dest)
-    for xz in dest.rglob("*.xz"):
-        xz.with_suffix("").write_bytes(lzma.decompress(xz.read_bytes()))
-        xz.unlink()
-    return modelled_table(load_run(dest))
+def modelled(loaded):
+    return modelled_table(loaded("ncu-square"))
 
 
 @needs_ncu_report
@@ -396,16 +430,19 @@ def test_findings_without_titles_keep_a_rules_messages_apart():
 
 # --------------------------------------------- waiting for scripts/capture_roofline_fixture.sh
 
-def _capture(h200_run, name):
-    return load_run(h200_run(name, group="h200-roofline"))
+@pytest.fixture(scope="module")
+def captured(loaded):
+    """captured(name): the run folder of the H200 roofline capture, loaded once for this module
+    (ncu-square with its reports written: test_chromium_draws_the_captured_roofline reads its page)."""
+    return lambda name: loaded(name, group="h200-roofline", write=name == "ncu-square")
 
 
 @needs_capture
 @needs_ncu_report
 @pytest.mark.parametrize("name", CAPTURED)
-def test_captured_reports_hold_ncus_roofline_rates(h200_run, name):
-    run = _capture(h200_run, name)
-    k = ncu_tool.load(run.path / "report.ncu-rep").kernels
+def test_captured_reports_hold_ncus_roofline_rates(captured, ncu_report_of, name):
+    run = captured(name)
+    k = ncu_report_of(run).kernels
     k = k[k["variant"].notna()]
     for col in ("fp32_flop_per_s", "fp64_flop_per_s", "dram_bytes_per_s", "peak_fp32_flop_per_s",
                 "peak_fp64_flop_per_s", "peak_dram_bytes_per_s"):
@@ -420,9 +457,9 @@ def test_captured_reports_hold_ncus_roofline_rates(h200_run, name):
 
 @needs_capture
 @needs_ncu_report
-def test_captured_square_is_one_multiply_per_element_at_the_memory_roof(h200_run):
-    run = _capture(h200_run, "ncu-square")
-    k = ncu_tool.load(run.path / "report.ncu-rep").kernels
+def test_captured_square_is_one_multiply_per_element_at_the_memory_roof(captured, ncu_report_of):
+    run = captured("ncu-square")
+    k = ncu_report_of(run).kernels
     k = k[k["variant"].notna()]
     flops = k["fp32_flop_per_s"] * k["duration_ns"] * 1e-9
     assert flops.between(0.99e8, 1.01e8).all(), flops  # a*a, a**2, torch.square: one FMUL per element
@@ -441,17 +478,17 @@ def test_captured_square_is_one_multiply_per_element_at_the_memory_roof(h200_run
 @needs_ncu_report
 @pytest.mark.browser
 @needs_chromium
-def test_chromium_draws_the_captured_roofline(tmp_path, h200_run):
-    run = _capture(h200_run, "ncu-square")
+def test_chromium_draws_the_captured_roofline(tmp_path, captured):
+    run = captured("ncu-square")
     page = (run.path / "report.html").read_text()
     check_drawn(probe_in_chromium(tmp_path, page, "roofline-h200"), run.table)
 
 
 @needs_capture
 @needs_ncu_report
-def test_captured_raw_csv_gives_the_same_roofline_as_ncu_report(h200_run):
-    run = _capture(h200_run, "ncu-square")
-    rep = ncu_tool.load(run.path / "report.ncu-rep")
+def test_captured_raw_csv_gives_the_same_roofline_as_ncu_report(captured, ncu_report_of):
+    run = captured("ncu-square")
+    rep = ncu_report_of(run)
     csv_rep = ncu_rep.read_csv_raw(run.path / "ncu-raw.csv")
     cols = [r.column for r in ncu_rep.ROOFLINE_RATES if r.column != "fp16_flop_per_s"] + ["dram_bytes_per_s"]
     pd.testing.assert_frame_equal(csv_rep.kernels[cols], rep.kernels[cols], rtol=1e-5)
@@ -460,9 +497,9 @@ def test_captured_raw_csv_gives_the_same_roofline_as_ncu_report(h200_run):
 @needs_details_csv
 @needs_ncu_report
 @pytest.mark.parametrize("name", CAPTURED)
-def test_captured_details_csv_holds_ncu_reports_rules(h200_run, name):
-    run = _capture(h200_run, name)
-    rep = ncu_tool.load(run.path / "report.ncu-rep")
+def test_captured_details_csv_holds_ncu_reports_rules(captured, ncu_report_of, name):
+    run = captured(name)
+    rep = ncu_report_of(run)
     csv_rules = ncu_rep.read_csv_details(run.path / "ncu-details.csv")
     key = ["id", "variant", "kernel", "section", "rule", "type"]
     assert sorted(map(tuple, csv_rules[key].astype(str).to_numpy())) == \
@@ -475,9 +512,9 @@ def test_captured_details_csv_holds_ncu_reports_rules(h200_run, name):
 
 @needs_details_csv
 @needs_ncu_report
-def test_the_fallback_finds_what_ncu_report_finds(tmp_path, h200_run):
+def test_the_fallback_finds_what_ncu_report_finds(tmp_path, captured):
     """Without the wheel: `ncu --import` for the raw and details pages; the same top finding."""
-    run = _capture(h200_run, "ncu-triton-mean")
+    run = captured("ncu-triton-mean")
     ncu = fake_ncu(tmp_path, {"raw": run.path / "ncu-raw.csv", "details": run.path / "ncu-details.csv"})
     fallback = ncu_tool.load(run.path / "report.ncu-rep", ncu=ncu, reader="ncu")
     assert fallback.rules_note is None and len(fallback.rules)
@@ -488,11 +525,11 @@ def test_the_fallback_finds_what_ncu_report_finds(tmp_path, h200_run):
 
 @needs_capture
 @needs_ncu_report
-def test_captured_percent_of_roof_and_why(h200_run):
+def test_captured_percent_of_roof_and_why(captured):
     """The numbers docs/roofline-h200.md quotes: the fast kernels sit at 87 to 89% of the memory
     roof (torch's at 86.5%), the lecture kernels' why lines name their real causes."""
-    tm = _capture(h200_run, "ncu-triton-mean").table.set_index("variant")
-    sq = _capture(h200_run, "ncu-load-inline-square").table.set_index("variant")
+    tm = captured("ncu-triton-mean").table.set_index("variant")
+    sq = captured("ncu-load-inline-square").table.set_index("variant")
     assert tm.loc["triton_fast", "pct_of_roof"] == pytest.approx(89.2, abs=0.05)
     assert sq.loc["cuda_fast", "pct_of_roof"] == pytest.approx(87.2, abs=0.05)
     assert sq.loc["torch_square", "pct_of_roof"] == pytest.approx(86.5, abs=0.05)

@@ -91,3 +91,62 @@ def test_parse_shape(text, shape):
 def test_parse_shape_rejects(text):
     with pytest.raises(ValueError):
         parse_shape(text)
+
+
+# -- the runner's command line: --spec, flag by flag, and no --out -------------------------------
+
+def _runner(*args, cwd):
+    """`python -m workloads run ARGS` in `cwd` (the checkout on the path: cwd is not it)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "workloads", "run", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_without_out_it_is_a_usage_error_and_writes_nothing(tmp_path):
+    res = _runner("mean", "--device", "cpu", "--size", "100", "--iters", "2", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "--out DIR is required" in res.stderr and "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # no workload.json in the current folder
+    (tmp_path / "spec.json").write_text(json.dumps(RunSpec("mean", shape=(100,), device="cpu").to_json()))
+    res = _runner("--spec", "spec.json", cwd=tmp_path)
+    assert res.returncode == 2 and "--out DIR is required" in res.stderr
+
+
+def test_spec_and_flags_run_the_same(tmp_path):
+    spec = RunSpec("mean", variants=("torch_mean",), shape=(100,), device="cpu", iters=2, warmup=0, mode="profile")
+    (tmp_path / "spec.json").write_text(json.dumps(spec.to_json()))
+    res = _runner("--spec", "spec.json", "--out", "a", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = _runner("mean", "--variants", "torch_mean", "--size", "100", "--device", "cpu", "--iters", "2", "--warmup",
+                  "0", "--mode", "profile", "--out", "b", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    a, b = (json.loads((tmp_path / d / "workload.json").read_text()) for d in "ab")
+    for key in ("workload", "shape", "dtype", "device", "iters", "warmup", "mode"):
+        assert a[key] == b[key], key
+    assert [v["name"] for v in a["variants"]] == [v["name"] for v in b["variants"]] == ["torch_mean"]
+
+
+def test_a_spec_is_not_mixed_with_flags_nor_read_unchecked(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps({**RunSpec("mean").to_json(), "sizes": [1]}))
+    res = _runner("--spec", "spec.json", "--out", "a", "--iters", "3", cwd=tmp_path)
+    assert res.returncode == 2 and "give only --out with it, not --iters" in res.stderr
+    res = _runner("--spec", "spec.json", "--out", "a", cwd=tmp_path)
+    assert res.returncode == 2 and "unknown field(s) sizes" in res.stderr
+    res = _runner("--spec", "nope.json", "--out", "a", cwd=tmp_path)
+    assert res.returncode == 2 and "cannot read --spec nope.json" in res.stderr
+
+
+def test_the_runner_settles_an_unresolved_spec_without_changing_it(tmp_path):
+    spec = RunSpec("mean", variants=("torch_mean",), device="cpu", iters=2, warmup=0, out=tmp_path)
+    assert run(spec) == 0
+    assert spec.shape is None  # frozen: the runner settled a copy
+    man = json.loads((tmp_path / "workload.json").read_text())
+    assert man["shape"] == [1000, 1000] and man["device_reason"] == "asked for (--device cpu)"
+    with pytest.raises(RunnerUsageError, match="--out"):
+        run(RunSpec("mean", device="cpu"))

@@ -51,7 +51,7 @@ def test_every_figure_scales_by_the_repeat_factor(scaled, h200_run, monkeypatch)
     monkeypatch.delenv(render.FRAME_CSV_ENV, raising=False)
     monkeypatch.setattr(render, "FRAME_CSV_MAX_ROWS", 1000)  # the 20x frame has ~7,000 rows
     original = h200_run("nsys-triton-mean")
-    one, many = load_run(original), load_run(scaled)
+    one, many = load_run(original, write=True), load_run(scaled, write=True)
     assert len(one.frame) < 1000 < len(many.frame)
 
     # the parser: launches and GPU ns per variant, exactly REPEATS times
@@ -93,15 +93,15 @@ def test_every_figure_scales_by_the_repeat_factor(scaled, h200_run, monkeypatch)
 def test_frame_csv_when_asked_and_never_stale(scaled, monkeypatch):
     monkeypatch.setattr(render, "FRAME_CSV_MAX_ROWS", 1000)
     monkeypatch.setenv(render.FRAME_CSV_ENV, "1")  # asked: whatever the size
-    run = load_run(scaled)
+    run = load_run(scaled, write=True)
     csv = pd.read_csv(scaled / "frame.csv")
     assert len(csv) == len(run.frame) and (csv["value"].to_numpy() == run.frame["value"].to_numpy()).all()
     monkeypatch.delenv(render.FRAME_CSV_ENV)
-    load_run(scaled)  # over the threshold: the earlier frame.csv would disagree with the new frame, and goes
+    load_run(scaled, write=True)  # over the threshold: the earlier frame.csv would disagree with the new frame, and goes
     assert not (scaled / "frame.csv").exists() and (scaled / "frame.parquet").is_file()
     monkeypatch.setenv(render.FRAME_CSV_ENV, "0")
     monkeypatch.setattr(render, "FRAME_CSV_MAX_ROWS", 100_000)
-    load_run(scaled)
+    load_run(scaled, write=True)
     assert not (scaled / "frame.csv").exists()
 
 

@@ -70,3 +70,20 @@ def test_each_backend_of_all_declares_its_merged_column():
     shown = {c for c, _, _ in render.DISPLAY}
     assert {s.column for s in sources.values()} <= shown
     assert backends.backend_class("ncu").needs_gpu and not backends.backend_class("time").needs_gpu
+
+
+def test_the_coloured_table_keeps_a_column_nobody_declared():
+    import pandas as pd
+
+    from reports import term
+
+    t = pd.DataFrame({"variant": ["a", "b"], "status": ["ok", "ok"], "my_metric": [42, 7],
+                      "speedup_vs_baseline": [1.0, 2.0]})
+    import re
+
+    coloured = term.to_text_colored(t, "t", [], color=True)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("b "))
+    # after the declared columns, and each colour still on its own column's cell
+    assert "my_metric" in text and row.split()[1:] == ["ok", "2.00x", "7"]
+    assert "\x1b[32m2.00x" in coloured and "\x1b[32m7" not in coloured

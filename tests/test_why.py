@@ -86,7 +86,7 @@ def test_torch_trace_idle_gaps(h200_run):
 
 def test_json_and_html_hold_every_finding(h200_run):
     path = h200_run("ncu-load-inline-square")
-    run = load_run(path)
+    run = load_run(path, write=True)
     doc = json.loads((path / "report.json").read_text())
     assert len(doc["meta"]["findings"]) == len(run.findings) >= 6
     assert {v["variant"]: v["why"] for v in doc["variants"]}["cuda_lecture"].startswith("0.54x of torch.square")

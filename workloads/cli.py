@@ -1,6 +1,7 @@
-"""The runner's command line: `python -m workloads run <name> ...` (the one child process every
-backend launches) and `python -m workloads list` (how the orchestrator reads a --workload-file
-without importing it)."""
+"""The runner's command line: `python -m workloads run --spec FILE --out DIR` (the one child
+process every backend launches, the spec resolved by the parent), the same flag by flag
+(`run WORKLOAD --size ... --out DIR`, settled here), and `python -m workloads list` (how the
+orchestrator reads a --workload-file without importing it)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from workloads import registry, runner, timers
 from workloads.errors import GprofError, RunnerUsageError
@@ -16,42 +18,77 @@ from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from workloads.shapes import parse_shape
 from workloads.stopping import StopRule
 
+# the flags that make the stop rule (their dest is the StopRule field)
+STOP_FLAGS = ("max_noise_pct", "min_samples", "min_time_s", "max_time_s")
+# the flags whose dest is not their name
+FLAG_NAMES = {"max_noise_pct": "--max-noise", "min_time_s": "--min-time", "max_time_s": "--max-time",
+              "flush_l2": "--no-flush-l2", "workload": "WORKLOAD"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads", description=runner.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run one workload's variants")
-    r.add_argument("workload")
-    r.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
-    r.add_argument("--size", default=None, help="elements (1e8) or a shape (10000x10000)")
-    r.add_argument("--dtype", default="float32", choices=registry.DTYPES)
-    r.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    r.add_argument("--iters", type=int, default=None,
-                   help="samples per variant; time mode without it: until --max-noise is met "
-                        "(profile modes: 100)")
-    r.add_argument("--warmup", type=int, default=10)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--mode", default="time", choices=MODES)
+    # a flag left out is absent, and the RunSpec's own default applies (declared there only)
+    r = sub.add_parser("run", help="run one workload's variants", argument_default=argparse.SUPPRESS)
+    r.add_argument("workload", nargs="?", help="the workload (flag by flag; not with --spec)")
+    r.add_argument("--spec", help="a spec.json (workloads/spec.py): every option of the run, resolved")
+    r.add_argument("--out", help="folder for workload.json (and trace.json); required")
+    r.add_argument("--variants", help="comma-separated variant names (default: all)")
+    r.add_argument("--size", help="elements (1e8) or a shape (10000x10000); default: the workload's for the device")
+    r.add_argument("--dtype", choices=registry.DTYPES)
+    r.add_argument("--device", choices=("auto", "cuda", "cpu"))
+    r.add_argument("--iters", type=int, help="samples per variant; time mode without it: until --max-noise is met "
+                                             "(profile modes: 100)")
+    r.add_argument("--warmup", type=int)
+    r.add_argument("--seed", type=int)
+    r.add_argument("--mode", choices=MODES)
     r.add_argument("--no-flush-l2", dest="flush_l2", action="store_false")
-    r.add_argument("--timer", default=timers.DEFAULT_TIMER, choices=timers.TIMERS,
+    r.add_argument("--timer", choices=timers.TIMERS,
                    help="time mode on a GPU: what holds the stream while the host queues the call")
-    rule = StopRule()
     r.add_argument("--cuda-graph", action="store_true", help="time mode on a GPU: time CUDA-graph replays")
-    r.add_argument("--max-noise", type=float, default=rule.max_noise_pct, help="percent (time mode)")
-    r.add_argument("--min-samples", type=int, default=rule.min_samples)
-    r.add_argument("--min-time", type=float, default=rule.min_time_s, help="seconds per variant")
-    r.add_argument("--max-time", type=float, default=rule.max_time_s, help="seconds per variant")
-    r.add_argument("--gpu-sleep-us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
+    r.add_argument("--max-noise", dest="max_noise_pct", type=float, help="percent (time mode)")
+    r.add_argument("--min-samples", type=int)
+    r.add_argument("--min-time", dest="min_time_s", type=float, help="seconds per variant")
+    r.add_argument("--max-time", dest="max_time_s", type=float, help="seconds per variant")
+    r.add_argument("--gpu-sleep-us", type=float,
                    help="time mode on a GPU: sleep the GPU this long before each timed call (0: no sleep)")
-    r.add_argument("--out", default=".", help="folder for workload.json (and trace.json)")
-    r.add_argument("--workload-file", default=None)
+    r.add_argument("--workload-file")
     r.add_argument("--triton-interpret", action="store_true")
-    r.add_argument("--fail-variant", default=None, help=argparse.SUPPRESS)
+    r.add_argument("--fail-variant", help=argparse.SUPPRESS)
     ls = sub.add_parser("list", help="list workloads and variants")
     ls.add_argument("--workload-file", default=None)
     ls.add_argument("--json", action="store_true", help="one line of JSON (registry.describe), printed last")
     return p
+
+
+def run_spec(given: dict[str, Any]) -> RunSpec:
+    """The RunSpec of `run`'s flags (`given`: those on the command line, by dest): read from
+    --spec, or built flag by flag, the RunSpec's defaults for the rest; --out sets where it
+    writes. Raises RunnerUsageError (or ValueError) on a bad combination."""
+    given = dict(given)
+    out = given.pop("out", None)
+    if not out:
+        raise RunnerUsageError("--out DIR is required: the folder the runner writes workload.json into")
+    if "spec" in given:
+        path = Path(given.pop("spec"))
+        if given:
+            flags = ", ".join(FLAG_NAMES.get(k, "--" + k.replace("_", "-")) for k in sorted(given))
+            raise RunnerUsageError(f"--spec holds every option of the run: give only --out with it, not {flags}")
+        try:
+            return RunSpec.from_json(json.loads(path.read_text()), out=out)
+        except OSError as exc:
+            raise RunnerUsageError(f"cannot read --spec {path}: {exc.strerror}") from None
+        except (ValueError, TypeError) as exc:
+            raise RunnerUsageError(f"--spec {path} is not a run spec: {exc}") from None
+    if "workload" not in given:
+        raise RunnerUsageError("give a WORKLOAD (and its flags) or --spec FILE")
+    stop = StopRule(**{k: given.pop(k) for k in STOP_FLAGS if k in given})
+    if "variants" in given:
+        given["variants"] = [s for s in given["variants"].split(",") if s]
+    if "size" in given:
+        given["shape"] = parse_shape(given.pop("size"))
+    return RunSpec(**given, stop=stop, out=out)
 
 
 def _terminate(signum, frame):
@@ -86,40 +123,27 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    given = {k: v for k, v in vars(args).items() if k != "command"}
+    out = Path(given["out"]) if given.get("out") else None
     try:
-        if (args.iters is not None and args.iters < 1) or args.warmup < 0:
-            raise RunnerUsageError("--iters must be >= 1 and --warmup >= 0")
-        if args.iters is None and args.mode != "time":
-            args.iters = 100
-        stop = StopRule(max_noise_pct=args.max_noise, min_samples=args.min_samples, min_time_s=args.min_time,
-                        max_time_s=args.max_time, iters=args.iters)
-        spec = RunSpec(
-            workload=args.workload,
-            variants=[s for s in args.variants.split(",") if s],
-            shape=parse_shape(args.size) if args.size else None,
-            dtype=args.dtype, device=args.device, iters=args.iters, warmup=args.warmup,
-            seed=args.seed, mode=args.mode, flush_l2=args.flush_l2, gpu_sleep_us=args.gpu_sleep_us,
-            timer=args.timer, stop=stop, cuda_graph=args.cuda_graph,
-            out=Path(args.out),
-            workload_file=args.workload_file, triton_interpret=args.triton_interpret,
-            fail_variant=args.fail_variant,
-        )
-        return runner.run(spec)
+        return runner.run(run_spec(given))
     except KeyboardInterrupt:
-        mark(Path(args.out), "interrupted")
+        if out is not None:
+            mark(out, "interrupted")
         _say("gprof-orch runner: interrupted")
         return EXIT_INTERRUPTED
     except (RunnerUsageError, ValueError) as exc:
         _say(f"gprof-orch runner: {exc}")
         return EXIT_USAGE
     except OSError as exc:  # the output folder: full, read-only, gone
-        _say(f"gprof-orch runner: cannot write {exc.filename or args.out}: {exc.strerror}")
+        _say(f"gprof-orch runner: cannot write {exc.filename or out}: {exc.strerror}")
         return EXIT_CRASHED
     except Exception as exc:
         if isinstance(exc, GprofError):
             print(f"gprof-orch runner: {exc.message}", file=sys.stderr)
             return exc.exit_code
-        mark(Path(args.out), "failed", f"{type(exc).__name__}: {exc}")
+        if out is not None:
+            mark(out, "failed", f"{type(exc).__name__}: {exc}")
         traceback.print_exc()
         print(f"gprof-orch runner: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_CRASHED

@@ -19,6 +19,7 @@ class Manifest:
         self.save()
 
     def save(self) -> None:
+        # the parent's orchestrator.runfolder.write_json does the same; the child imports nothing above it
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.data, indent=1, default=str))
         os.replace(tmp, self.path)

@@ -1,5 +1,9 @@
 """The NVTX ranges the runner puts around each variant's measured calls: `variant:<name>` in the
-domain `gprof`, through the nvtx package (or torch.cuda.nvtx, in the default domain)."""
+domain `gprof`, through the nvtx package (or torch.cuda.nvtx, in the default domain).
+
+NVTX_DOMAIN and RANGE_PREFIX are declared here once: the child writes them, and the parent (its
+backends, doctor, and the readers in orchestrator/parsers, which look for them by default)
+imports them from here. This module imports nothing at load time (nvtx and torch only in Ranges)."""
 from __future__ import annotations
 
 NVTX_DOMAIN = "gprof"

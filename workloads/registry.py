@@ -170,6 +170,8 @@ def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]
     a user's workload file (the orchestrator asks `python -m workloads list --json` instead)."""
     return [{"workload": w.name, "description": w.description, "baseline": w.baseline,
              "dtypes": list(w.dtypes), "source": w.source,
+             # the shape a run without --size takes, by device (the parent settles it: workloads/spec.py)
+             "default_shape": list(w.default_shape), "cpu_default_shape": list(w.cpu_default_shape),
              "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
                            "description": v.description} for v in w.variants]}
             for w in (all_workloads().values() if workloads is None else workloads)]

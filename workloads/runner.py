@@ -1,4 +1,5 @@
-"""The one child process every backend launches: `python -m workloads run <name> ...`.
+"""The one child process every backend launches: `python -m workloads run --spec RUN/spec.json
+--out RUN`, the spec (workloads/spec.py) resolved by the parent.
 
 It makes the input and warms each variant up outside any measured range, checks each result
 against a float64 reference, then runs the measured iterations of each variant inside one NVTX
@@ -15,52 +16,35 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from workloads import registry, timers
+from workloads import registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError
 from workloads.manifest import MANIFEST, Manifest, record_failure, started
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.profiled import run_profiled, run_torch_trace
-from workloads.stopping import StopRule
+from workloads.spec import MODES, RunSpec, resolve
 from workloads.timed import run_timed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-MODES = ("time", "profile", "torch-trace")
-
-
-@dataclass
-class RunSpec:
-    workload: str
-    variants: list[str] = field(default_factory=list)
-    shape: tuple[int, ...] | None = None
-    dtype: str = "float32"
-    device: str = "auto"
-    iters: int | None = 100  # time mode: None measures until the stop rule is met
-    warmup: int = 10
-    seed: int = 0
-    mode: str = "time"
-    flush_l2: bool = True
-    timer: str = timers.DEFAULT_TIMER
-    gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
-    stop: StopRule | None = None  # time mode's stop rule; its count is always `iters`
-    cuda_graph: bool = False  # time mode: capture each variant once, time graph replays
-    out: Path = Path(".")
-    workload_file: str | None = None
-    triton_interpret: bool = False
-    fail_variant: str | None = None  # testing aid: make this variant raise
-
-    def __post_init__(self) -> None:
-        if self.stop is None or self.stop.iters != self.iters:
-            self.stop = replace(self.stop or StopRule(), iters=self.iters)
+__all__ = ["EXIT_CRASHED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MODES", "RunSpec", "run"]
 
 
 def run(spec: RunSpec) -> int:
-    """Run the workload as `spec` says; returns the exit code. Writes workload.json."""
+    """Run the workload as `spec` says into `spec.out`; returns the exit code. Writes
+    workload.json. A spec the parent resolved is run as it is; one left unresolved (device
+    auto, no shape: a direct call, the flag-by-flag command line) is settled here, torch
+    deciding auto. Raises RunnerUsageError on bad input (exit 2).
+
+    Example:
+        >>> run(RunSpec("square", shape=(1000,), device="cpu", iters=5, out="/tmp/r"))
+        0
+    """
+    if spec.out is None:
+        raise RunnerUsageError("no output folder: give --out DIR (the folder for workload.json)")
     workload, chosen = _load(spec)
+    spec = _settle(spec, workload)
     numel, itemsize = _place(spec, workload)
     ranges = Ranges()
     man = _start_manifest(spec, workload, chosen, numel, itemsize, ranges)
@@ -89,7 +73,7 @@ def _interpreting(spec: RunSpec) -> bool:
 
 
 def _load(spec: RunSpec) -> tuple[registry.Workload, list[registry.Variant]]:
-    """The workload and the variants asked for; raises on a name, mode or dtype it does not know."""
+    """The workload and the variants asked for; raises on a name or dtype it does not know."""
     if spec.triton_interpret:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is first imported
     spec.out.mkdir(parents=True, exist_ok=True)
@@ -97,27 +81,35 @@ def _load(spec: RunSpec) -> tuple[registry.Workload, list[registry.Variant]]:
         registry.load_file(spec.workload_file)
     workload = registry.get(spec.workload)
     chosen = workload.select(spec.variants)
-    if spec.mode not in MODES:
-        raise RunnerUsageError(f"unknown mode {spec.mode!r}; valid: {', '.join(MODES)}")
     if spec.dtype not in workload.dtypes:
         raise RunnerUsageError(f"workload {workload.name} supports dtypes {', '.join(workload.dtypes)}, "
                                f"not {spec.dtype}")
     return workload, chosen
 
 
-def _place(spec: RunSpec, workload: registry.Workload) -> tuple[int, int]:
-    """Settle spec.device (auto: CUDA when torch sees it) and spec.shape (the workload's default
-    for the device); (elements, bytes per element), refused when they do not fit in memory."""
+def _settle(spec: RunSpec, workload: registry.Workload) -> RunSpec:
+    """The spec with its device and shape settled (workloads.spec.resolve; auto: CUDA when torch
+    sees it); refused when it says cuda and torch sees none."""
     import torch
 
-    if spec.device == "auto":
-        spec.device = "cuda" if torch.cuda.is_available() else "cpu"
+    def auto() -> tuple[str, str]:
+        return ("cuda", "auto: torch sees a CUDA device") if torch.cuda.is_available() \
+            else ("cpu", "auto: torch sees no CUDA device")
+
+    spec = resolve(spec, registry.describe([workload])[0], auto)
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise RunnerUsageError("no CUDA device is visible to torch; run with --device cpu")
-    shape = spec.shape or (workload.default_shape if spec.device == "cuda" else workload.cpu_default_shape)
-    spec.shape = shape
+        raise RunnerUsageError(f"no CUDA device is visible to torch (device cuda: {spec.device_reason}); "
+                               "run with --device cpu")
+    return spec
+
+
+def _place(spec: RunSpec, workload: registry.Workload) -> tuple[int, int]:
+    """(elements, bytes per element) of the settled spec's input, refused when they do not fit
+    in memory."""
+    import torch
+
     numel = 1
-    for s in shape:
+    for s in spec.shape or ():
         numel *= s
     itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
     check_memory(spec, workload, numel, itemsize)
@@ -127,7 +119,7 @@ def _place(spec: RunSpec, workload: registry.Workload) -> tuple[int, int]:
 def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[registry.Variant], numel: int,
                     itemsize: int, ranges: Ranges) -> Manifest:
     """workload.json as the run starts: what it is asked, where it runs, every variant pending."""
-    shape = spec.shape
+    shape = spec.shape or ()
     env = describe_device(spec.device)
     env["triton_interpret"] = _interpreting(spec)
     return Manifest(spec.out / MANIFEST, {
@@ -142,6 +134,7 @@ def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[reg
         "dtype": spec.dtype,
         "itemsize": itemsize,
         "device": spec.device,
+        "device_reason": spec.device_reason,
         "iters": spec.iters,
         "warmup": spec.warmup,
         "seed": spec.seed,

@@ -1,5 +1,11 @@
 """What every backend is: build the commands (pure), run them (one subprocess helper), parse
-what they left (pure). `check()` says whether the backend can run here and why not."""
+what they left (pure). `check()` says whether the backend can run here and why not.
+
+Every backend launches the same child, the workload runner, from one resolved spec: `run_spec()`
+settles the request into a workloads.spec.RunSpec (the shape, the device, this backend's
+iterations and warm-up), `runner_argv()` writes it as `spec.json` into the run folder and returns
+`python -m workloads run --spec RUN/spec.json --out RUN`, and `plan()` shows both for --dry-run.
+"""
 from __future__ import annotations
 
 import json
@@ -12,9 +18,10 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
-from orchestrator.request import Request
-from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from orchestrator.request import Request, resolve_spec
+from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
 from reports.merge import MergedTime
+from workloads.spec import SPEC_FILE, RunSpec
 
 RUNNER_MODULE = "workloads"
 
@@ -34,12 +41,24 @@ class Availability:
     detail: str  # where and which version, or why not
 
 
+@dataclass
+class Plan:
+    """What a request would run (--dry-run): the runner's resolved spec, as spec.json would
+    hold it, and the exact commands."""
+
+    spec: RunSpec
+    steps: list[Step]
+
+
 class Backend:
-    name = ""
-    mode = "profile"            # the runner's mode
-    default_iters = 10
-    default_warmup = 3
-    description = ""
+    """One way to measure a workload. A backend declares itself with the class attributes below
+    and overrides the hooks it needs; each hook's docstring says what a backend overrides it for."""
+
+    name = ""                   # its command and registry name (orchestrator/backends/__init__.py)
+    mode = "profile"            # the runner's mode (workloads/spec.py MODES)
+    default_iters = 10          # measured iterations without --iters (None: time's stop rule)
+    default_warmup = 3          # warm-up iterations without --warmup
+    description = ""            # one line for `doctor` and the docs
     # its median's column in the merged table of `all`, what it measures and why it may disagree
     # (reports.merge.MergedTime); None: not one of `all`'s backends
     merged: MergedTime | None = None
@@ -47,70 +66,84 @@ class Backend:
     needs_gpu = False
     # the help of its command, `gprof-orch NAME WORKLOAD` (the registry holds the one-line summary)
     help = ""
+    # set by plan() while it builds the commands: runner_argv() writes no spec.json then
+    planning = False
 
     @classmethod
     def cli_options(cls) -> list:
         """The click options of its own command, beside those every backend shares
         (orchestrator/cli.py run_options). A value reaches the Request by its name: a Request
-        field of that name, else `Request.options[name]`."""
+        field of that name, else `Request.options[name]`. Override to add the tool's own flags
+        (ncu's --section, nsys's --nsys-arg, time's stop rule)."""
         return []
 
     def check(self, req: Request | None = None) -> Availability:
+        """Whether it can run here, and where its tool is or why not; cheap, raises nothing
+        (`doctor` and `all` ask every backend). Override when it needs more than torch: a
+        profiler on PATH, a GPU, triton's proton."""
         return Availability(True, "needs only torch")
 
     def require(self, req: Request) -> dict[str, str]:
-        """Find the tools this backend needs (raising ToolNotFoundError); their paths and versions."""
+        """Find the tools this backend needs (raising ToolNotFoundError, or UsageError for a request
+        it cannot take) before a run folder exists; their paths and versions, for the manifest.
+        Override where check() can say no."""
         return {}
 
+    def run_spec(self, req: Request, run_dir: Path | None = None) -> RunSpec:
+        """What its runner child runs: the request settled once (request.resolve_spec), with this
+        backend's mode, iterations and warm-up where the request has none. Override only to
+        change what the child is asked; the spec is the child's whole input."""
+        return resolve_spec(req, mode=self.mode, default_iters=self.default_iters,
+                            default_warmup=self.default_warmup, out=run_dir)
+
     def runner_argv(self, req: Request, run_dir: Path) -> list[str]:
-        """The workload runner's command line, the one child every backend launches."""
-        argv = [sys.executable, "-m", RUNNER_MODULE, "run", req.workload, "--mode", self.mode,
-                "--out", str(run_dir), "--device", req.device,
-                "--warmup", str(req.warmup if req.warmup is not None else self.default_warmup),
-                "--seed", str(req.seed), "--dtype", req.dtype]
-        if req.variants:
-            argv += ["--variants", ",".join(req.variants)]
-        if req.size:
-            argv += ["--size", req.size]
-        if not req.flush_l2:
-            argv.append("--no-flush-l2")
-        iters = req.iters or self.default_iters
-        if iters:
-            argv += ["--iters", str(iters)]
-        if self.mode == "time":
-            if req.timer != Request.timer:
-                argv += ["--timer", req.timer]
-            if req.cuda_graph:
-                argv.append("--cuda-graph")
-            if req.gpu_sleep_us != Request.gpu_sleep_us:
-                argv += ["--gpu-sleep-us", f"{req.gpu_sleep_us:g}"]
-            if not iters:  # the stop rule, spelled out so commands.sh reproduces the run
-                argv += ["--max-noise", f"{req.max_noise:g}", "--min-samples", str(req.min_samples),
-                         "--min-time", f"{req.min_time:g}", "--max-time", f"{req.max_time:g}"]
-        if req.workload_file:
-            argv += ["--workload-file", str(Path(req.workload_file).resolve())]
-        if req.triton_interpret:
-            argv.append("--triton-interpret")
-        if req.fail_variant:
-            argv += ["--fail-variant", req.fail_variant]
-        return argv
+        """The workload runner's command line, the one child every backend launches: it reads
+        run_dir/spec.json, written here when run_dir is a run folder being run (not while
+        plan() builds the commands). `--out` names the folder on the command line too: the
+        Ctrl-C policy (_is_runner) knows the runner by it. Backends wrap it, not override it:
+        under a profiler (nsys, ncu) or a bootstrap (proton)."""
+        path = run_dir / SPEC_FILE
+        if not self.planning and (run_dir / MANIFEST).is_file():
+            try:
+                write_json(path, self.run_spec(req, run_dir).to_json(), indent=1)
+            except OSError as exc:
+                raise disk_error(run_dir, exc) from exc
+        return [sys.executable, "-m", RUNNER_MODULE, "run", "--spec", str(path), "--out", str(run_dir)]
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        """Every command of a run into run_dir, in order, built and not run (pinned by exact-argv
+        tests; --dry-run prints them). Override to put the runner under a profiler and to add
+        steps (nsys's export)."""
         return [Step("workload", self.runner_argv(req, run_dir), ok_codes=(0, 1))]
 
+    def plan(self, req: Request, run_dir: Path) -> Plan:
+        """The spec and the commands a run into run_dir would take, nothing written (--dry-run,
+        api.plan). Not overridden: it follows from run_spec() and commands()."""
+        self.planning = True
+        try:
+            return Plan(self.run_spec(req, run_dir), self.commands(req, run_dir))
+        finally:
+            self.planning = False
+
     def execute(self, req: Request, rf: RunFolder) -> None:
+        """Run the commands into the run folder, each recorded (commands.sh) before it starts,
+        through orchestrator.proc. Override where a step needs its own Ctrl-C policy, timeout or
+        recovery (nsys exports what it wrote after an interrupt)."""
         for step in self.commands(req, rf.path.resolve()):
             rf.add_command(step.name, step.argv, step.env)
             res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout, env=step.env)
             self.after_step(step, res, rf)
 
     def after_step(self, step: Step, res: proc.Result, rf: RunFolder) -> None:
+        """Judge a finished step: raise failure() unless its exit code is one of its ok_codes.
+        Override to also check what the step should have left (proton's profile file)."""
         if res.returncode in step.ok_codes:
             return
         raise self.failure(step, res)
 
     def failure(self, step: Step, res: proc.Result) -> GprofError:
-        """The error a runner (or a tool wrapping it) exit code stands for."""
+        """The error a runner (or a tool wrapping it) exit code stands for. Override to read a
+        tool's own log for the reason (ncu's ==ERROR== lines)."""
         rc = res.returncode
         last = (res.tail(5).strip().splitlines() or [""])[-1].removeprefix("gprof-orch runner: ")
         if rc == 2:
@@ -132,15 +165,19 @@ class Backend:
                                log_tail=res.tail(), log=res.stderr)
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified long-form frame (reports/schema.py) of what a run left in the folder: pure,
+        reads files only, needs no GPU. Every backend overrides it, through its reader in
+        orchestrator/parsers."""
         raise NotImplementedError
 
     def warnings(self, rf: RunFolder) -> list[str]:
-        """What the tool's own logs say that the reader of the table must know."""
+        """What the tool's own logs say that the reader of the table must know (lost events,
+        proton's messages). Override where the tool logs such things; none by default."""
         return []
 
     def rules(self, rf: RunFolder) -> pd.DataFrame | None:
         """The profiler's own findings (ncu's rule results, `NcuReport.rules`); None where the
-        tool has none."""
+        tool has none. Override where the tool judges its kernels itself."""
         return None
 
 
@@ -199,12 +236,14 @@ class ToolBackend(Backend):
 
     @classmethod
     def cli_options(cls) -> list:
+        """--<tool> PATH, for every tool backend."""
         return [cls.tool_option()]
 
     def _explicit(self, req: Request | None) -> str | None:
         return getattr(req, self.tool) if req is not None else None
 
     def check(self, req: Request | None = None) -> Availability:
+        """The tool found (path and version), or why not with how to get it."""
         from orchestrator import tools
         from orchestrator.errors import ToolNotFoundError
 
@@ -215,6 +254,7 @@ class ToolBackend(Backend):
         return Availability(True, f"{t.path} ({t.version})")
 
     def require(self, req: Request) -> dict[str, str]:
+        """The tool's path, version and how it was found; ToolNotFoundError without it."""
         from orchestrator import tools
 
         t = tools.find(self.tool, self._explicit(req), timeout=req.timeout)

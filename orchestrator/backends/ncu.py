@@ -6,6 +6,7 @@ once per pass, so its time grows with kernels x passes)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,12 +14,13 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from reports.merge import MergedTime
-from orchestrator.errors import ParseError, PermissionDeniedError, ToolFailedError, UsageError
+from orchestrator.errors import GprofError, ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.parsers import ncu_rep
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT
 from reports.unify import RowMaker, variant_facts
+from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX as PREFIX
 
 REPORT = "report.ncu-rep"
 LOG = "ncu.log"
@@ -37,8 +39,6 @@ LOG = "ncu.log"
 DEFAULT_SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupancy", "WarpStateStats",
                     "SchedulerStats")
 DEFAULT_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
-NVTX_DOMAIN = "gprof"
-PREFIX = "variant:"
 
 # report columns (from the parser's kernel frame) -> unified metric and unit
 KERNEL_METRICS = {
@@ -63,11 +63,15 @@ def table_metrics() -> list[str]:
     return [c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)]
 
 
+# the program of `doctor --check`'s ncu run: one real kernel
+_SELF_TEST_PROGRAM = "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item())"
+
 # the frame's metric name of a raw ncu metric (frame_from_ncu_report keeps every metric as `ncu:<name>`)
 NCU_SOURCE = "ncu:"
 
 
 class NcuBackend(ToolBackend):
+    """`gprof-orch ncu`: the workload under Nsight Compute, filtered to the variants' NVTX ranges."""
     name = "ncu"
     tool = "ncu"
     mode = "profile"
@@ -82,6 +86,8 @@ class NcuBackend(ToolBackend):
 
     @classmethod
     def cli_options(cls) -> list:
+        """--ncu and ncu's own options: section set, sections, metrics, clock and cache control,
+        extra flags."""
         import click
 
         return [
@@ -109,6 +115,8 @@ class NcuBackend(ToolBackend):
         return out
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        """The one ncu command (pure): the runner under `ncu --nvtx`, the default sections and
+        metrics unless --set/--section/--metrics replace them, plus every metric a table column reads."""
         argv = [self.exe(req), "--nvtx", *self.nvtx_filters(req)]
         if req.ncu_set:
             argv += ["--set", req.ncu_set]
@@ -125,6 +133,8 @@ class NcuBackend(ToolBackend):
         return [Step("ncu", argv, ok_codes=(0, 1))]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
+        """Run ncu once, record its command and settings in the manifest, then raise what its log
+        says went wrong (check_result)."""
         (step,) = self.commands(req, rf.path.resolve())
         rf.add_command(step.name, step.argv)
         rf.update(ncu_settings={"clock_control": req.clock_control, "cache_control": req.cache_control,
@@ -135,6 +145,8 @@ class NcuBackend(ToolBackend):
         self.check_result(res, rf)
 
     def check_result(self, res: proc.Result, rf: RunFolder) -> None:
+        """Raise the typed error ncu's log stands for (counter permission, unknown metric, no GPU,
+        no kernel profiled, another exit status); return quietly when the report is there."""
         from orchestrator.backends import ncu_tool
 
         log_path = rf.logs / LOG
@@ -180,12 +192,44 @@ class NcuBackend(ToolBackend):
                          for v in wman.get("variants", []) if v.get("status") == "ok")
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of the run's report (read once per process, shared with `rules`)."""
         wman = rf.workload_manifest()
         return frame_from_ncu_report(_load_report(rf), wman, run=rf.path.name)
 
     def rules(self, rf: RunFolder) -> pd.DataFrame:
         """ncu's rule results of the report (read once per process with `parse`)."""
         return _load_report(rf).rules
+
+    @classmethod
+    def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
+        """`gprof-orch doctor --check`'s proof that ncu works here: a tiny real run that must read
+        one counter (gpu__time_duration.sum) of a real kernel; its check row
+        (orchestrator.doctor.check_row), with the fix when it fails (root, for the counters).
+        Needs a CUDA GPU (doctor skips it without one). `explicit`: the --ncu path."""
+        from orchestrator import tools
+        from orchestrator.backends import ncu_tool
+        from orchestrator.doctor import check_row
+
+        try:
+            t = tools.find(cls.tool, explicit, timeout=timeout)
+            rep = tmp / "ncu-check.ncu-rep"
+            log = tmp / "ncu.log"
+            res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
+                            "--launch-count", "1", "--export", str(rep), "--force-overwrite", "--log-file", str(log),
+                            sys.executable, "-c", _SELF_TEST_PROGRAM], log_dir=tmp, name="ncu", timeout=timeout)
+            text = log.read_text(errors="replace") if log.exists() else res.tail(20)
+            if ncu_tool.classify_ncu_failure(text) == "permission":
+                return check_row("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
+                                    "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module")
+            if not rep.exists():
+                return check_row("ncu", False, f"ncu {t.version} wrote no report: "
+                                    + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log))
+            k = ncu_tool.load(rep, domain=None, prefix="").kernels
+            ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
+            return check_row("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
+                                f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log))
+        except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
+            return check_row("ncu", False, exc.message, exc.hint)
 
     def warnings(self, rf: RunFolder) -> list[str]:
         """Says so when the report holds no roofline metrics (the roofline and `% of roof` are
@@ -235,6 +279,7 @@ def _load_report(rf: RunFolder):
 
 
 def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
+    """The unified rows of the .ncu-rep at `path` (read with ncu_tool.load), for the workload in wman."""
     from orchestrator.backends import ncu_tool
 
     return frame_from_ncu_report(ncu_tool.load(path, domain=domain, prefix=prefix), wman, run=run)

@@ -17,6 +17,7 @@ from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
+from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 REPORT = "report.nsys-rep"
 # measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
@@ -27,9 +28,17 @@ SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
 CUDA_FLUSH_MS = 1000
 SQLITE = "report.sqlite"
 TRACE = "trace.json"
+# the program of `doctor --check`'s nsys run: one range of ours, in our domain
+_SELF_TEST_PROGRAM = f"""
+import time, nvtx
+with nvtx.annotate("{RANGE_PREFIX}doctor-check", domain="{NVTX_DOMAIN}"):
+    time.sleep(0.01)
+"""
 
 
 class NsysBackend(ToolBackend):
+    """`gprof-orch nsys`: the workload under Nsight Systems, each kernel attributed to its variant
+    through the runtime call that launched it."""
     name = "nsys"
     tool = "nsys"
     mode = "profile"
@@ -43,6 +52,7 @@ class NsysBackend(ToolBackend):
 
     @classmethod
     def cli_options(cls) -> list:
+        """--nsys, --nsys-arg (extra `nsys profile` flags) and --osrt."""
         import click
 
         return [cls.tool_option(),
@@ -54,6 +64,8 @@ class NsysBackend(ToolBackend):
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        """`nsys profile` of the runner and `nsys export` to SQLite (pure). A CUDA flush interval is
+        added unless the user set one: without it nsys 2023.4 fails past ~10,000 launches."""
         exe = self.exe(req)
         trace = ["cuda", "nvtx"] if req.device != "cpu" else ["nvtx"]
         if req.trace_osrt or req.device == "cpu":
@@ -70,6 +82,8 @@ class NsysBackend(ToolBackend):
         return [Step("nsys-profile", profile, ok_codes=(0, 1)), Step("nsys-export", export)]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
+        """Profile, then export whatever report nsys wrote, even on a timeout or Ctrl-C (a partial
+        timeline is still read); raise when it wrote none, naming nsys's own words."""
         self._warn_if_too_many_launches(req)
         profile, export = self.commands(req, rf.path.resolve())
         rf.add_command(profile.name, profile.argv)
@@ -121,6 +135,8 @@ class NsysBackend(ToolBackend):
         nsys_chrome.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of the run's SQLite export (a compressed one read through a temporary
+        copy); a parse error carries what nsys's log said about lost events."""
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
         from orchestrator.parsers import compressed
@@ -129,14 +145,55 @@ class NsysBackend(ToolBackend):
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
             with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
                 return frame_from_export(sqlite, wman, run=rf.path.name,
-                                         domain=nv.get("domain"), prefix=nv.get("prefix", "variant:"))
+                                         domain=nv.get("domain"), prefix=nv.get("prefix", RANGE_PREFIX))
         except ParseError as exc:
             said = self.warnings(rf)
             if said:
                 exc.hint = said[0] + (f"; {exc.hint}" if exc.hint else "")
             raise
 
+    @classmethod
+    def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
+        """`gprof-orch doctor --check`'s proof that nsys works here: a tiny real run that must
+        record one NVTX range of ours; its check row (orchestrator.doctor.check_row), with the
+        fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
+        from orchestrator import tools
+        from orchestrator.doctor import check_row
+        from orchestrator.parsers import nsys_sqlite as ns
+
+        try:
+            t = tools.find(cls.tool, explicit, timeout=timeout)
+            rep = tmp / "nsys-check"
+            res = proc.run([str(t.path), "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none",
+                            f"--output={rep}", "--force-overwrite=true", sys.executable, "-c", _SELF_TEST_PROGRAM],
+                           log_dir=tmp, name="nsys", timeout=timeout)
+            exp = proc.run([str(t.path), "export", "--type=sqlite", f"--output={rep}.sqlite", "--force-overwrite=true",
+                            f"{rep}.nsys-rep"], log_dir=tmp, name="nsys-export", timeout=timeout)
+            if res.returncode != 0 or exp.returncode != 0:
+                return check_row("nsys", False, f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
+                                    "see the logs in " + str(tmp))
+            ex = ns.read_export(f"{rep}.sqlite")
+            if (ns.variant_ranges(ex)["variant"] == "doctor-check").any():
+                return check_row("nsys", True, f"nsys {t.version} recorded the NVTX range "
+                                    f"{NVTX_DOMAIN}@{RANGE_PREFIX}doctor-check")
+            return check_row("nsys", False, f"nsys {t.version} ran but recorded no gprof range",
+                                ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10")
+        except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
+            return check_row("nsys", False, exc.message, exc.hint)
+
+    @classmethod
+    def doctor_items(cls, found: dict, packages: dict) -> dict[str, dict]:
+        """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
+        the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
+        variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
+        from orchestrator.capture import nvtx_problem
+
+        problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
+        return {"nvtx_ranges": {"ok": problem is None, "fix": problem,
+                                "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}}
+
     def warnings(self, rf: RunFolder) -> list[str]:
+        """What nsys's own log says about lost events, and why they were lost (one line, or none)."""
         # nsys says so in its log when it lost events (seen on the H200 past its launch limit
         # without a CUDA flush interval: see SAFE_LAUNCHES)
         for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):

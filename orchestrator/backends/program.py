@@ -31,6 +31,8 @@ RUN_MARK = "GPROF_EXEC_RUN"
 
 
 class ProgramBackend(ToolBackend):
+    """`exec nsys -- CMD` and `import FILE`: a user's program or capture under Nsight Systems, one
+    variant per NVTX range; not a command of its own and not one of `all`'s backends."""
     name = "program"
     tool = "nsys"
     mode = "capture"
@@ -38,6 +40,8 @@ class ProgramBackend(ToolBackend):
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
+        """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
+        finds it, then `nsys export` to SQLite (pure)."""
         exe = self.exe(req)
         cuda = req.cuda if req.cuda is not None else True
         trace = ["cuda", "nvtx"] if cuda else ["nvtx"]
@@ -53,6 +57,8 @@ class ProgramBackend(ToolBackend):
                                     "--force-overwrite=true", str(rep or run_dir / REPORT)])
 
     def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
+        """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
+        RunFailedError when the program itself failed: its ranges are still reported."""
         if req.cuda is None:
             from orchestrator import envinfo
 
@@ -100,6 +106,7 @@ class ProgramBackend(ToolBackend):
         proc.check(res, "nsys export")
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of the capture's SQLite export (frame_from_capture)."""
         from orchestrator.parsers import compressed
 
         wman = rf.workload_manifest()
@@ -107,6 +114,7 @@ class ProgramBackend(ToolBackend):
             return frame_from_capture(sqlite, wman, run=rf.path.name)
 
     def warnings(self, rf: RunFolder) -> list[str]:
+        """The capture's own notes (from the manifest) and what nsys's log said about lost events."""
         return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
 
 
@@ -185,34 +193,49 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
         rows.add(name, "iterations", float(len(r) * k), "count")
         if v.get("bytes_moved") is not None:
             rows.add(name, "bytes_moved", v["bytes_moved"], "bytes")
-        if v.get("holds"):  # a range holding other variants' ranges: inclusive, as nvtx_kern_sum counts it
-            act = inclusive_activity(attributed, ranges, name)
-            srow = ns.range_times(act, ranges)
-            srow = srow[srow["variant"] == name]
-            act = act.sort_values("launch_start", kind="stable")
-            act = act.assign(label=_kernel_label(act))
-        else:  # innermost wins
-            act = by_variant.of(name, by_launch=True)
-            srow = summary[summary["variant"] == name]
+        act, srow = _variant_activity(name, attributed, ranges, summary, by_variant, bool(v.get("holds")))
         rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
         rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
         activity_rows(rows, name, act, "label")
-        wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
-        if len(act):
-            samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
-                                           r["range_id"].to_numpy(), k)
-            if samples is None:
-                rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
-            else:
-                rows.samples(name, "time_ns", samples, "ns")
-            idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
-        else:
-            rows.samples(name, "time_ns", wall, "ns")
-            if any_kernels:
-                rows.add(name, WALL_TIME_ONLY, float(_launched_by_other_threads(attributed, r)), "count")
-        rows.samples(name, "cpu_time_ns", wall, "ns")
+        _time_rows(rows, name, act, r, k, attributed if any_kernels else None)
     activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
     return rows.frame()
+
+
+def _variant_activity(name: str, attributed: pd.DataFrame, ranges: pd.DataFrame, summary: pd.DataFrame,
+                      by_variant: VariantRows, holds: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A variant's GPU activity (in launch order, labelled) and its range_times() row: inclusive
+    of the ranges nested in it when it holds others (as nvtx_kern_sum counts it), else innermost wins."""
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    if holds:
+        act = inclusive_activity(attributed, ranges, name)
+        srow = ns.range_times(act, ranges)
+        srow = srow[srow["variant"] == name]
+        act = act.sort_values("launch_start", kind="stable")
+        return act.assign(label=_kernel_label(act)), srow
+    return by_variant.of(name, by_launch=True), summary[summary["variant"] == name]
+
+
+def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int,
+               attributed: pd.DataFrame | None) -> None:
+    """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
+    idle gaps and cpu_time_ns. `attributed`: every attributed launch where the capture has any
+    kernel (None: none), to count those other threads launched inside a range without its own."""
+    wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
+    if len(act):
+        samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
+                                       r["range_id"].to_numpy(), k)
+        if samples is None:
+            rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
+        else:
+            rows.samples(name, "time_ns", samples, "ns")
+        idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
+    else:
+        rows.samples(name, "time_ns", wall, "ns")
+        if attributed is not None:
+            rows.add(name, WALL_TIME_ONLY, float(_launched_by_other_threads(attributed, r)), "count")
+    rows.samples(name, "cpu_time_ns", wall, "ns")
 
 
 def per_range_iterations(rid: np.ndarray, durations: np.ndarray, range_ids: np.ndarray, k: int) -> np.ndarray | None:

@@ -31,6 +31,7 @@ from orchestrator.runfolder import RunFolder
 from reports.merge import MergedTime
 from reports.schema import ITERATIONS_IN_REPORT, NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, variant_facts
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 if TYPE_CHECKING:
     from orchestrator.parsers.proton import ProtonProfile
@@ -106,7 +107,7 @@ class ProtonBackend(Backend):
         from orchestrator.parsers import proton as reader
 
         wman = rf.workload_manifest()
-        prefix = (wman.get("nvtx") or {}).get("prefix", "variant:")
+        prefix = (wman.get("nvtx") or {}).get("prefix", RANGE_PREFIX)
         prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), prefix=prefix, iter_prefix=ITER_SCOPE)
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)

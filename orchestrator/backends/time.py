@@ -10,6 +10,8 @@ from reports.unify import RowMaker, variant_facts
 
 
 class TimeBackend(Backend):
+    """`gprof-orch time`: CUDA events around every call (the host clock on a CPU run), sampled
+    until the median is known to --max-noise unless --iters fixes the count."""
     name = "time"
     mode = "time"
     default_iters = None  # until the stop rule (--max-noise, --max-time) is met; --iters N: exactly N
@@ -26,6 +28,8 @@ class TimeBackend(Backend):
 
     @classmethod
     def cli_options(cls) -> list:
+        """The timing options: L2 flush, the timer that holds the GPU while the host queues the call,
+        the GPU sleep, CUDA graphs and the stop rule (--max-noise, --min-samples, --min-time, --max-time)."""
         import click
 
         from workloads import timers
@@ -58,6 +62,8 @@ class TimeBackend(Backend):
         ]
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of the runner's own samples in workload.json: time and host time per
+        call, also for a variant stopped part-way (its status says so)."""
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)

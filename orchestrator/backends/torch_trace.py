@@ -9,9 +9,12 @@ from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 
 class TorchTraceBackend(Backend):
+    """`gprof-orch torch-trace`: the workload under torch.profiler; the Chrome trace is kept and
+    turned into per-variant kernels and times."""
     name = "torch-trace"
     mode = "torch-trace"
     default_iters = 20
@@ -24,6 +27,8 @@ class TorchTraceBackend(Backend):
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
+        imported trace, whose ranges may hold one another (frame_from_trace)."""
         from orchestrator.parsers import torch_trace as tt
 
         wman = rf.workload_manifest()
@@ -37,13 +42,13 @@ class TorchTraceBackend(Backend):
         imported = wman.get("mode") == "capture"  # `gprof-orch import trace.json --ranges PREFIX`
         return frame_from_trace(trace, rows, ok, on_gpu=wman.get("device") == "cuda",
                                 iters=wman.get("iters") or None,
-                                prefix=(wman.get("ranges") or {}).get("prefix", "variant:"),
+                                prefix=(wman.get("ranges") or {}).get("prefix", RANGE_PREFIX),
                                 holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")}
                                 if imported else None)
 
 
 def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu: bool,
-                     iters: int | None = None, prefix: str = "variant:",
+                     iters: int | None = None, prefix: str = RANGE_PREFIX,
                      holds: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Rows of one trace: per-iteration time (GPU kernel time on a GPU, host wall on a CPU),
     host time per iteration, self CPU time, and every GPU activity's duration. The variants are
@@ -62,26 +67,7 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     if holds is not None:
         s = _as_capture(trace, s, holds)
     keep = (lambda v: v in variants) if variants is not None else (lambda v: True)
-    broken: set[str] = set()
-    # a variant the workload ran whose range the trace lost (a damaged trace): said, never a blank
-    # row marked ok (found by the fuzz: deleting event 163 of torch-trace-mean's trace)
-    for variant in sorted((variants or set()) - set(s["ranges"]["variant"])):
-        rows.add(variant, NOT_IN_REPORT, NO_RANGE, "flag")
-        broken.add(variant)
-    if iters:
-        for variant, grp in s["iterations"].groupby("variant", sort=False):
-            if keep(variant) and len(grp) != iters:
-                rows.add(variant, ITERATIONS_IN_REPORT, float(len(grp)), "count")
-                broken.add(variant)
-        if on_gpu:
-            g = s["gpu"]
-            inside = g[g["variant"].notna()]
-            for variant, grp in inside.groupby("variant", sort=False):
-                per_iter = grp[grp["iteration"] >= 0].groupby("iteration").size()
-                if keep(variant) and variant not in broken and (
-                        len(per_iter) != iters or per_iter.nunique() > 1 or (grp["iteration"] < 0).any()):
-                    rows.add(variant, UNEVEN_LAUNCHES, float(len(grp)), "count")
-                    broken.add(variant)
+    broken = _broken_variants(s, rows, variants, keep, iters=iters, on_gpu=on_gpu)
     for variant, grp in s["iterations"].groupby("variant", sort=False):
         if keep(variant) and variant not in broken:
             rows.samples(variant, "cpu_time_ns", grp["wall_ns"], "ns")
@@ -104,6 +90,36 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
     return rows.frame()
+
+
+def _broken_variants(s: dict[str, pd.DataFrame], rows: RowMaker, variants: set[str] | None, keep, *,
+                     iters: int | None, on_gpu: bool) -> set[str]:
+    """The variants that get no time samples, each with a row saying why: its range is not in
+    the trace, or (with `iters`) the trace holds another number of iterations, or on a GPU its
+    iterations launched different numbers of GPU activities (a lost event would otherwise give
+    a different median)."""
+    broken: set[str] = set()
+    # a variant the workload ran whose range the trace lost (a damaged trace): said, never a blank
+    # row marked ok (found by the fuzz: deleting event 163 of torch-trace-mean's trace)
+    for variant in sorted((variants or set()) - set(s["ranges"]["variant"])):
+        rows.add(variant, NOT_IN_REPORT, NO_RANGE, "flag")
+        broken.add(variant)
+    if not iters:
+        return broken
+    for variant, grp in s["iterations"].groupby("variant", sort=False):
+        if keep(variant) and len(grp) != iters:
+            rows.add(variant, ITERATIONS_IN_REPORT, float(len(grp)), "count")
+            broken.add(variant)
+    if on_gpu:
+        g = s["gpu"]
+        inside = g[g["variant"].notna()]
+        for variant, grp in inside.groupby("variant", sort=False):
+            per_iter = grp[grp["iteration"] >= 0].groupby("iteration").size()
+            if keep(variant) and variant not in broken and (
+                    len(per_iter) != iters or per_iter.nunique() > 1 or (grp["iteration"] < 0).any()):
+                rows.add(variant, UNEVEN_LAUNCHES, float(len(grp)), "count")
+                broken.add(variant)
+    return broken
 
 
 def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) -> dict[str, pd.DataFrame]:

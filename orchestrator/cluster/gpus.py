@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from typing import Any
 
+from orchestrator import proc
 from orchestrator.errors import UsageError
 
 
@@ -33,12 +33,8 @@ def _all_gpus() -> list[dict[str, Any]]:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return []
-    try:
-        res = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return []
     gpus = []
-    for line in res.stdout.splitlines() if res.returncode == 0 else []:
+    for line in (proc.output([exe, "-L"], timeout=10) or "").splitlines():
         if m := re.match(r"GPU (\d+): (.+?) \(UUID: (\S+)\)", line.strip()):
             gpus.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3)})
     return gpus

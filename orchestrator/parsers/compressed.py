@@ -32,6 +32,7 @@ _STREAM_ERRORS = (lzma.LZMAError, EOFError, gzip.BadGzipFile, zlib.error)
 
 
 def is_compressed(path: Path | str) -> bool:
+    """Whether `path` names a compressed file this module opens (.xz or .gz), by its suffix."""
     return Path(path).suffix in OPENERS
 
 

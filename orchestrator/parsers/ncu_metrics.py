@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-DEFAULT_DOMAIN = "gprof"
-DEFAULT_PREFIX = "variant:"
+# by default a reader looks for the ranges gprof-orch's runner writes
+from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN, RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
 
 KERNEL_ID_COLUMNS = ["id", "variant", "kernel"]
 METRIC_COLUMNS = KERNEL_ID_COLUMNS + ["metric", "value", "unit", "raw_value", "raw_unit"]
@@ -75,6 +75,8 @@ def normalize_unit(raw_unit: str) -> tuple[str, float]:
 
 @dataclass(frozen=True)
 class KeyMetric:
+    """One per-kernel column read from ncu's metrics: the first alternative whose metrics are all
+    present, summed, in `unit`; NaN when none is."""
     column: str
     unit: str                                  # the normalised unit its sources must have
     sources: tuple[tuple[str, ...], ...]       # alternatives, each summed
@@ -115,6 +117,8 @@ LAUNCH_METRICS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class RooflineRate:
+    """One roofline rate, as ncu's roofline sections compute it: the weighted sum of per-cycle
+    metrics (`terms`) times the `clock` metric, in `unit`."""
     column: str
     terms: tuple[tuple[str, float], ...]       # (per-cycle metric, weight), summed
     clock: str                                 # the cycles per second they are multiplied by

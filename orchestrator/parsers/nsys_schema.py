@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+# by default a reader looks for the ranges gprof-orch's runner writes
+from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN, RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
+
 # NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE in the export).
 NVTX_MARK = 34
 NVTX_PUSHPOP_RANGE = 59
@@ -20,9 +23,6 @@ RANGE_EVENT_TYPES = (NVTX_PUSHPOP_RANGE, NVTX_STARTEND_RANGE)
 # globalTid = [hw 8 bits][vm 8 bits][pid 24 bits][tid 24 bits]; a kernel's globalPid is the
 # globalTid of its process with the tid bits cleared.
 TID_BITS = np.int64(0xFFFFFF)
-
-DEFAULT_DOMAIN = "gprof"
-DEFAULT_PREFIX = "variant:"
 
 # (our column, nsys's column, dtype, default). A NULL, or a column this schema version lacks,
 # reads as the default; the nullable ids default to -1 so the frames stay plain int64, which the

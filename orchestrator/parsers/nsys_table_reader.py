@@ -183,6 +183,8 @@ class TableReader:
         return values
 
     def close(self) -> None:
+        """Release the reader: let any waiting worker go, stop the pool and close every SQLite
+        connection (safe to call twice)."""
         for gate in self.gates:
             if gate is not None:
                 gate.open(None)  # a no-op once opened; else its waiting workers go on, and are not needed

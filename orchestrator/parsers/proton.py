@@ -55,6 +55,7 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 HATCHET = "proton.hatchet"
 TIME, COUNT = "time (ns)", "count"
@@ -89,7 +90,7 @@ class ProtonProfile:
     notes: list[str] = field(default_factory=list)
 
 
-def read_profile(path: str | Path, prefix: str = "variant:", iter_prefix: str = ITER_PREFIX) -> ProtonProfile:
+def read_profile(path: str | Path, prefix: str = RANGE_PREFIX, iter_prefix: str = ITER_PREFIX) -> ProtonProfile:
     """Read a proton hatchet file (`.xz` / `.gz` too). Raises ParseError naming the file when it
     is missing, not JSON, or not the shape above (a frame without a name, a kernel whose time or
     count is missing, negative or not a number)."""

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 try:  # optional: a faster JSON parser; the standard library's gives the same result
     import orjson as _orjson
@@ -40,6 +41,8 @@ EVENT_COLUMNS = ["cat", "name", "pid", "tid", "start_ns", "end_ns", "correlation
 
 @dataclass
 class TorchTrace:
+    """A read Chrome trace: its complete events as a frame (see read_trace), the devices'
+    properties and the trace's other top-level fields (`meta`)."""
     path: Path
     events: pd.DataFrame                      # complete ('X') events, ns, sorted by start
     device_properties: list[dict] = field(default_factory=list)
@@ -176,7 +179,7 @@ def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Se
     return pd.Series(out, index=points.index, dtype="object")
 
 
-def attribute(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter") -> pd.DataFrame:
+def attribute(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter") -> pd.DataFrame:
     """One row per GPU activity (kernel, memcpy, memset) with its variant and iteration.
 
     Columns: kind, kernel, start_ns, end_ns, duration_ns, correlation, tid, launch_ns (the
@@ -213,7 +216,7 @@ def attribute(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "it
                 "variant", "iteration"]].reset_index(drop=True)
 
 
-def variant_ranges(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter"
+def variant_ranges(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter"
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(variant ranges, iteration ranges) from record_function annotations.
 
@@ -276,7 +279,7 @@ def cpu_time(trace: TorchTrace, ranges: pd.DataFrame, iters: pd.DataFrame) -> pd
     return per_iter, self_cpu
 
 
-def summarize(trace: TorchTrace, prefix: str = "variant:", iter_label: str = "iter") -> dict[str, pd.DataFrame]:
+def summarize(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter") -> dict[str, pd.DataFrame]:
     """Everything the report needs from one trace: attributed GPU activity, per-iteration
     GPU and host time, self CPU time per variant, the ranges themselves."""
     ranges, iters = variant_ranges(trace, prefix, iter_label)

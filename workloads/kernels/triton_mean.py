@@ -122,8 +122,15 @@ def sweep_configs() -> list[MeanConfig]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
 def _kernels():
+    """The two Triton kernels (lecture_row_mean_kernel, fast_mean_kernel), defined on first
+    use: triton is imported only then (see the module's note on TRITON_INTERPRET)."""
+    return _lecture_kernel(), _fast_kernel()
+
+
+@functools.lru_cache(maxsize=None)
+def _lecture_kernel():
+    """The lecture's kernel: one program per row (see ``lecture_mean``)."""
     import triton
     import triton.language as tl
 
@@ -143,6 +150,15 @@ def _kernels():
         for col in range(0, n_cols):
             acc += tl.load(row_ptr + col).to(acc.dtype)
         tl.store(out_ptr + row, acc / n_cols)
+
+    return lecture_row_mean_kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_kernel():
+    """The fast kernel: a persistent grid-stride sum, one launch in all (see ``fast_mean``)."""
+    import triton
+    import triton.language as tl
 
     @triton.jit(do_not_specialize=["n"])
     def fast_mean_kernel(x_ptr, partial_ptr, counter_ptr, out_ptr, n,
@@ -190,7 +206,7 @@ def _kernels():
             tl.store(out_ptr, mean.to(tl.float32).to(out_ptr.dtype.element_ty), mask=is_last)
         tl.store(counter_ptr, 0, mask=is_last)
 
-    return lecture_row_mean_kernel, fast_mean_kernel
+    return fast_mean_kernel
 
 
 def _floating(torch):
