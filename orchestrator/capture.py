@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import proc
+from orchestrator.capture_ncu import NCU_SUFFIXES, import_ncu
 from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
 from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, UsageError
@@ -189,6 +190,8 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     borrowed = sibling_workload(src)
     if kind == "torch-trace":
         return _import_trace(src, ranges, borrowed, cli_argv, options)
+    if kind == "ncu-rep":
+        return import_ncu(src, ranges, borrowed, cli_argv, options)
     nv = (borrowed or {}).get("nvtx") or {}
     if ranges is None and borrowed and nv.get("prefix") is not None and nv.get("api") != "capture":
         ranges = f"{nv.get('domain') or ''}@{nv['prefix']}"
@@ -252,15 +255,15 @@ def capture_kind(src: Path) -> str:
         return "nsys-rep"
     if name.endswith(SQLITE_SUFFIXES):
         return "sqlite"
-    if name.endswith(".ncu-rep"):
-        raise UsageError(f"{src}: importing .ncu-rep captures is not supported yet (nsys only so far)")
+    if name.endswith(NCU_SUFFIXES):
+        return "ncu-rep"
     if name.endswith(TRACE_SUFFIXES):
         return "torch-trace"
     with open(src, "rb") as fh:
         head = fh.read(16)
     if head.startswith(b"SQLite format 3"):
         return "sqlite"
-    raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, or .sqlite from `nsys export`)")
+    raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
 
 
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,

@@ -1,0 +1,101 @@
+"""`gprof-orch import FILE.ncu-rep`: an Nsight Compute report made by anyone, reported per NVTX
+range as `gprof-orch ncu` reports its own (issue 16).
+
+A kernel belongs to the innermost range of its NVTX stack that `--ranges DOMAIN@PREFIX` names
+(ncu records each kernel's stack when run with `--nvtx`); the variant is the range's text after
+PREFIX. ncu keeps no range instances, so a variant's iterations are `--iters` (default 1: its
+time is the sum of all its profiled kernels); a report that sits in a gprof-orch `ncu` run
+folder keeps that run's variants, iterations, labels and bytes. The run folder is an `ncu` one:
+the copy of the report, a synthetic workload.json, the ncu backend's parse and the same table.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
+from orchestrator.errors import ParseError, UsageError
+from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
+
+NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
+REPORT = "report.ncu-rep"
+
+
+def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
+    """(domain, prefix) of the ranges that are variants: `--ranges`, else the borrowed run's, else
+    gprof-orch's own (gprof@variant:). A PREFIX alone looks in every domain."""
+    if spec is None:
+        nv = (borrowed or {}).get("nvtx") or {}
+        if nv.get("prefix") is not None:
+            return nv.get("domain") or None, nv["prefix"]
+        return NVTX_DOMAIN, RANGE_PREFIX
+    filt = RangeFilter.parse(spec)
+    return (None if filt.domain == ANY_DOMAIN else filt.domain), filt.prefix
+
+
+def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
+    """import_capture() of a `.ncu-rep` (also `.xz`/`.gz`): an `ncu` run folder whose variants
+    are the report's NVTX ranges. Raises ParseError (exit 4) when no kernel is in a matching
+    range, naming the ranges the report holds."""
+    from orchestrator import envinfo
+    from orchestrator.capture import ProgramRequest, _finish_run
+    from orchestrator.runfolder import RunFolder
+
+    domain, prefix = ncu_filter(ranges, borrowed)
+    if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
+        options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
+    if options.pop("nsys", None) is not None:
+        raise UsageError("--nsys applies to nsys captures, not to a .ncu-rep")
+    req = ProgramRequest(ranges=ranges, capture=str(src.resolve()), tool="nsys", **options).validate()
+    name = req.name or src.name.split(".ncu-rep")[0] or "capture"
+    rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
+    rf.update(machine=envinfo.machine(), tools={}, kind="import", notes=[],
+              program={"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"})
+    dest = rf.path / (REPORT + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
+
+    def step() -> None:
+        shutil.copyfile(src, dest)
+        rf.add_command("import", ["cp", str(src), str(dest)])
+
+    def manifest() -> dict[str, Any]:
+        from orchestrator.backends import ncu_tool
+
+        rep = ncu_tool.load(dest, domain=domain, prefix=prefix)
+        held = None
+        if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
+            held = list(dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna()))
+        return ncu_manifest(rep, domain, prefix, name=name, source=str(src), iters=req.iters,
+                            borrowed=borrowed, held=held)
+
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
+
+
+def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str, iters: int | None,
+                 borrowed: dict[str, Any] | None = None, held: list[str] | None = None) -> dict[str, Any]:
+    """The synthetic workload.json of a read `.ncu-rep` (ncu_rep.NcuReport): one variant per
+    range name, in order of first kernel; a borrowed run's (its folder's workload.json) variants,
+    labels, bytes, iterations and environment where it has them. `held`: the innermost range
+    names the report holds, for the error when none matches."""
+    k = rep.kernels
+    found = list(dict.fromkeys(k["variant"].dropna())) if "variant" in k else []
+    if not found:
+        raise ParseError(source, f"no kernel is inside an NVTX range {domain or '*'}@{prefix}*",
+                         hint=(f"it holds: {', '.join(held[:25])}; choose with --ranges DOMAIN@PREFIX" if held else
+                               "were the kernels profiled with `ncu --nvtx`? choose the ranges with --ranges"))
+    borrowed = borrowed or {}
+    known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
+    n_iters = iters or (borrowed.get("iters") if isinstance(borrowed.get("iters"), int) else None) or 1
+    variants = [{"name": v, "label": known.get(v, {}).get("label", v), "status": "ok",
+                 "bytes_moved": known.get(v, {}).get("bytes_moved")} for v in found]
+    baseline = borrowed.get("baseline") if borrowed.get("baseline") in found else found[0]
+    env = dict(borrowed.get("env") or {})
+    env.setdefault("device", "cuda")
+    return {
+        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "description": f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
+        "baseline": baseline, "mode": "capture", "shape": borrowed.get("shape") or [],
+        "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "", "device": "cuda",
+        "iters": n_iters, "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
+        "env": env, "status": "ok", "variants": variants,
+    }

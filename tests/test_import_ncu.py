@@ -1,0 +1,47 @@
+"""`gprof-orch import FILE.ncu-rep` (issue 16): an Nsight Compute report made by anyone,
+reported per NVTX range as `gprof-orch ncu` reports its own; real H200 reports."""
+import json
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from orchestrator import import_capture, load_run
+from orchestrator.parsers import ncu_rep
+
+pytestmark = pytest.mark.skipif(not ncu_rep.have_ncu_report(), reason="pip install ncu-report")
+
+FOREIGN = FIXTURES / "ncu" / "h200_square_mul_sol_mem" / "square_mul_sol_mem.ncu-rep"
+# gpu__time_duration.sum of its 10 kernels (ns), all in the range gprof@variant:a*a
+DURATIONS_NS = [4128, 4160, 4192, 4192, 4192, 4160, 4352, 4192, 4192, 4128]
+
+
+def test_a_report_in_a_run_folder_rebuilds_that_runs_table(tmp_path):
+    """The report of a gprof-orch `ncu` run, imported alone, keeps the run's variants, labels,
+    iterations and bytes (its folder's workload.json), so the table equals the run's own."""
+    folder = FIXTURES / "runs" / "h200" / "ncu-square"
+    run = import_capture(folder / "report.ncu-rep.xz", out=tmp_path / "imported")
+    own = load_run(folder).table.set_index("variant")
+    got = run.table.set_index("variant")
+    assert run.backend == "ncu" and run.status == "ok"
+    assert list(got.index) == list(own.index) == ["torch_square", "mul", "pow", "triton", "numba"]
+    for col in ("time_median_us", "dram_pct_of_peak", "achieved_gb_s", "label", "launches_per_iter"):
+        assert got[col].tolist() == own[col].tolist(), col
+    assert json.loads((tmp_path / "imported" / "manifest.json").read_text())["kind"] == "import"
+
+
+def test_a_foreign_report_one_variant_per_range_and_iters_from_the_user(tmp_path):
+    one = import_capture(FOREIGN, out=tmp_path / "one").table.set_index("variant")
+    assert list(one.index) == ["a*a"]
+    assert one.loc["a*a", "launches_per_iter"] == 10
+    assert one.loc["a*a", "time_median_us"] == pytest.approx(sum(DURATIONS_NS) / 1e3)
+    ten = import_capture(FOREIGN, iters=10, out=tmp_path / "ten").table.set_index("variant")
+    assert ten.loc["a*a", "launches_per_iter"] == 1
+    assert ten.loc["a*a", "time_median_us"] == pytest.approx(4.192)  # the median of the 10 launches
+    assert 51 < ten.loc["a*a", "l2_hit_pct"] < 53  # the report's MemoryWorkloadAnalysis: the schema's L2 column
+
+
+def test_no_matching_range_is_exit_4_naming_the_ranges_it_holds(tmp_path):
+    res = run_cli("import", str(FOREIGN), "--ranges", "gprof@nope", "-o", str(tmp_path / "r"))
+    assert res.returncode == 4
+    assert "no kernel is inside an NVTX range gprof@nope*" in res.stderr
+    assert "it holds: variant:a*a" in res.stderr
