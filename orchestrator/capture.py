@@ -103,9 +103,8 @@ class ProgramRequest:
         RangeFilter.parse(self.ranges)
         if self.capture is None and not self.argv:
             raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
-        if self.tool not in ("nsys",):
-            raise UsageError(f"exec {self.tool}: only nsys is supported so far (ncu: use `gprof-orch ncu` with a "
-                             "workload file)")
+        if self.tool not in ("nsys", "ncu"):
+            raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
         if self.iters is not None and self.iters < 1:
             raise UsageError(f"--iters must be at least 1, not {self.iters}")
         if self.timeout is not None and self.timeout <= 0:

@@ -99,3 +99,52 @@ def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str
         "iters": n_iters, "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
         "env": env, "status": "ok", "variants": variants,
     }
+
+
+def ncu_program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
+    """`ncu` over the whole program: every kernel with its NVTX stack (`--nvtx`), the sections
+    and metrics `gprof-orch ncu` collects (so the table has the same columns), one report."""
+    from orchestrator.backends.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, LOG, table_metrics
+
+    metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
+    return [exe, "--nvtx", *[a for s in DEFAULT_SECTIONS for a in ("--section", s)], "--metrics", metrics,
+            "--export", str(run_dir / REPORT), "--force-overwrite", "--log-file", str(run_dir / "logs" / LOG),
+            *ncu_args, *argv]
+
+
+def profile_program_ncu(argv: list[str], *, ranges: str | None = None, ncu: str | None = None,
+                        ncu_args: list[str] | None = None, cli_argv=None, **options: Any):
+    """`gprof-orch exec ncu -- CMD`: run CMD under Nsight Compute (every kernel it launches is
+    replayed and measured: limit them with `--ncu-arg=--launch-count=N` or `-k REGEX`) and report
+    it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
+    any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
+    the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
+    from orchestrator import envinfo, proc, tools
+    from orchestrator.capture import ProgramRequest, _finish_run
+    from orchestrator.errors import ToolFailedError
+    from orchestrator.runfolder import RunFolder
+
+    req = ProgramRequest(argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
+    domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
+    found = tools.find("ncu", ncu, timeout=req.timeout)  # a missing ncu fails here, before a folder exists
+    name = req.workload_name()
+    rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
+    rf.update(machine=envinfo.machine(), tools={"ncu": str(found.path), "ncu_version": found.version},
+              kind="exec", notes=[], program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"})
+    cmd = ncu_program_argv(str(found.path), req.argv, rf.path.resolve(), list(ncu_args or []))
+
+    def step() -> None:
+        rf.add_command("ncu", cmd)
+        res = proc.run(cmd, log_dir=rf.logs, name="ncu", timeout=req.timeout)
+        if res.returncode != 0:
+            kept = " (the report it wrote is kept: `gprof-orch import` reads it)" if (rf.path / REPORT).exists() else ""
+            raise ToolFailedError(f"ncu (or the program under it) exited with status {res.returncode}{kept}",
+                                  argv=cmd, returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
+
+    def manifest() -> dict[str, Any]:
+        from orchestrator.backends import ncu_tool
+
+        rep = ncu_tool.load(rf.path / REPORT, domain=domain, prefix=prefix)
+        return ncu_manifest(rep, domain, prefix, name=name, source=" ".join(req.argv), iters=req.iters)
+
+    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

@@ -112,8 +112,39 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
 
 @exec_group.command("ncu", context_settings={"allow_interspersed_args": False})
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_ncu(cmd) -> None:
-    """Not yet: Nsight Compute per range (use `gprof-orch ncu` on a workload file meanwhile)."""
-    from orchestrator import capture as cap
+@click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
+              help="The NVTX ranges that are variants (the innermost of a kernel's stack that matches). "
+              "Default: every innermost range, any domain.")
+@click.option("--iters", type=int, default=None, help="Iterations in each variant's kernels (default 1).")
+@click.option("--name", default=None, help="The run's workload name (default: the script's).")
+@click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places).")
+@click.option("--ncu-arg", "ncu_args", multiple=True,
+              help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.")
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None, help="Run folder (must be new or empty).")
+@click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended.")
+@click.option("--format", "fmt", default="table", show_default=True, type=click.Choice(FORMATS))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
+@click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels.")
+@click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
+def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json, per_kernel, dry_run) -> None:
+    """Run CMD under Nsight Compute: every kernel it launches is measured (ncu replays each one:
+    limit them with --ncu-arg=--launch-count=N or --ncu-arg=-k --ncu-arg=REGEX), and reported per
+    NVTX range as `import` reports a .ncu-rep.
 
-    cap.ProgramRequest(argv=list(cmd), tool="ncu").validate()
+    \b
+    Example:
+      gprof-orch exec ncu --ranges @step --ncu-arg=--launch-count=50 -- python train.py --steps 5
+    """
+    from orchestrator import capture_ncu
+
+    if dry_run:
+        from orchestrator import tools
+        from orchestrator.proc import format_argv
+
+        exe = str(tools.find("ncu", ncu, with_version=False).path)
+        where = Path(out).resolve() if out else Path("<run-folder>")
+        click.echo(format_argv(capture_ncu.ncu_program_argv(exe, list(cmd), where, list(ncu_args))))
+        return
+    _run_and_print(lambda: capture_ncu.profile_program_ncu(
+        list(cmd), ranges=ranges, iters=iters, name=name, ncu=ncu, ncu_args=list(ncu_args), out=out,
+        timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)

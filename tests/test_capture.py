@@ -215,7 +215,7 @@ def test_exec_dry_run_and_usage(cli):
     first = res.output.splitlines()[0]
     assert "profile --trace=nvtx,osrt --sample=none --cpuctxsw=none" in first
     assert first.endswith("python train.py --steps 5")
-    assert cli("exec", "ncu", "--", "python", "x.py").exit_code == 2
+    assert cli("exec", "ncu", "--ncu", "/nonexistent/ncu", "--", "python", "x.py").exit_code == 3  # tool not found
 
 
 def test_python_api_is_exported():

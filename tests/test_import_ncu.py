@@ -45,3 +45,40 @@ def test_no_matching_range_is_exit_4_naming_the_ranges_it_holds(tmp_path):
     assert res.returncode == 4
     assert "no kernel is inside an NVTX range gprof@nope*" in res.stderr
     assert "it holds: variant:a*a" in res.stderr
+
+
+STEPS = FIXTURES / "programs" / "torch_steps.py"
+
+
+def test_exec_ncu_dry_run_is_the_whole_program_under_ncu_with_nvtx(cli):
+    import sys
+
+    res = cli("exec", "ncu", "--dry-run", "--ncu", sys.executable, "--ncu-arg=--launch-count=9", "--",
+              "python", "train.py", "--steps", "5")
+    assert res.exit_code == 0, res.output
+    line = res.output.strip().splitlines()[-1]
+    assert " --nvtx " in line and "--section SpeedOfLight_RooflineChart" in line and "lts__t_sector_hit_rate.pct" in line
+    assert line.endswith("--launch-count=9 python train.py --steps 5")
+
+
+@pytest.mark.gpu
+@pytest.mark.ncu
+def test_exec_ncu_reports_a_users_program_per_range(tmp_path):
+    import shutil
+    import sys
+
+    import torch
+
+    if not torch.cuda.is_available() or shutil.which("ncu") is None:
+        pytest.skip("needs a CUDA GPU and ncu")
+    res = run_cli("exec", "ncu", "--ranges", "@step", "--iters", "3", "-o", str(tmp_path / "r"), "--json", "--",
+                  sys.executable, str(STEPS))
+    assert res.returncode == 0, res.stderr
+    rows = {r["variant"]: r for r in json.loads(res.stdout)["variants"]}
+    assert list(rows) == ["step"]  # "other" is not a step range
+    assert rows["step"]["launches_per_iter"] == 2 and rows["step"]["status"] == "ok"
+    assert "MulFunctor" in rows["step"]["kernels"] and "reduce_kernel" in rows["step"]["kernels"]
+    assert 0 < rows["step"]["time_median_us"] < 1000 and rows["step"]["dram_pct_of_peak"] > 0
+    every = run_cli("exec", "ncu", "-o", str(tmp_path / "all"), "--json", "--", sys.executable, str(STEPS))
+    assert every.returncode == 0, every.stderr
+    assert [r["variant"] for r in json.loads(every.stdout)["variants"]] == ["step", "other"]

@@ -35,7 +35,8 @@ def variant_of(stack: list[tuple[str, str]], domain: str | None, prefix: str) ->
     """
     for dom, name in reversed(stack):
         if (domain is None or dom == domain) and name.startswith(prefix):
-            return name[len(prefix):]
+            # a range named exactly PREFIX (`--ranges @step` on "step") is the variant "step"
+            return name[len(prefix):] or name
     return None
 
 
