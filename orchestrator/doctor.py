@@ -146,6 +146,7 @@ kernels = [e for e in prof.events() if getattr(e, "device_type", None) is not No
 print("CUDA" if torch.cuda.is_available() else "CPU", len(names), len(kernels))
 """
 
+
 def check_row(name: str, ok: bool | None, detail: str, fix: str | None = None) -> dict[str, Any]:
     """One row of `doctor --check`: {"check", "ok", "detail", "fix"}. ok: True passed, False
     failed, None skipped (not applicable here); the fix is kept only for a failure. The backends'
@@ -168,10 +169,10 @@ def _torch_check(tmp, timeout: float) -> dict[str, Any]:
     words = (proc.log_tail(res.stdout, 1) or "").split()
     if res.returncode != 0 or len(words) != 3:
         return check_row("torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}",
-                            "reinstall torch; see the log")
+                         "reinstall torch; see the log")
     if words[0] == "CUDA":
         return check_row("torch.profiler", int(words[2]) > 0, f"recorded {words[2]} CUDA kernel event(s)",
-                            "CUPTI could not trace kernels: check the driver matches torch's CUDA build")
+                         "CUPTI could not trace kernels: check the driver matches torch's CUDA build")
     return check_row("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events")
 
 

@@ -55,6 +55,7 @@ def floats(series: pd.Series) -> np.ndarray:
 
 
 def has_values(table: pd.DataFrame, col: str) -> bool:
+    """Whether the table has the column `col` with at least one finite number in it."""
     return col in table.columns and bool(np.isfinite(floats(table[col])).any())
 
 

@@ -48,6 +48,9 @@ KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the var
 
 
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
+    """The table's headers and formatted cells, as every text renderer shows them: declared
+    columns in the schema's order, then undeclared ones; empty columns dropped, long cells cut
+    to `max_width` (a kernel name never below names.MAX_LEN)."""
     declared = {c.name: c for c in schema.REPORT_COLUMNS}
     # declared columns in the schema's order; one nobody declared is shown too, never dropped
     cols = ([(c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS if c.shown and c.name in table.columns]
@@ -67,6 +70,8 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
 
 
 def to_text(table: pd.DataFrame, title: str = "", footer: list[str] | None = None) -> str:
+    """The table as aligned plain text (numbers right-aligned), under `title`, with the footer
+    lines after it."""
     headers, body = display_rows(table)
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
     numeric = [all(looks_numeric(r[i]) for r in body) for i in range(len(headers))]
@@ -90,6 +95,8 @@ def looks_numeric(s: str) -> bool:
 
 
 def to_markdown(table: pd.DataFrame, title: str = "", footer: list[str] | None = None) -> str:
+    """The table as a Markdown table (pipes in cells escaped), under a `### title`, with the
+    footer lines after it."""
     headers, body = display_rows(table, max_width=200)
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     out = [f"### {title}", ""] if title else []

@@ -46,11 +46,13 @@ def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 
 def empty_frame() -> pd.DataFrame:
+    """A unified frame with no rows: the schema's columns, `value` float64, the rest object."""
     df = pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object") for c in COLUMNS})
     return df
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The non-empty frames concatenated in the schema's column order (an empty frame when none)."""
     frames = [f for f in frames if f is not None and not f.empty]
     if not frames:
         return empty_frame()
@@ -192,4 +194,5 @@ def columns(table: str) -> list[Column]:
 
 
 def column(name: str) -> Column | None:
+    """The declared Column named `name`; None for a column nobody declared."""
     return next((c for c in REPORT_COLUMNS if c.name == name), None)

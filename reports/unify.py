@@ -35,15 +35,20 @@ class RowMaker:
         self._values: list[Any] = []
 
     def add(self, variant: str, metric: str, value: float, unit: str, kernel: str = ALL_KERNELS) -> None:
+        """One row: `value` of `metric` in `unit` for the variant (and kernel; ALL_KERNELS by default)."""
         self._keys.append((variant, kernel, metric, unit))
         self._values.append([value])
 
     def samples(self, variant: str, metric: str, values: Iterable[float], unit: str,
                 kernel: str = ALL_KERNELS) -> None:
+        """One row per value (raw samples: one per iteration or launch), all of one metric, unit,
+        variant and kernel."""
         self._keys.append((variant, kernel, metric, unit))
         self._values.append(_floats(values if isinstance(values, (np.ndarray, pd.Series, list)) else list(values)))
 
     def frame(self) -> pd.DataFrame:
+        """The rows added so far as one unified long-form frame, in the order they were added
+        (text columns categorical under pandas 3); an empty frame with the schema's columns when none."""
         values = [v if isinstance(v, np.ndarray) else _floats(v) for v in self._values]
         lengths = np.array([len(v) for v in values], dtype=np.int64)
         n = int(lengths.sum())

@@ -89,11 +89,12 @@ def test_ncu_argv_is_pinned(tmp_path):
     assert argv[:6] == [str(ncu), "--nvtx", "--nvtx-include", "gprof@variant:torch_mean/", "--nvtx-include",
                         "gprof@variant:tensor_mean/"]
     # WarpStateStats and SchedulerStats: their rules explain a latency-bound kernel (reports/why.py);
-    # SpeedOfLight_RooflineChart: ncu's roofline rates (reports/roofline.py)
+    # SpeedOfLight_RooflineChart: ncu's roofline rates (reports/roofline.py); the L2 hit rate: a
+    # column of reports/schema.py read from an ncu metric
     assert argv[6:20] == ["--section", "SpeedOfLight", "--section", "SpeedOfLight_RooflineChart",
                           "--section", "LaunchStats", "--section", "Occupancy",
                           "--section", "WarpStateStats", "--section", "SchedulerStats",
-                          "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum"]
+                          "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct"]
     assert argv[20:24] == ["--clock-control", "none", "--cache-control", "all"]
     assert "--log-file" in argv and argv[argv.index("-m") + 1:argv.index("-m") + 4] == ["workloads", "run", "--spec"]
 

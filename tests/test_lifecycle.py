@@ -129,23 +129,30 @@ def _run_clis(*argvs: list[str], timeout: float = 300) -> list[subprocess.Comple
 
 
 @pytest.fixture(scope="module")
-def cli_sweep(tmp_path_factory) -> Path:
-    """A two-point `time` sweep run through the CLI (a real process), made once for this module:
-    the tests that take it only read it (the read-only test proves `report` writes nothing)."""
-    sweep = tmp_path_factory.mktemp("lifecycle") / "sweep"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants", "mul",
-                  "-o", str(sweep))
+def cli_runs(tmp_path_factory) -> dict:
+    """Three runs through the CLI (real processes), started together and made once for this module:
+    "ok" and "bad" (one variant fails), and "sweep" (two points). The tests that take them only read
+    them (the read-only test proves `report` writes nothing). name -> (folder, CompletedProcess)."""
+    root = tmp_path_factory.mktemp("lifecycle")
+    argvs = {"ok": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow"],
+             "bad": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant", "pow"],
+             "sweep": ["time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants",
+                       "mul"]}
+    done = _run_clis(*([*argv, "-o", str(root / name)] for name, argv in argvs.items()))
+    return {name: (root / name, res) for name, res in zip(argvs, done)}
+
+
+@pytest.fixture
+def cli_sweep(cli_runs) -> Path:
+    sweep, res = cli_runs["sweep"]
     assert res.returncode == 0, res.stderr
     return sweep
 
 
 # -- 1. the saved reports carry the final status --------------------------------------------------
 
-def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(tmp_path):
-    ok, bad = tmp_path / "ok", tmp_path / "bad"
-    res, res_bad = _run_clis(["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "-o", str(ok)],
-                             ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant",
-                              "pow", "-o", str(bad)])
+def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(cli_runs):
+    (ok, res), (bad, res_bad) = cli_runs["ok"], cli_runs["bad"]
     assert res.returncode == 0, res.stderr
     _assert_reports_say(ok, "ok")
     res = res_bad
@@ -175,29 +182,50 @@ def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path, cli
 
 # -- 2. a stopped `time` run keeps the samples of the variant it was timing -----------------------
 
+def _measuring_slow(out: Path) -> bool:
+    try:
+        return any(v["name"] == "slow" and v["status"] == "measuring" for v in _json(out / "workload.json")["variants"])
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def stopped_runs(tmp_path_factory) -> dict:
+    """The slowsq run started twice at once through the CLI, each stopped by its own signal 0.6 s
+    after its slow variant started measuring (about a dozen 50 ms samples): the two runs need not
+    wait for each other. signal -> (folder, exit code, stderr)."""
+    root = tmp_path_factory.mktemp("stopped")
+    wfile = root / "lifecycle_workloads.py"
+    wfile.write_text(WORKLOADS)
+    runs = {sig: (root / sig.name, subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", str(wfile), "--device", "cpu",
+         "--iters", "2000", "--warmup", "1", "-o", str(root / sig.name)], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        t0, since, sent = time.monotonic(), {}, set()
+        while len(sent) < len(runs):
+            for sig, (out, p) in runs.items():
+                now = time.monotonic()
+                if sig not in since and _measuring_slow(out):
+                    since[sig] = now
+                assert sig in since or now - t0 < 60, f"{sig.name}: the slow variant never started"
+                if sig not in sent and sig in since and now - since[sig] >= 0.6:
+                    p.send_signal(sig)
+                    sent.add(sig)
+            time.sleep(0.05)
+        stderr = {sig: p.communicate(timeout=60)[1] for sig, (_, p) in runs.items()}
+        return {sig: (out, p.returncode, stderr[sig]) for sig, (out, p) in runs.items()}
+    finally:
+        for _, p in runs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_stopped_time_run_keeps_the_samples_it_took(sig, wfile, tmp_path):
-    out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", wfile,
-                          "--device", "cpu", "--iters", "2000", "--warmup", "1", "-o", str(out)],
-                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=sigint_default)
-
-    def measuring_slow():
-        try:
-            return any(v["name"] == "slow" and v["status"] == "measuring"
-                       for v in _json(out / "workload.json")["variants"])
-        except (OSError, ValueError):
-            return False
-
-    t0 = time.monotonic()
-    while not measuring_slow():
-        assert time.monotonic() - t0 < 60, "the slow variant never started"
-        time.sleep(0.05)
-    time.sleep(0.6)  # about a dozen 50 ms samples
-    p.send_signal(sig)
-    _, stderr = p.communicate(timeout=60)
-    assert p.returncode == 130, stderr
+def test_a_stopped_time_run_keeps_the_samples_it_took(sig, stopped_runs):
+    out, returncode, stderr = stopped_runs[sig]
+    assert returncode == 130, stderr
     slow = next(v for v in _json(out / "workload.json")["variants"] if v["name"] == "slow")
     assert slow["status"] == "interrupted"
     n = len(slow["time_samples_ns"])

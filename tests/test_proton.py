@@ -162,7 +162,7 @@ def rows_of(frame_, variant, metric, kernel=ALL_KERNELS):
 
 def build(tmp_path, data, manifest):
     prof = pr.read_profile(write(tmp_path, data))
-    return pb.frame_from_profile(prof, RowMaker("r", "proton", "w"), manifest)
+    return pr.frame_from_profile(prof, RowMaker("r", "proton", "w"), manifest)
 
 
 def test_rows_per_iteration_per_kernel_and_declared(tmp_path):

@@ -120,7 +120,13 @@ def test_the_run_folder_holds_the_spec_the_child_ran(tmp_path):
     wman = json.loads((out / "workload.json").read_text())
     assert spec["shape"] == wman["shape"] == [1000, 1000] and spec["device"] == wman["device"] == "cpu"
     assert f"-m workloads run --spec {out}/spec.json --out {out}" in (out / "commands.sh").read_text()
-    assert json.loads((out / "manifest.json").read_text())["request"]["size"] is None  # as asked, not rewritten
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["request"]["size"] is None  # as asked, not rewritten
+    # the recorded command reproduces the run from spec.json alone
+    (out / "workload.json").unlink()
+    again = subprocess.run(man["commands"][0]["argv"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "workload.json").read_text())["shape"] == [1000, 1000]
 
 
 def test_each_point_of_a_sweep_has_its_own_spec(tmp_path):

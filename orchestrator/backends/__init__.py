@@ -12,6 +12,8 @@ from orchestrator.errors import UnknownNameError
 
 @dataclass(frozen=True)
 class Entry:
+    """One registry line: where the backend class is ("module:Class", imported on first use) and
+    the summary `gprof-orch --help` lists ("" for a backend with no command of its own)."""
     path: str              # "module:Class"
     summary: str           # the line `gprof-orch --help` shows; "" for a backend with no command of its own
 
@@ -38,6 +40,8 @@ def commands() -> dict[str, str]:
 
 
 def backend_class(name: str) -> type:
+    """The backend class registered as `name`, its module imported now; UnknownNameError
+    naming the valid ones for any other name."""
     if name not in BACKENDS:
         raise UnknownNameError("backend", name, list(BACKENDS))
     module, cls = BACKENDS[name].path.split(":")

@@ -220,14 +220,14 @@ class NcuBackend(ToolBackend):
             text = log.read_text(errors="replace") if log.exists() else res.tail(20)
             if ncu_tool.classify_ncu_failure(text) == "permission":
                 return check_row("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
-                                    "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module")
+                                 "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module")
             if not rep.exists():
                 return check_row("ncu", False, f"ncu {t.version} wrote no report: "
-                                    + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log))
+                                 + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log))
             k = ncu_tool.load(rep, domain=None, prefix="").kernels
             ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
             return check_row("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
-                                f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log))
+                             f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log))
         except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
             return check_row("ncu", False, exc.message, exc.hint)
 

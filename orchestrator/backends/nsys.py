@@ -171,13 +171,13 @@ class NsysBackend(ToolBackend):
                             f"{rep}.nsys-rep"], log_dir=tmp, name="nsys-export", timeout=timeout)
             if res.returncode != 0 or exp.returncode != 0:
                 return check_row("nsys", False, f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
-                                    "see the logs in " + str(tmp))
+                                 "see the logs in " + str(tmp))
             ex = ns.read_export(f"{rep}.sqlite")
             if (ns.variant_ranges(ex)["variant"] == "doctor-check").any():
                 return check_row("nsys", True, f"nsys {t.version} recorded the NVTX range "
-                                    f"{NVTX_DOMAIN}@{RANGE_PREFIX}doctor-check")
+                                 f"{NVTX_DOMAIN}@{RANGE_PREFIX}doctor-check")
             return check_row("nsys", False, f"nsys {t.version} ran but recorded no gprof range",
-                                ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10")
+                             ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10")
         except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
             return check_row("nsys", False, exc.message, exc.hint)
 

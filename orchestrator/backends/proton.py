@@ -19,7 +19,7 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import pandas as pd
 
@@ -29,12 +29,8 @@ from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError, 
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.merge import MergedTime
-from reports.schema import ITERATIONS_IN_REPORT, NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
 from reports.unify import RowMaker, variant_facts
 from workloads.nvtx_ranges import RANGE_PREFIX
-
-if TYPE_CHECKING:
-    from orchestrator.parsers.proton import ProtonProfile
 
 SESSION = "proton"               # proton.start's name: it writes <name>.hatchet
 HATCHET = SESSION + ".hatchet"
@@ -47,6 +43,8 @@ PROTON_LOG_TAG = "[PROTON]"
 
 
 class ProtonBackend(Backend):
+    """`gprof-orch proton`: the workload under Proton, Triton's own profiler (CUPTI): kernel time
+    per iteration per variant, and the FLOPs and bytes the Triton kernels' launch metadata declares."""
     name = "proton"
     mode = "profile"
     default_iters = 20
@@ -67,6 +65,8 @@ class ProtonBackend(Backend):
         return []
 
     def check(self, req: Request | None = None) -> Availability:
+        """Whether proton can run here: triton ships it, and the request can run it (an NVIDIA GPU,
+        not --device cpu nor --triton-interpret); where it is, or why not."""
         version, where = find_proton()
         if version is None:
             return Availability(False, where)
@@ -76,6 +76,8 @@ class ProtonBackend(Backend):
         return Availability(True, f"triton {version}, proton at {where}")
 
     def require(self, req: Request) -> dict[str, str]:
+        """proton's location and version for the manifest; ToolNotFoundError or UsageError, with
+        the fix, where it cannot record CUDA kernels."""
         version, where = find_proton()
         if version is None:
             raise ToolNotFoundError(where, hint="pip install triton (3.6 on the H200): proton ships in its wheel")
@@ -88,6 +90,8 @@ class ProtonBackend(Backend):
         return {"proton": where, "proton_version": f"triton {version}"}
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
+        """The runner under proton's bootstrap (`python -c CHILD <session> -m workloads run ...`,
+        pure), which starts proton and bridges the runner's ranges into proton scopes."""
         runner = self.runner_argv(req, run_dir)
         # `-m workloads ...` stays whole in the child's argv: the Ctrl-C policy and the logs know
         # the runner by it (base._is_runner)
@@ -95,6 +99,8 @@ class ProtonBackend(Backend):
         return [Step("workload", argv, env=dict(CHILD_ENV), ok_codes=(0, 1))]
 
     def after_step(self, step: Step, res: proc.Result, rf: RunFolder) -> None:
+        """The runner's exit status, as for every backend, then a ToolFailedError when proton
+        wrote no profile although the workload ended."""
         super().after_step(step, res, rf)
         if not (rf.path / HATCHET).exists():
             raise ToolFailedError(f"proton wrote no profile ({HATCHET}) although the workload ended with "
@@ -103,6 +109,7 @@ class ProtonBackend(Backend):
                                   hint="TRITON_PROTON_DISABLE set, or proton.finalize() failed: see the log")
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
+        """The unified frame of proton's hatchet profile (a compressed one read the same)."""
         from orchestrator.parsers import compressed
         from orchestrator.parsers import proton as reader
 
@@ -111,9 +118,11 @@ class ProtonBackend(Backend):
         prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), prefix=prefix, iter_prefix=ITER_SCOPE)
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
-        return frame_from_profile(prof, rows, wman)
+        return reader.frame_from_profile(prof, rows, wman)
 
     def warnings(self, rf: RunFolder) -> list[str]:
+        """proton's own [PROTON] log lines and the launches left out as launch-metadata work (five
+        at most), then the reader's notes on the profile."""
         from orchestrator.parsers import compressed
         from orchestrator.parsers import proton as reader
 
@@ -131,78 +140,6 @@ class ProtonBackend(Backend):
             said.append(f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
                         "left out (as proton's viewer leaves them out)")
         return said[:5] + prof.notes
-
-
-def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]) -> pd.DataFrame:
-    """The unified rows of a read proton profile (orchestrator.parsers.proton.ProtonProfile).
-
-    Per variant that ran ok: `time_ns` per iteration (the sum of its kernels' durations in that
-    iteration's scope) and `cpu_time_ns` per iteration where the scopes carry it. A variant whose
-    profile holds another number of iterations than it ran gets ITERATIONS_IN_REPORT, one whose
-    iterations launched different numbers of kernels (or launched outside an iteration) gets
-    UNEVEN_LAUNCHES, instead of samples; one without a frame or a kernel, NOT_IN_REPORT. A
-    variant stopped part-way (interrupted, failed) keeps the kernels its scope caught, no times.
-    Every kernel: one `kernel_time_ns` sample per launch, and its declared FLOPs and bytes."""
-    import numpy as np
-
-    k, it = prof.kernels, prof.iterations
-    iters = int(wman.get("iters") or 0)
-    for v in wman.get("variants", []):
-        if v.get("status") != "ok":
-            continue
-        variant = v["name"]
-        mine = k[k["variant"] == variant]
-        if mine.empty:
-            # no kernel while other variants' frames are there: its range held no GPU work (a scope
-            # that recorded none may have no frame at all); no variant frame anywhere: the scopes
-            # themselves are missing (the bridge did not mark the runner's ranges)
-            lost = NO_ACTIVITY if prof.variants else NO_RANGE
-            rows.add(variant, NOT_IN_REPORT, lost, "flag")
-            continue
-        seen = sorted(set(it.loc[it["variant"] == variant, "iteration"]) | set(mine.loc[mine["iteration"] >= 0,
-                                                                                        "iteration"]))
-        broken = False
-        if iters and len(seen) != iters:
-            rows.add(variant, ITERATIONS_IN_REPORT, float(len(seen)), "count")
-            broken = True
-        else:
-            per_iter = mine[mine["iteration"] >= 0].groupby("iteration")["launches"].sum().reindex(seen, fill_value=0)
-            if (mine["iteration"] < 0).any() or per_iter.nunique() > 1:
-                rows.add(variant, UNEVEN_LAUNCHES, float(mine["launches"].sum()), "count")
-                broken = True
-        if not broken:
-            gpu = mine.groupby("iteration")["time_ns"].sum().reindex(seen, fill_value=0.0)
-            rows.samples(variant, "time_ns", gpu.to_numpy(dtype=np.float64), "ns")
-            cpu = it[it["variant"] == variant].set_index("iteration")["cpu_time_ns"].reindex(seen)
-            if len(cpu) and cpu.notna().all():
-                rows.samples(variant, "cpu_time_ns", cpu.to_numpy(dtype=np.float64), "ns")
-        kernel_rows(rows, variant, mine)
-    # variants stopped part-way (interrupted, failed): the GPU work their scope caught, no times
-    for v in wman.get("variants", []):
-        if v.get("status") in ("interrupted", "failed"):
-            kernel_rows(rows, v["name"], k[k["variant"] == v["name"]])
-    kernel_rows(rows, OUTSIDE, k[k["variant"].isna()])
-    return rows.frame()
-
-
-def kernel_rows(rows: RowMaker, variant: str, kernels: pd.DataFrame) -> None:
-    """Per kernel (in order of first appearance): one `kernel_time_ns` sample per launch, and the
-    launch metadata's declared FLOPs and bytes summed. Proton keeps one sum per kernel and scope
-    path: a frame of n launches gives n samples of its mean (exact for the usual one launch per
-    kernel and iteration; the launch count and the total are always exact)."""
-    import numpy as np
-
-    from orchestrator.parsers.proton import DECLARED
-
-    for name, g in kernels.groupby("kernel", sort=False):
-        n = g["launches"].to_numpy(dtype=np.int64)
-        per_launch = np.repeat(g["time_ns"].to_numpy(dtype=np.float64) / n, n)
-        rows.samples(variant, "kernel_time_ns", per_launch, "ns", kernel=name)
-        for d in DECLARED:
-            declared = g[d].dropna()
-            if len(declared):
-                rows.add(variant, f"declared_{d}", float(declared.sum()), "bytes" if d == "bytes" else "count",
-                         kernel=name)
 
 
 def find_proton() -> tuple[str | None, str]:
@@ -279,6 +216,8 @@ class ScopeBridge:
         self._undo: list[tuple[Any, str, Any]] = []
 
     def push(self, text: str) -> None:
+        """Enter a proton scope for the runner's range `text`; a variant range restarts the
+        iteration count."""
         scope = self.profiler.scope(text)
         scope.__enter__()
         self._open.append((text, scope))
@@ -286,6 +225,7 @@ class ScopeBridge:
             self._next_iteration = 0
 
     def pop(self) -> None:
+        """Leave the scope of the innermost open range (nothing when none is open)."""
         if self._open:
             self._open.pop()[1].__exit__(None, None, None)
 
@@ -299,6 +239,8 @@ class ScopeBridge:
         return scope
 
     def install(self) -> "ScopeBridge":
+        """Patch the ranges class's push/pop and torch.profiler.record_function so the runner's
+        ranges and iterations also enter proton scopes; returns self (undone by uninstall)."""
         ranges, bridge = self.ranges, self
         push, pop = ranges.push, ranges.pop
 
@@ -331,6 +273,7 @@ class ScopeBridge:
         return self
 
     def uninstall(self) -> None:
+        """Put back the push, pop and record_function that install() replaced."""
         for owner, attr, original in reversed(self._undo):
             setattr(owner, attr, original)
         self._undo = []
@@ -394,7 +337,3 @@ def _say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
     except OSError:
         pass
-
-
-__all__ = ["ProtonBackend", "ScopeBridge", "child_main", "runner_contract", "find_proton", "frame_from_profile", "kernel_rows",
-           "HATCHET", "ITER_SCOPE"]

@@ -51,10 +51,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from reports.schema import ITERATIONS_IN_REPORT, NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.unify import RowMaker
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 HATCHET = "proton.hatchet"
@@ -263,3 +266,75 @@ def _cxa_demangle():
         free.argtypes = [ctypes.c_void_p]
         return fn, free
     return None
+
+
+# -- the unified rows (reports/schema.py) of a read profile, for the proton backend --------------
+
+def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]) -> pd.DataFrame:
+    """The unified rows of a read proton profile (ProtonProfile, read_profile's).
+
+    Per variant that ran ok: `time_ns` per iteration (the sum of its kernels' durations in that
+    iteration's scope) and `cpu_time_ns` per iteration where the scopes carry it. A variant whose
+    profile holds another number of iterations than it ran gets ITERATIONS_IN_REPORT, one whose
+    iterations launched different numbers of kernels (or launched outside an iteration) gets
+    UNEVEN_LAUNCHES, instead of samples; one without a frame or a kernel, NOT_IN_REPORT. A
+    variant stopped part-way (interrupted, failed) keeps the kernels its scope caught, no times.
+    Every kernel: one `kernel_time_ns` sample per launch, and its declared FLOPs and bytes."""
+    import numpy as np
+
+    k, it = prof.kernels, prof.iterations
+    iters = int(wman.get("iters") or 0)
+    for v in wman.get("variants", []):
+        if v.get("status") != "ok":
+            continue
+        variant = v["name"]
+        mine = k[k["variant"] == variant]
+        if mine.empty:
+            # no kernel while other variants' frames are there: its range held no GPU work (a scope
+            # that recorded none may have no frame at all); no variant frame anywhere: the scopes
+            # themselves are missing (the bridge did not mark the runner's ranges)
+            lost = NO_ACTIVITY if prof.variants else NO_RANGE
+            rows.add(variant, NOT_IN_REPORT, lost, "flag")
+            continue
+        seen = sorted(set(it.loc[it["variant"] == variant, "iteration"]) | set(mine.loc[mine["iteration"] >= 0,
+                                                                                        "iteration"]))
+        broken = False
+        if iters and len(seen) != iters:
+            rows.add(variant, ITERATIONS_IN_REPORT, float(len(seen)), "count")
+            broken = True
+        else:
+            per_iter = mine[mine["iteration"] >= 0].groupby("iteration")["launches"].sum().reindex(seen, fill_value=0)
+            if (mine["iteration"] < 0).any() or per_iter.nunique() > 1:
+                rows.add(variant, UNEVEN_LAUNCHES, float(mine["launches"].sum()), "count")
+                broken = True
+        if not broken:
+            gpu = mine.groupby("iteration")["time_ns"].sum().reindex(seen, fill_value=0.0)
+            rows.samples(variant, "time_ns", gpu.to_numpy(dtype=np.float64), "ns")
+            cpu = it[it["variant"] == variant].set_index("iteration")["cpu_time_ns"].reindex(seen)
+            if len(cpu) and cpu.notna().all():
+                rows.samples(variant, "cpu_time_ns", cpu.to_numpy(dtype=np.float64), "ns")
+        kernel_rows(rows, variant, mine)
+    # variants stopped part-way (interrupted, failed): the GPU work their scope caught, no times
+    for v in wman.get("variants", []):
+        if v.get("status") in ("interrupted", "failed"):
+            kernel_rows(rows, v["name"], k[k["variant"] == v["name"]])
+    kernel_rows(rows, OUTSIDE, k[k["variant"].isna()])
+    return rows.frame()
+
+
+def kernel_rows(rows: RowMaker, variant: str, kernels: pd.DataFrame) -> None:
+    """Per kernel (in order of first appearance): one `kernel_time_ns` sample per launch, and the
+    launch metadata's declared FLOPs and bytes summed. Proton keeps one sum per kernel and scope
+    path: a frame of n launches gives n samples of its mean (exact for the usual one launch per
+    kernel and iteration; the launch count and the total are always exact)."""
+    import numpy as np
+
+    for name, g in kernels.groupby("kernel", sort=False):
+        n = g["launches"].to_numpy(dtype=np.int64)
+        per_launch = np.repeat(g["time_ns"].to_numpy(dtype=np.float64) / n, n)
+        rows.samples(variant, "kernel_time_ns", per_launch, "ns", kernel=name)
+        for d in DECLARED:
+            declared = g[d].dropna()
+            if len(declared):
+                rows.add(variant, f"declared_{d}", float(declared.sum()), "bytes" if d == "bytes" else "count",
+                         kernel=name)
