@@ -16,10 +16,10 @@ from typing import Any
 
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.errors import ParseError, UsageError
+from orchestrator.backends.ncu import REPORT
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
-REPORT = "report.ncu-rep"
 
 
 def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -59,9 +59,10 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
         rf.add_command("import", ["cp", str(src), str(dest)])
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu_tool
+        from orchestrator.backends import ncu, ncu_tool
 
-        rep = ncu_tool.load(dest, domain=domain, prefix=prefix)
+        # the backend's own read, which its parse then finds already done
+        rep = ncu.read_report(dest, domain, prefix)
         held = None
         if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
             held = list(dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna()))
@@ -142,9 +143,9 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, ncu: str 
                                   argv=cmd, returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu_tool
+        from orchestrator.backends import ncu
 
-        rep = ncu_tool.load(rf.path / REPORT, domain=domain, prefix=prefix)
+        rep = ncu.read_report(rf.path / REPORT, domain, prefix)
         return ncu_manifest(rep, domain, prefix, name=name, source=" ".join(req.argv), iters=req.iters)
 
     return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

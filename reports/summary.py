@@ -154,9 +154,8 @@ def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int,
     launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
     if len(launch):
         row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
-    for col in AGGREGATED:
-        if (g["metric"] == col.source).any():
-            row[col.name] = aggregate(g, col)
+    for col in AGGREGATED:  # NaN where the backend does not measure it
+        row[col.name] = aggregate(g, col)
     if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
         row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
     row.update(roofline_point(g))  # reports/roofline.py: ncu's roofline rates, time-weighted

@@ -254,25 +254,32 @@ def _collected(rf: RunFolder) -> list[str]:
     return out
 
 
-# the report last read, by (file, size, mtime): parse and rules read it once between them
+# the report last read, by (file, size, mtime, ranges): parse, rules and an import's manifest
+# (orchestrator/capture_ncu.py) read it once between them
 _LAST_READ: dict[tuple, object] = {}
 
 
 def _load_report(rf: RunFolder):
+    from orchestrator.parsers import compressed
+
+    nv = rf.workload_manifest().get("nvtx") or {}
+    return read_report(compressed.locate(rf.file(REPORT)), nv.get("domain") or None, nv.get("prefix", PREFIX))
+
+
+def read_report(located: Path, domain: str | None, prefix: str):
+    """The ncu_rep.NcuReport of the report at `located` (.xz/.gz too), read once per process for
+    these ranges."""
     from orchestrator.backends import ncu_tool
     from orchestrator.parsers import compressed
 
-    wman = rf.workload_manifest()
-    nv = wman.get("nvtx") or {}
-    located = compressed.locate(rf.file(REPORT))
     if not located.is_file():
         raise ParseError(located, "no such file (ncu wrote no report)")
     st = located.stat()
-    key = (str(located.resolve()), st.st_size, st.st_mtime_ns, nv.get("domain"), nv.get("prefix", PREFIX))
+    key = (str(located.resolve()), st.st_size, st.st_mtime_ns, domain, prefix)
     if key not in _LAST_READ:
         # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
         with compressed.plain_file(located) as path:
-            rep = ncu_tool.load(path, domain=nv.get("domain") or None, prefix=nv.get("prefix", PREFIX))
+            rep = ncu_tool.load(path, domain=domain, prefix=prefix)
         _LAST_READ.clear()
         _LAST_READ[key] = rep
     return _LAST_READ[key]
