@@ -45,27 +45,32 @@ TRAFFIC, PEAK_TRAFFIC = "dram_bytes_per_s", "peak_dram_bytes_per_s"
 
 # the per-variant columns (reports/summary.py TABLE_COLUMNS takes them from here): % of the roof
 # at the point's intensity, which precision's roof, GFLOP/s, FLOP per DRAM byte, and the roofs
-ROOFLINE_COLUMNS = ["pct_of_roof", "roofline_precision", "achieved_gflop_s", "arithmetic_intensity",
-                    "roof_gflop_s", "roof_dram_gb_s"]
+ROOFLINE_COLUMNS = ["pct_of_roof", "roofline_precision", "pct_of_measured_roof", "achieved_gflop_s",
+                    "arithmetic_intensity", "roof_gflop_s", "roof_dram_gb_s", "measured_dram_gb_s"]
 # drawn in the chart and kept in JSON/CSV; the same on every row, so not repeated in the HTML table
-CHART_ONLY = ["roofline_precision", "roof_gflop_s", "roof_dram_gb_s"]
+CHART_ONLY = ["roofline_precision", "roof_gflop_s", "roof_dram_gb_s", "measured_dram_gb_s"]
 
 SECTION = "SpeedOfLight_RooflineChart"
 
 
-def point(rows: pd.DataFrame) -> dict[str, Any]:
+def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict[str, Any]:
     """The roofline columns (ROOFLINE_COLUMNS) of one variant's frame rows: NaN (and "" for the
     precision) when the rows hold no roofline rates or no DRAM traffic; a point without FLOPs
     keeps its roofs but has no intensity or % of roof (it is not on a FLOP roofline).
+    `measured_bytes_per_s`: the GPU's attainable DRAM bandwidth (workloads/memory_roof.py), the
+    second memory roof; `pct_of_measured_roof` is the variant's DRAM bytes/s over it.
 
     Example:
-        >>> point(frame[frame["variant"] == "mul"])["pct_of_roof"]
+        >>> point(frame[frame["variant"] == "mul"], 4.1e12)["pct_of_measured_roof"]
     """
     out: dict[str, Any] = dict.fromkeys(ROOFLINE_COLUMNS, np.nan)
     out["roofline_precision"] = ""
     if rows.empty or not rows["metric"].isin([PEAK_TRAFFIC]).any():
         return out
     traffic, peak_traffic = time_weighted(rows, TRAFFIC), time_weighted(rows, PEAK_TRAFFIC)
+    if measured_bytes_per_s and measured_bytes_per_s > 0 and traffic > 0:
+        out.update(measured_dram_gb_s=measured_bytes_per_s / 1e9,
+                   pct_of_measured_roof=100.0 * traffic / measured_bytes_per_s)
     work = {p: (time_weighted(rows, a), time_weighted(rows, pk)) for p, (a, pk) in PRECISIONS.items()}
     work = {p: w for p, w in work.items() if math.isfinite(w[0]) and math.isfinite(w[1]) and w[1] > 0}
     if not work or not (peak_traffic > 0) or not (traffic > 0):
@@ -113,9 +118,10 @@ def missing_note(collected: Sequence[str]) -> str:
 
 def has_point(table: pd.DataFrame) -> np.ndarray:
     """Which rows of a per-variant table have a roofline point (a boolean per row)."""
-    if not set(ROOFLINE_COLUMNS) <= set(table.columns):
+    needed = ["arithmetic_intensity", "achieved_gflop_s", "roof_gflop_s", "roof_dram_gb_s"]
+    if not set(needed + ["pct_of_roof", "roofline_precision"]) <= set(table.columns):
         return np.zeros(len(table), dtype=bool)
-    num = table[["arithmetic_intensity", "achieved_gflop_s", "roof_gflop_s", "roof_dram_gb_s"]].apply(
+    num = table[needed].apply(
         pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
     return (np.isfinite(num) & (num > 0)).all(axis=1)
 
@@ -128,6 +134,14 @@ def roofs(points: pd.DataFrame) -> tuple[float, dict[str, float]]:
     compute = {str(p): float(pd.to_numeric(g["roof_gflop_s"]).median())
                for p, g in points.groupby("roofline_precision", sort=False)}
     return bw, compute
+
+
+def measured_roof(points: pd.DataFrame) -> float | None:
+    """The measured memory roof (GB/s) of these points' run, or None when it was not measured."""
+    if "measured_dram_gb_s" not in points.columns:
+        return None
+    got = pd.to_numeric(points["measured_dram_gb_s"], errors="coerce").dropna()
+    return float(got.iloc[0]) if len(got) and got.iloc[0] > 0 else None
 
 
 def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Sequence[str] | None = None,
@@ -159,7 +173,7 @@ def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Se
                                 "font.sans-serif": ["DejaVu Sans", "Arial"]}):
         fig = Figure(figsize=(6.4, 4.4), layout="constrained")
         ax = _log_axes(fig, limits)
-        _draw_roofs(ax, bw, compute, limits, id_prefix)
+        _draw_roofs(ax, bw, compute, limits, id_prefix, measured_roof(pts))
         texts = _draw_points(ax, pts, names, palette, id_prefix)
         fig.draw_without_rendering()  # lays the axes out: the points' place on the page is known
         _draw_labels(fig, ax, ai, gflops, texts, palette, id_prefix)
@@ -203,12 +217,19 @@ def _log_axes(fig, limits: tuple[float, float, float, float]):
 
 
 def _draw_roofs(ax, bw: float, compute: dict[str, float], limits: tuple[float, float, float, float],
-                id_prefix: str) -> None:
-    """The memory roof up to the highest ridge point, then each precision's flat compute roof."""
+                id_prefix: str, measured: float | None = None) -> None:
+    """The memory roof up to the highest ridge point, then each precision's flat compute roof;
+    the measured memory roof (what a copy or a sum reaches on this GPU) dotted beneath, up to
+    where it meets the highest compute roof."""
     x_lo, x_hi = limits[0], limits[1]
     top = max(peak / bw for peak in compute.values())
     ax.plot([x_lo, top], [x_lo * bw, top * bw], color="#59636e", linewidth=2,
             label=f"memory roof: {bw:,.0f} GB/s", gid=f"{id_prefix}-roof-memory")
+    if measured:
+        reach = max(compute.values()) / measured
+        ax.plot([x_lo, reach], [x_lo * measured, reach * measured], color="#9a6700", linewidth=1.5,
+                linestyle=":", label=f"measured memory roof: {measured:,.0f} GB/s",
+                gid=f"{id_prefix}-roof-measured")
     for (precision, peak), dash in zip(compute.items(), ("-", "--", ":")):
         ax.plot([peak / bw, x_hi], [peak, peak], color="#1f2328", linewidth=2, linestyle=dash,
                 label=f"{precision.upper()} roof: {peak:,.0f} GFLOP/s", gid=f"{id_prefix}-roof-{precision}")

@@ -151,11 +151,15 @@ REPORT_COLUMNS: list[Column] = [
     # the roofline (reports/roofline.py): % of the roof at the variant's intensity; GFLOP/s and
     # FLOP/byte are in the HTML (beside its chart), JSON and CSV; the roofs are drawn in the chart
     Column("pct_of_roof", "% of roof", PCT),
+    # DRAM bytes/s over the GPU's measured attainable bandwidth (workloads/memory_roof.py): how
+    # close to what the memory delivers in practice; ncu's peak above is one no kernel meets
+    Column("pct_of_measured_roof", "% of measured roof", PCT),
     Column("roofline_precision", "roofline precision", shown=False),
     Column("achieved_gflop_s", "GFLOP/s", "{:.1f}", shown=False),
     Column("arithmetic_intensity", "FLOP/byte", "{:.3g}", shown=False),
     Column("roof_gflop_s", "roof GFLOP/s", "{:.1f}", shown=False),
     Column("roof_dram_gb_s", "roof DRAM GB/s", "{:.0f}", shown=False),
+    Column("measured_dram_gb_s", "measured DRAM GB/s", "{:.0f}", shown=False),
     Column("achieved_occupancy_pct", "occupancy %", PCT, tables=(VARIANT, KERNEL), source="achieved_occupancy_pct", agg=TIME_WEIGHTED),
     Column("l2_hit_pct", "L2 hit %", PCT, tables=(VARIANT, KERNEL), source="ncu:lts__t_sector_hit_rate.pct", agg=TIME_WEIGHTED),
     Column("registers_per_thread", "regs", "{:.0f}", tables=(VARIANT, KERNEL), source="registers_per_thread", agg="max"),

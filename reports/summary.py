@@ -101,8 +101,10 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
     elif g is not None and not g.empty and row["status"] != "ok" and not (g["metric"] == "time_ns").any():
         note = _stopped_row(row, g, note)
     elif g is not None and not g.empty:
-        peak = (wman.get("env") or {}).get("peak_bandwidth_bytes_per_s")
-        t, kernel_sets[name] = _measured_columns(row, g, iters, peak)
+        env = wman.get("env") or {}
+        roof = env.get("memory_roof") if isinstance(env.get("memory_roof"), dict) else {}
+        t, kernel_sets[name] = _measured_columns(row, g, iters, env.get("peak_bandwidth_bytes_per_s"),
+                                                 roof.get("bytes_per_s"))
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)
@@ -130,8 +132,8 @@ def _stopped_row(row: dict[str, Any], g: pd.DataFrame, note: str) -> str:
     return note
 
 
-def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int,
-                      peak: float | None) -> tuple[dict[str, float], frozenset[str]]:
+def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int, peak: float | None,
+                      roof: float | None = None) -> tuple[dict[str, float], frozenset[str]]:
     """Fills a measured variant's numeric columns into row from its rows g; returns the
     statistics of its time samples and the set of kernels it launched."""
     times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
@@ -158,7 +160,7 @@ def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int,
         row[col.name] = aggregate(g, col)
     if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
         row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
-    row.update(roofline_point(g))  # reports/roofline.py: ncu's roofline rates, time-weighted
+    row.update(roofline_point(g, roof))  # reports/roofline.py: ncu's roofline rates, time-weighted
     return t, frozenset(launches.index)
 
 

@@ -232,6 +232,8 @@ def _facts(r: pd.Series, g: pd.DataFrame, shape: list[int]) -> list[str]:
     thr = []
     if pd.notna(r.get("dram_pct_of_peak")):
         thr.append(f"{r['dram_pct_of_peak']:.1f}% DRAM peak")
+    if pd.notna(r.get("pct_of_measured_roof")):  # what this GPU's memory delivers in practice
+        thr.append(f"{r['pct_of_measured_roof']:.0f}% of the measured memory roof")
     if pd.notna(r.get("sm_pct_of_peak")):
         thr.append(f"{r['sm_pct_of_peak']:.1f}% SM")
     if thr:

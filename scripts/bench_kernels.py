@@ -544,7 +544,7 @@ def sweep_families(args, torch, device) -> dict[str, list[Variant]]:
                 family="triton_square") for c in limit(triton_square.sweep_configs(), triton_square.choose_config)]
     cuda_vs = [Variant(f"cuda_square_fast[{c.name}]", "square", bind(cuda_square.fast_square, c),
                        dtypes=("float32",), needs_ext=True, config=c.name, family="cuda_square_fast")
-               for c in limit(cuda_square.sweep_configs(), lambda n: cuda_square.DEFAULT_CONFIG)]
+               for c in limit(cuda_square.sweep_configs(), cuda_square.choose_config)]
     numba_vs = [Variant(f"numba_square[{c.name}]", "square", bind(numba_square.numba_square, c),
                         dtypes=("float32",), config=c.name, family="numba_square")
                 for c in limit(numba_square.sweep_configs(), lambda n: numba_square.DEFAULT_CONFIG)]
@@ -561,7 +561,7 @@ def defaults_by_family(n: int) -> dict[str, str]:
 
     return {"fast_mean": triton_mean.choose_config(n).name,
             "triton_square": triton_square.choose_config(n).name,
-            "cuda_square_fast": cuda_square.DEFAULT_CONFIG.name,
+            "cuda_square_fast": cuda_square.choose_config(n).name,
             "numba_square": numba_square.DEFAULT_CONFIG.name}
 
 

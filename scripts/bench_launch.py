@@ -100,10 +100,22 @@ def variants(torch):
         ("square", "torch.square", torch.square, None),
         ("square", "triton_square plain", triton_square.triton_square, "plain"),
         ("square", "triton_square fast", triton_square.triton_square, "fast"),
-    ]
+    ] + _cuda_square_variants(torch)
 
 
-def launch_path(op: str, n: int, dtype, mode: str | None) -> str:
+def _cuda_square_variants(torch) -> list[tuple]:
+    """The load_inline CUDA fast_square, plain and cached (float32 on a GPU only: it is built
+    with nvcc here, before any timing)."""
+    if not torch.cuda.is_available():
+        return []
+    from workloads.kernels import cuda_square
+
+    cuda_square.build_extensions()
+    fn = cuda_square.fast_square
+    return [("square", "cuda_square plain", fn, "plain"), ("square", "cuda_square fast", fn, "fast")]
+
+
+def launch_path(op: str, name: str, n: int, dtype, mode: str | None) -> str:
     """How the variant launched after its warm-up: torch, plain, or fast (tier), or why not."""
     from workloads.kernels import _launch
 
@@ -113,6 +125,10 @@ def launch_path(op: str, n: int, dtype, mode: str | None) -> str:
         return "plain"
     with _launch.launch_mode("fast"):
         st = _launch.status()
+    if name.startswith("cuda_square"):
+        from workloads.kernels import cuda_square
+
+        return "fast (cached call)" if any(k[0] == n and k[1] == dtype for k in cuda_square._CALLS) else "plain"
     fc = _launch.fast_calls("fast_mean" if op == "mean" else "triton_square")
     hows = {fc.how.get(k) for k, v in fc.calls.items() if k[0] == n and k[1] == dtype}
     hows.discard(None)
@@ -209,11 +225,15 @@ def median(xs) -> float | None:
 # ----------------------------------------------------------------------------- checks
 
 
-def check(torch, op: str, x, exact: bool = True) -> str:
-    """'ok' or what is wrong with the Triton variants of `op` on `x`."""
+def check(torch, kind: str, x, exact: bool = True) -> str:
+    """'ok' or what is wrong with the fast and plain paths of `kind` (fast_mean, triton_square,
+    cuda_square) on `x`."""
     from workloads.kernels import triton_mean, triton_square
 
-    fn = triton_mean.fast_mean if op == "mean" else triton_square.triton_square
+    op = "mean" if kind == "fast_mean" else "square"
+    fn = {"fast_mean": triton_mean.fast_mean, "triton_square": triton_square.triton_square}.get(kind)
+    if fn is None:
+        from workloads.kernels.cuda_square import fast_square as fn
     with _with_mode("plain"):
         plain = fn(x)
     with _with_mode("fast"):
@@ -418,23 +438,26 @@ def main(argv=None) -> int:
         checks: dict[str, str] = {}
         for op, name, fn, mode in vs:
             row = {"size": n, "dtype": dname, "op": op, "variant": name, "check": "ok"}
-            if mode is not None:
-                if op not in checks:
+            kind = name.split()[0]  # fast_mean, triton_square, cuda_square: each checked once
+            if kind == "cuda_square" and dtype != torch.float32:
+                row["check"] = "n/a: float32 only"
+            elif mode is not None:
+                if kind not in checks:
                     try:
-                        checks[op] = check(torch, op, x, exact=not cpu)
+                        checks[kind] = check(torch, kind, x, exact=not cpu)
                     except Exception as exc:  # noqa: BLE001 - reported in the table, the run goes on
-                        checks[op] = f"failed: {type(exc).__name__}: {exc}"
+                        checks[kind] = f"failed: {type(exc).__name__}: {exc}"
                         row["traceback"] = traceback.format_exc()
-                    failed |= checks[op] != "ok"
-                row["check"] = checks[op]
+                    failed |= checks[kind] != "ok"
+                row["check"] = checks[kind]
             case_rows[name] = row
-        ok = [v for v in vs if not case_rows[v[1]]["check"].startswith("failed")]
+        ok = [v for v in vs if not case_rows[v[1]]["check"].startswith(("failed", "n/a"))]
         hosts = host_times(torch, ok, x, args.host_calls, args.sync_every, args.warmup, not cpu)
         for op, name, fn, mode in ok:
             row = case_rows[name]
             row["host_us"] = median(hosts[name]) / 1e3
             row["host_calls"] = len(hosts[name])
-            row["launch"] = launch_path(op, n, dtype, mode)
+            row["launch"] = launch_path(op, name, n, dtype, mode)
             if not cpu:
                 try:
                     row["gpu_us"] = median(gpu_times(torch, fn, x, mode, flush, hold, args.gpu_time_s)) / 1e3

@@ -12,7 +12,8 @@
 # timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
 # exec (a training script and nested ranges under `exec nsys`, checked against nsys stats), roofline
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
-# (the fast Triton mean under nsys, Triton's launch against the cached one)
+# (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
+# launch bench, memory roof), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -170,6 +171,61 @@ if has all; then
   for w in mean square; do log "all $w"; g all "$w" -o "$RUNS/all-$w"; done
 fi
 if has sweep; then log "sweep triton-mean"; g time triton-mean --size 1e6,1e7,1e8 -o "$RUNS/sweep-triton-mean"; fi
+if has probe; then
+  # issue 17: the CUDA square's configs per size, the cached calls' host and GPU time against
+  # torch, and what DRAM bandwidth any kernel reaches here (events and ncu)
+  log "cuda square config sweep"
+  python3 scripts/bench_kernels.py --sweep-only --sweep-families cuda_square_fast --sweep-sizes 1e5,1e6,1e7,1e8 \
+    --sweep-reps 300 --out "$OUT/sweep-cuda-square.md" 2>&1 | tail -4
+  log "launch bench"
+  python3 scripts/bench_launch.py --out "$OUT/launch.json" 2>&1 | grep -E "^\|" | head -60
+  log "memory roof (events)"
+  python3 scripts/probe_memory_roof.py --size 1e8 | tee "$OUT/roof-events.md"
+  log "memory roof (ncu)"
+  ncu --profile-from-start off --csv --metrics "$(python3 scripts/probe_memory_roof.py --metrics)" \
+    python3 scripts/probe_memory_roof.py --size 1e8 --ncu > "$OUT/roof-ncu.csv" 2> "$OUT/roof-ncu.err"
+  echo "ncu exit $?"; grep -c '"' "$OUT/roof-ncu.csv"
+  log "ncu square and load-inline-square with the measured roof"
+  for w in square load-inline-square; do g ncu $w -o "$RUNS/ncu-roof-$w" 2>&1 | grep -v "^saved" | tail -12; done
+fi
+if has throttle; then
+  # issue 15: does a GPU made to throttle (a second process running bf16 GEMMs at full power)
+  # get its variants flagged? The same run without the hammer beside it.
+  log "time square, quiet"
+  g time square --size 1e8 -v torch_square,triton --iters 300 -o "$RUNS/throttle-quiet" 2>&1 | grep -v "^saved" | tail -6
+  python3 - > "$OUT/hammer.log" 2>&1 <<'PY' &
+import time, torch
+a = torch.randn(16384, 16384, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+t = time.time()
+while time.time() - t < 45:
+    for _ in range(20): c = a @ b
+    torch.cuda.synchronize()
+PY
+  hp=$!; sleep 8
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv
+  log "time square, hammered"
+  g time square --size 1e8 -v torch_square,triton --iters 300 -o "$RUNS/throttle-hammer" 2>&1 | grep -v "^saved" | tail -8
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv
+  kill $hp 2>/dev/null; wait $hp 2>/dev/null
+  python3 -c "
+import json,sys
+for r in ('throttle-quiet','throttle-hammer'):
+    m=json.load(open('$RUNS/'+r+'/workload.json'))
+    for v in m.get('variants',[]):
+        c=v.get('clocks') or []
+        print(r, v['name'], v.get('clock_note'), [(x['sm_mhz'], x['power_w'], x['reasons']) for x in c][:6])
+"
+fi
+if has nsys2025; then
+  # does ncu's own nsys (2025, no importer of its own) make a .qdstrm that 2023.4.4's importer reads?
+  n25=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64 2>/dev/null | head -1)
+  log "nsys from $n25"
+  "$n25/nsys" --version; "$n25/nsys" profile -t cuda,nvtx -o /tmp/n25 --force-overwrite true \
+    python3 -c "import torch; x=torch.rand(10**6,device='cuda'); [torch.square(x) for _ in range(50)]; torch.cuda.synchronize()" 2>&1 | tail -5
+  ls -la /tmp/n25* 2>&1
+  imp=$(ls /tmp/nsys/host-linux-x64/QdstrmImporter 2>/dev/null)
+  [[ -n $imp && -f /tmp/n25.qdstrm ]] && "$imp" -i /tmp/n25.qdstrm 2>&1 | tail -5 && ls -la /tmp/n25*
+fi
 # pack: the run folders without the bulky nsys-rep (the sqlite export is what tests read)
 log pack
 (cd "$RUNS" && find . -name '*.nsys-rep' -delete; tar cf - . | xz -T0 -6 > "$OUT/runs-$tag.tar.xz")

@@ -282,6 +282,23 @@ def _why_without_speedup(table: pd.DataFrame, baseline: pd.DataFrame, i: int) ->
     return table.loc[i, "why"] == re.sub(r"^[0-9.]+x of [^:]*: ", "", baseline.loc[i, "why"] or "")
 
 
+def _derived_follow(table: pd.DataFrame, baseline: pd.DataFrame, i: int, gone: set[str]) -> bool:
+    """Row i's columns that name or divide by other variants changed only as the flagged ones
+    (`gone`) explain: its speedup gone with a flagged baseline (and the "why" line's "1.00x of"
+    with it), its same_kernel_as without flagged variants that lost their kernels."""
+    speedup_same = _same(table.loc[[i], ["speedup_vs_baseline"]], baseline.loc[[i], ["speedup_vs_baseline"]])
+    if not speedup_same and not (pd.isna(table.loc[i, "speedup_vs_baseline"]) and _why_without_speedup(table, baseline, i)):
+        return False
+    if speedup_same and "why" in table and table.loc[i, "why"] != baseline.loc[i, "why"]:
+        return False
+    if "same_kernel_as" in table:
+        # a flagged variant that lost its kernels drops out; one that kept them may stay
+        names = lambda t: {v for v in str(t.loc[i, "same_kernel_as"] or "").split(", ") if v}  # noqa: E731
+        if not names(baseline) - gone <= names(table) <= names(baseline):
+            return False
+    return True
+
+
 def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | None = None) -> tuple[str, str]:
     try:
         table, footer = table_of(folder, seen)
@@ -310,9 +327,9 @@ def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | N
         rest = [i for i in changed if i not in flagged]
         # (and the "why" line loses its leading "1.00x of <baseline>: ")
         derived = [c for c in ("speedup_vs_baseline", "same_kernel_as", "why") if c in table]
+        gone = {table.loc[i, "variant"] for i in flagged}
         if all(_same(table.drop(columns=derived).iloc[[i]], baseline.drop(columns=derived).iloc[[i]])
-               and pd.isna(table.loc[i, "speedup_vs_baseline"]) and _why_without_speedup(table, baseline, i)
-               for i in rest) and (flagged or not rest):
+               and _derived_follow(table, baseline, i, gone) for i in rest) and (flagged or not rest):
             return "flagged", "; ".join(f"{table.loc[i, 'variant']}: {table.loc[i, 'status']}" for i in flagged)
     return "different", table.to_string()
 
@@ -476,6 +493,37 @@ def test_a_variant_range_lost_from_a_torch_trace_is_not_in_report(tmp_path):
     assert t.loc["sum_div_numel", "status"] == "not in report"
     assert "no range for it" in t.loc["sum_div_numel", "note"]
     assert (t.drop("sum_div_numel")["status"] == "ok").all()
+
+
+def test_a_lost_range_drops_the_variant_from_the_others_same_kernel_as(root):
+    """Deleting event 82 (the `variant:tensor_mean` range) of torch-trace-mean's trace, case 934 of
+    the 5,000: tensor_mean is `not in report`, and torch_mean no longer names it as running the
+    same kernel. Every measured number of the others stays; the classifier called it "different"
+    because it only allowed a lost baseline to change the others' derived columns."""
+    base, _, doc, table = prepared("torch-trace", root)[:4]
+    folder = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(base, folder, dirs_exist_ok=True)
+    doc = copy.deepcopy(doc)
+    assert doc["traceEvents"][82]["name"] == "variant:tensor_mean"
+    del doc["traceEvents"][82]
+    (folder / "trace.json").write_text(json.dumps(doc))
+    outcome, detail = classify(folder, folder / "trace.json", table)
+    assert (outcome, detail) == ("flagged", "tensor_mean: not in report")
+    assert table.set_index("variant").loc["torch_mean", "same_kernel_as"] == "tensor_mean"
+
+
+def test_an_incomplete_baseline_keeps_its_kernels_in_the_others_same_kernel_as(root):
+    """Deleting event 26 of torch-trace-mean's trace (one of torch_mean's iterations): the
+    baseline is `incomplete` (19 of 20 iterations), the others lose their speedups over it, and
+    tensor_mean still names it as running the same kernel: it still launched that kernel."""
+    base, _, doc, table = prepared("torch-trace", root)[:4]
+    folder = Path(tempfile.mkdtemp(dir=root))
+    shutil.copytree(base, folder, dirs_exist_ok=True)
+    doc = copy.deepcopy(doc)
+    del doc["traceEvents"][26]
+    (folder / "trace.json").write_text(json.dumps(doc))
+    outcome, detail = classify(folder, folder / "trace.json", table)
+    assert (outcome, detail) == ("flagged", "torch_mean: incomplete")
 
 
 def test_a_string_that_is_not_utf8_is_an_error(tmp_path):

@@ -325,3 +325,39 @@ def test_gpu_launch_hooks_take_the_plain_path():
         knobs.runtime.launch_enter_hook.remove(hook)
     assert len(seen) == 1, "a registered launch hook did not see the launch"
     assert _same_bits(got, fast_mean(x))
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_fast_square_cached_call_is_torch_square():
+    """The load_inline fast_square's cached call (a seen size, stream and alignment skips the
+    checks and the config choice) gives torch.square's bits, per stream and alignment."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    from workloads.kernels import cuda_square
+
+    for n in (1, 4097, 10**6 + 3, 2**24 + 4):
+        x = torch.rand(n, device="cuda")
+        for v in (x, x[1:]):
+            got = [cuda_square.fast_square(v) for _ in range(3)]
+            for g in got:
+                assert torch.equal(g, torch.square(v)), v.numel()
+    keys = [k for k in cuda_square._CALLS if k[0] == 10**6 + 3]
+    assert keys, "no cached call was learned"
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    x = torch.rand(10**6 + 3, device="cuda")
+    with torch.cuda.stream(s):
+        got = [cuda_square.fast_square(x) for _ in range(3)][-1]
+    s.synchronize()
+    assert torch.equal(got, torch.square(x))
+    assert len({k[3] for k in cuda_square._CALLS if k[0] == x.numel()}) >= 2
+
+
+def test_cuda_square_config_follows_the_size():
+    """Small inputs take two float4 loads a thread, large ones torch's one (the H200 sweeps)."""
+    from workloads.kernels import cuda_square
+
+    assert cuda_square.choose_config(10**6).name == "t256_k1024_u2"
+    assert cuda_square.choose_config(1 << 24).name == "t256_k1024_u2"
+    assert cuda_square.choose_config((1 << 24) + 1) == cuda_square.DEFAULT_CONFIG
+    assert cuda_square.choose_config(10**8).name == "t128_k1024_u1"

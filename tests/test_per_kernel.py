@@ -1,7 +1,7 @@
 """Multi-kernel variants (issue 16): each variant's kernels one by one (`run.kernels`,
 `--per-kernel`, report.html), and ncu's readings time-weighted over a variant's kernels instead
 of a median across different kernels. On the committed H200 run folders; the expected numbers
-are computed here from the frame.csv rows each rebuilt folder holds, apart from reports/kernels.py."""
+are computed here from the rebuilt run's unified frame rows, apart from reports/kernels.py."""
 from __future__ import annotations
 
 import json
@@ -17,10 +17,11 @@ from test_html import CHROMIUM, Dom, chromium, console_problems, needs_chromium
 REDUCE, DIVIDE = "reduce_kernel<sum_functor>", "vectorized_elementwise_kernel<MulFunctor>"
 
 
-def _frame_csv(folder: Path, variant: str) -> pd.DataFrame:
-    """The variant's rows of a rebuilt folder's frame.csv, in file order."""
-    f = pd.read_csv(folder / "frame.csv", low_memory=False)
-    return f[f["variant"] == variant]
+def _frame_rows(run, variant: str) -> pd.DataFrame:
+    """The variant's rows of the rebuilt run's unified frame (what frame.csv holds), in launch
+    order; load_run only reads, so the folder has no frame.csv to read back."""
+    f = run.frame
+    return f[f["variant"].astype(str) == variant].astype({"kernel": str, "metric": str})
 
 
 def _weighted_by_hand(rows: pd.DataFrame, metric: str) -> float:
@@ -42,7 +43,7 @@ def test_ncu_sum_div_numel_lists_its_reduction_and_its_division_apart(h200_run):
     assert list(k.index) == [REDUCE, DIVIDE]  # in launch order
     assert (k["launches"] == 3).all() and (k["launches_per_iter"] == 1).all()
     assert k["kernel_full"].str.startswith("void at::native::").all()
-    rows = _frame_csv(run.path, "sum_div_numel")
+    rows = _frame_rows(run, "sum_div_numel")
     for short, full in zip(k.index, k["kernel_full"]):
         mine = rows[rows["kernel"] == full]
         for metric, col in [("dram_throughput_pct_of_peak", "dram_pct_of_peak"),
@@ -61,7 +62,7 @@ def test_ncu_sum_div_numel_lists_its_reduction_and_its_division_apart(h200_run):
 def test_ncu_variant_dram_is_time_weighted_over_its_kernels_not_a_median(h200_run):
     run = load_run(h200_run("ncu-mean"))
     t = run.table.set_index("variant")
-    rows = _frame_csv(run.path, "sum_div_numel")
+    rows = _frame_rows(run, "sum_div_numel")
     expected = _weighted_by_hand(rows, "dram_throughput_pct_of_peak")
     assert expected == pytest.approx(78.87, abs=0.01)
     assert t.loc["sum_div_numel", "dram_pct_of_peak"] == pytest.approx(expected, rel=1e-12)
@@ -72,7 +73,7 @@ def test_ncu_variant_dram_is_time_weighted_over_its_kernels_not_a_median(h200_ru
                         ("achieved_occupancy_pct", "achieved_occupancy_pct")]:
         assert t.loc["sum_div_numel", col] == pytest.approx(_weighted_by_hand(rows, metric), rel=1e-12)
     # one kernel: time-weighted over its own launches
-    one = _frame_csv(run.path, "torch_mean")
+    one = _frame_rows(run, "torch_mean")
     assert t.loc["torch_mean", "dram_pct_of_peak"] == pytest.approx(
         _weighted_by_hand(one, "dram_throughput_pct_of_peak"), rel=1e-12)
     # and it says so: in the note of a variant with several kernels, and in the legend

@@ -130,6 +130,35 @@ def test_no_flops_no_point_and_no_metrics_nothing():
     assert p["roofline_precision"] == "" and all(math.isnan(p[c]) for c in roofline.ROOFLINE_COLUMNS[2:])
 
 
+def test_the_measured_roof_gives_the_share_of_what_the_memory_delivers():
+    """A variant's DRAM bytes/s over the GPU's measured attainable bandwidth; nothing without
+    a measurement, or without DRAM traffic."""
+    rows = []
+    _launch(rows, "sq", "k", 1e5, fp32_flop_per_s=0.5e12, dram_bytes_per_s=4e12, **PEAKS)
+    p = roofline.point(_frame(rows), 4.1e12)
+    assert p["measured_dram_gb_s"] == pytest.approx(4100.0)
+    assert p["pct_of_measured_roof"] == pytest.approx(100 * 4e12 / 4.1e12)
+    assert p["pct_of_roof"] == pytest.approx(100 * 4e12 / 4.8e12)  # the ncu roof is unchanged
+    assert math.isnan(roofline.point(_frame(rows))["pct_of_measured_roof"])
+    assert math.isnan(roofline.point(_frame(rows), 0.0)["pct_of_measured_roof"])
+
+
+def test_the_chart_draws_the_measured_roof_beneath_ncus():
+    """The measured memory roof is a line of its own, labelled with its GB/s; without a
+    measurement there is no such line."""
+    rows = []
+    _launch(rows, "sq", "k", 1e5, fp32_flop_per_s=0.5e12, dram_bytes_per_s=4e12, **PEAKS)
+    _launch(rows, "slow", "k2", 2e5, fp32_flop_per_s=0.2e12, dram_bytes_per_s=1.6e12, **PEAKS)
+    frame = _frame(rows)
+    table = pd.DataFrame([{"variant": v, **roofline.point(frame[frame["variant"] == v], 4.1e12)}
+                          for v in ("sq", "slow")])
+    svg = roofline.roofline_svg(table, id_prefix="t")
+    assert 'id="t-roof-measured"' in svg and 'id="t-roof-memory"' in svg
+    assert "measured memory roof: 4,100 GB/s" in svg and "memory roof: 4,800 GB/s" in svg
+    plain = roofline.roofline_svg(table.drop(columns=["measured_dram_gb_s"]), id_prefix="t")
+    assert 'id="t-roof-measured"' not in plain and 'id="t-point-1"' in plain
+
+
 def test_the_rates_are_ncus_formula_with_units_checked():
     """ncu's SpeedOfLight_RooflineChart: (FADD + FMUL + 2 FFMA) per cycle x the SMSP clock."""
     rate = next(r for r in ncu_rep.ROOFLINE_RATES if r.column == "fp32_flop_per_s")

@@ -24,7 +24,9 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def describe_device(device: str) -> dict[str, Any]:
+def describe_device(device: str, measure_roof: bool = False) -> dict[str, Any]:
+    """The device and library versions a run records; with measure_roof, the GPU's measured
+    memory roof too (workloads/memory_roof.py), before any variant's range opens."""
     import torch
 
     info: dict[str, Any] = {
@@ -50,6 +52,10 @@ def describe_device(device: str) -> dict[str, Any]:
             peak_bandwidth_bytes_per_s=peak,
             peak_bandwidth_source=source,
         )
+        if measure_roof:
+            from workloads import memory_roof
+
+            info["memory_roof"], info["memory_roof_source"] = memory_roof.attainable(torch, idx)
     else:
         info.update(device_name=platform.processor() or platform.machine(),
                     peak_bandwidth_bytes_per_s=None,

@@ -120,7 +120,7 @@ def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[reg
                     itemsize: int, ranges: Ranges) -> Manifest:
     """workload.json as the run starts: what it is asked, where it runs, every variant pending."""
     shape = spec.shape or ()
-    env = describe_device(spec.device)
+    env = describe_device(spec.device, measure_roof=spec.measure_roof)
     env["triton_interpret"] = _interpreting(spec)
     return Manifest(spec.out / MANIFEST, {
         "schema_version": 1,

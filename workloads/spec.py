@@ -46,6 +46,8 @@ class RunSpec:
     workload_file: str | None = None
     triton_interpret: bool = False
     fail_variant: str | None = None  # testing aid: make this variant raise
+    # measure the GPU's attainable DRAM bandwidth (workloads/memory_roof.py) for the roofline
+    measure_roof: bool = False
     # where workload.json goes: the child's --out, never written into spec.json
     out: Path | None = field(default=None, compare=False)
 

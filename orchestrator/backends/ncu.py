@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT
 from reports.unify import RowMaker, variant_facts
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX as PREFIX
+from workloads.spec import RunSpec
 
 REPORT = "report.ncu-rep"
 LOG = "ncu.log"
@@ -83,6 +85,12 @@ class NcuBackend(ToolBackend):
                                "all) and its own clock setting (--clock-control)", distinct=True, rank=3).declare()
     help = ("Profile each variant's kernels, and only those, with Nsight Compute; report duration, DRAM/SM "
             "throughput vs peak, occupancy, registers and launch shape.")
+
+    def run_spec(self, req: Request, run_dir: Path | None = None) -> RunSpec:
+        """The runner also measures the GPU's attainable DRAM bandwidth (workloads/memory_roof.py,
+        cached per GPU, outside every range: ncu does not profile it), the roofline's second
+        memory roof: ncu's peak is one no kernel reaches."""
+        return replace(super().run_spec(req, run_dir), measure_roof=True)
 
     @classmethod
     def cli_options(cls) -> list:

@@ -53,7 +53,7 @@ def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN
         rid[found] = innermost_containing(ranges["global_tid"].to_numpy(), ranges["start"].to_numpy(),
                                           ranges["end"].to_numpy(), tid[found], lstart)
     inside = rid >= 0
-    variant = np.full(len(act), None, dtype=object)
+    variant = np.empty(len(act), dtype=object)  # all None; np.full(None) sets them one by one, 10x slower
     variant[inside] = ranges["variant"].to_numpy(dtype=object)[rid[inside]]
 
     act["global_tid"] = tid
@@ -118,7 +118,10 @@ def _activity(export: NsysExport) -> pd.DataFrame:
                                       categories=j.categories) for j in joined)
     else:
         cols["name"], cols["demangled_name"] = arrange(names), arrange(demangled)
-    cols["kind"] = arrange([np.full(n, kind, dtype=object) for (kind, _), n in zip(parts, sizes)])
+    # the kinds as small codes, arranged, then their labels: an object array per part, filled
+    # string by string and moved, took half a second on 4e6 rows
+    kind_codes = arrange([np.full(n, i, dtype=np.int8) for i, n in enumerate(sizes)])
+    cols["kind"] = np.array([kind for kind, _ in parts], dtype=object)[kind_codes]
     no_bytes = [np.full(n, kind == "kernel") for (kind, _), n in zip(parts, sizes)]  # a kernel moves none
     cols["bytes"] = pd.arrays.IntegerArray(arrange(byte_values), arrange(no_bytes))
     texts = ("kind",) if categorical else ("name", "demangled_name", "kind")

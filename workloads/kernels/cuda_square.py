@@ -39,6 +39,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from workloads.kernels import _launch
 from workloads.kernels._common import as_matrix, cdiv, coerce_config, compute_capability, num_sms, on_device
 from workloads.kernels.cuda_square_sources import CPP_SRC, CUDA_PRELUDE, FAST_CUDA_SRC, LECTURE_CUDA_SRC
 
@@ -147,6 +148,19 @@ class CudaSquareConfig:
 
 
 DEFAULT_CONFIG = CudaSquareConfig(threads=128, blocks_per_sm=1024, unroll=1)
+# (largest numel, config), first match wins; None: every larger size. Chosen from the H200
+# sweeps (docs/sweep-cuda-square-h200.md, docs/launch-h200.md): below 2**24 elements the input
+# is a few waves of the GPU, and two float4 loads in flight a thread (u2) beat torch's one; from
+# there on one float4 a thread (torch's own shape) is the fastest at the copy roof.
+CUDA_SQUARE_HEURISTIC: tuple[tuple[int | None, CudaSquareConfig], ...] = (
+    (1 << 24, CudaSquareConfig(threads=256, blocks_per_sm=1024, unroll=2)),
+    (None, DEFAULT_CONFIG),
+)
+
+
+def choose_config(numel: int) -> CudaSquareConfig:
+    """The configuration fast_square uses for `numel` elements when none is given."""
+    return next(cfg for limit, cfg in CUDA_SQUARE_HEURISTIC if limit is None or numel <= limit)
 
 
 def sweep_configs() -> list[CudaSquareConfig]:
@@ -194,18 +208,46 @@ def lecture_square(x):
     return out.view(x.shape)
 
 
+# call key (workloads/kernels/_launch.py call_key) -> (the extension's launch, torch.empty_like,
+# torch.contiguous_format, its arguments after the pointers): what a plain call worked out
+_CALLS: dict[tuple, tuple] = {}
+
+
 def fast_square(x, config: CudaSquareConfig | dict | tuple | str | None = None):
-    """x * x with the float4 grid-stride kernel (float32, CUDA). Returns a contiguous tensor."""
+    """x * x with the float4 grid-stride kernel (float32, CUDA). Returns a contiguous tensor.
+    config: a CudaSquareConfig (or its name); None picks from CUDA_SQUARE_HEURISTIC.
+
+    A call whose (numel, dtype, alignment, device, stream, config) was seen before skips the
+    checks, the config choice and the current-stream lookup the first call made, and calls the
+    extension with what that call worked out: its host side is then torch.square's
+    (docs/launch-h200.md). Under the same switch as the Triton kernels' cached launch."""
+    key = _launch.call_key(x, config, CudaSquareConfig)
+    call = None if key is None else _CALLS.get(key)
+    if call is not None:
+        launch, empty_like, contiguous, args = call
+        n = key[0]
+        # a contiguous 1-D x of n > 1 is its own contiguous layout: no keyword to parse
+        out = empty_like(x) if n > 1 and x.dim() == 1 else empty_like(x, memory_format=contiguous)
+        launch(x.data_ptr(), out.data_ptr(), n, *args)
+        return out
+    return _fast_square_plain(x, config, key)
+
+
+def _fast_square_plain(x, config, key):
+    """fast_square with every check; remembers the call's launch for `key` (None: don't)."""
     import torch
 
     _check_input(x, "fast_square")
-    cfg = DEFAULT_CONFIG if config is None else CudaSquareConfig.parse(config)
     src = x if x.is_contiguous() else x.contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
     n = src.numel()
+    cfg = choose_config(n) if config is None else CudaSquareConfig.parse(config)
     if n:
         ext = build_extensions(device=src.device)
+        args = (cfg.threads, cfg.blocks_per_sm, cfg.unroll, bool(cfg.streaming), num_sms(src.device),
+                _stream(src.device))
         with on_device(src.device):
-            ext.fast_square(src.data_ptr(), out.data_ptr(), n, cfg.threads, cfg.blocks_per_sm,
-                            cfg.unroll, bool(cfg.streaming), num_sms(src.device), _stream(src.device))
+            ext.fast_square(src.data_ptr(), out.data_ptr(), n, *args)
+        if key is not None and n > 0:
+            _CALLS[key] = (ext.fast_square, torch.empty_like, torch.contiguous_format, args)
     return out
