@@ -564,6 +564,16 @@ def test_a_launch_call_without_a_duration_is_an_error(tmp_path):
     assert "('cudaLaunchKernel') has no duration" in _edited_trace_error(tmp_path, edit)
 
 
+def test_a_duration_given_as_text_is_an_error(tmp_path):
+    """Case 1195 of the 5,000: `dur` of event 706 (a cudaLaunchKernel, 4.556 us) turned into the
+    text "1.0" was read as 1 us and moved the launch CPU time, exit 0; now a ParseError naming
+    the file. torch.profiler writes every ts and dur as a JSON number."""
+    def edit(events):
+        assert events[706]["name"] == "cudaLaunchKernel" and events[706]["dur"] == 4.556
+        events[706]["dur"] = "1.0"
+    assert "is not a JSON number" in _edited_trace_error(tmp_path, edit)
+
+
 def test_no_peak_bandwidth_is_said_under_the_table(root):
     """A workload.json without env/peak_bandwidth_bytes_per_s: % peak BW is empty, and the line
     under the table says why (it was silent)."""

@@ -83,7 +83,8 @@ def test_self_cpu_time_subtracts_children(tmp_path):
 
 def test_a_kernel_before_its_launch_call_is_damage(h200_run):
     """The fuzz's open case: event 276 of torch-trace-mean (torch.mean's reduce kernel) with its
-    `ts` swapped for the string "1.0" moved "GPU idle us/iter" to 2.7e11 with exit 0."""
+    `ts` swapped for the string "1.0" moved "GPU idle us/iter" to 2.7e11 with exit 0. The text is
+    now refused as not a JSON number; the same time as a number is a kernel before its launch."""
     import json as _json
 
     from orchestrator import load_run
@@ -93,10 +94,14 @@ def test_a_kernel_before_its_launch_call_is_damage(h200_run):
     data = _json.loads(path.read_text())
     events = data["traceEvents"]
     assert events[276]["cat"] == "kernel" and "reduce_kernel" in events[276]["name"]
-    events[276]["ts"] = "1.0"
+    events[276]["ts"] = 1.0
     path.write_text(_json.dumps(data))
     folder = path.parent
     with pytest.raises(ParseError, match="start before the CUDA call that launched them"):
+        load_run(folder)
+    events[276]["ts"] = "1.0"
+    path.write_text(_json.dumps(data))
+    with pytest.raises(ParseError, match="is not a JSON number"):
         load_run(folder)
 
 

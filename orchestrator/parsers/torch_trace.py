@@ -117,6 +117,10 @@ def _loads(path: Path, raw: bytes) -> object:
                          hint="the profiler may have been stopped before it finished writing") from exc
 
 
+def _is_number(v) -> bool:
+    return type(v) in (int, float)  # bool is an int subclass, and not a duration
+
+
 def _complete_events(path: Path, events: list) -> dict[str, object]:
     """The EVENT_COLUMNS of the complete ('X') events with a timestamp, in file order, one
     list comprehension a column (no tuple per event); start_ns and end_ns still in us."""
@@ -135,6 +139,14 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     if lost is not None:
         kind = "GPU event" if x[lost].get("cat") in GPU_CATS else "event"
         raise ParseError(path, f"{kind} {lost} ({x[lost].get('name', '')!r}) has no duration")
+    # torch.profiler writes ts and dur as JSON numbers: text or a bool in an event that is read is
+    # damage (the fuzz turned the dur of event 706 into the text "1.0": a number moved, exit 0),
+    # not a number to convert
+    bad = next((i for i, e in enumerate(x) if read[i] and not (_is_number(e["ts"]) and _is_number(e.get("dur", 0)))),
+               None)
+    if bad is not None:
+        raise ParseError(path, f"the ts or dur of complete event {bad} ({x[bad].get('name', '')!r}) is not a "
+                               f"JSON number ({x[bad]['ts']!r}, {x[bad].get('dur')!r})")
     # "args": null is a trace with no args for that event (read as before); a list or a string is damage
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
