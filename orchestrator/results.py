@@ -73,6 +73,14 @@ class Run:
                          f"variant must move.")
         elif w.get("device") != "cpu" and self.table.get("achieved_gb_s", pd.Series()).notna().any():
             lines.append("no peak bandwidth recorded for this device: % peak BW left empty")
+        roof = env.get("memory_roof") or {}
+        if roof.get("bytes_per_s") and self.table.get("pct_of_measured_roof", pd.Series()).notna().any():
+            # the roof is timed by CUDA events around each call; ncu's kernel time leaves out the
+            # few us a call the events hold (191 against 186 us for the 1e8 square on the H200),
+            # so a kernel that reads only can sit a little above a roof set by a copy
+            lines.append(f"% of measured roof against {roof['bytes_per_s'] / 1e9:.0f} GB/s, the {roof.get('kernel', '')} "
+                         f"probe's on this GPU ({roof.get('method', '')}); the events hold a few us a call that "
+                         f"ncu's kernel times leave out, so a kernel may show a few % over 100")
         unsized = [v["name"] for v in w.get("variants", []) if v.get("status") == "ok" and v.get("bytes_moved") is None]
         if unsized and w.get("device") != "cpu":
             lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")

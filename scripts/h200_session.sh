@@ -13,7 +13,8 @@
 # exec (a training script and nested ranges under `exec nsys`, checked against nsys stats), roofline
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
 # (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
-# launch bench, memory roof), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# launch bench, memory roof), measured-roof (ncu fixtures with the
+# measured roof, ncu tests, launch bench x2), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -29,7 +30,8 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 if has doctor; then log doctor; g doctor; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; fi
 if has tests; then
   log "gpu tests"
-  python3 -m pytest -q -m "gpu or nsys or ncu" -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
+  k=(); [[ -n ${PYTEST_K:-} ]] && k=(-k "$PYTEST_K")  # e.g. "not cluster" where dask is not carried
+  python3 -m pytest -q -m "gpu or nsys or ncu" "${k[@]}" -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
 fi
 if has time; then
   for w in square mean; do log "time $w"; g time "$w" -o "$RUNS/time-$w"; done
@@ -185,8 +187,20 @@ if has probe; then
   ncu --profile-from-start off --csv --metrics "$(python3 scripts/probe_memory_roof.py --metrics)" \
     python3 scripts/probe_memory_roof.py --size 1e8 --ncu > "$OUT/roof-ncu.csv" 2> "$OUT/roof-ncu.err"
   echo "ncu exit $?"; grep -c '"' "$OUT/roof-ncu.csv"
-  log "ncu square and load-inline-square with the measured roof"
-  for w in square load-inline-square; do g ncu $w -o "$RUNS/ncu-roof-$w" 2>&1 | grep -v "^saved" | tail -12; done
+  log "ncu on the built-ins with the measured roof"
+  for w in ${PROBE_NCU:-square load-inline-square triton-mean mean}; do g ncu $w -o "$RUNS/ncu-roof-$w" 2>&1 | grep -v "^saved" | tail -12; done
+fi
+if has measured-roof; then
+  # issue 17: run folders with the measured memory roof for tests/fixtures/runs/h200-measured-roof
+  # (ncu's own ncu_report of 2025.3.1 crashes reading its reports here: carry the ncu-report wheel),
+  # the ncu GPU tests, and the launch bench twice more for the host-time ranges
+  for w in square triton-mean; do log "ncu $w"; g ncu $w -o "$RUNS/ncu-$w" 2>&1 | grep -v "^saved" | tail -14; done
+  log "ncu and roofline GPU tests"
+  python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider tests/test_import_ncu.py tests/test_roofline.py 2>&1 | tail -5
+  for i in 1 2; do
+    log "launch bench $i"
+    python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| 1e" | grep -v plain
+  done
 fi
 if has throttle; then
   # issue 15: does a GPU made to throttle (a second process running bf16 GEMMs at full power)
