@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from orchestrator import load_run
+from orchestrator.parsers import nsys_arrow
 from orchestrator.parsers import nsys_sqlite as ns
 from reports import render
 from reports.schema import ALL_KERNELS, OUTSIDE
@@ -121,14 +122,35 @@ def test_import_of_the_repeated_export_counts_each_copy(scaled, tmp_path):
     assert _per_variant(run.frame) == _per_variant(rep.frame)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("adbc_driver_sqlite") is None, reason="adbc-driver-sqlite not installed")
+@pytest.mark.parametrize("lean", [False, True], ids=["full", "lean"])
+def test_arrow_and_sqlite3_readers_read_the_same_frames(scaled, monkeypatch, lean):
+    """The ADBC (Arrow) reader, used when installed, and the sqlite3 text reader
+    (GPROF_NSYS_READER=sqlite3) give equal frames, values and dtypes, for every table."""
+    monkeypatch.delenv(nsys_arrow.READER_ENV, raising=False)
+    assert nsys_arrow.driver() is not None
+    arrow = ns.read_export(scaled / "report.sqlite", lean=lean)
+    monkeypatch.setenv(nsys_arrow.READER_ENV, "sqlite3")
+    assert nsys_arrow.driver() is None
+    text = ns.read_export(scaled / "report.sqlite", lean=lean)
+    for table in ("kernels", "runtime", "nvtx", "memcpy", "memset"):
+        pd.testing.assert_frame_equal(getattr(arrow, table), getattr(text, table), check_exact=True, obj=table)
+    assert len(arrow.kernels) == 96 * REPEATS and arrow.runtime_end == text.runtime_end and arrow.meta == text.meta
+
+
 @pytest.mark.nsys
-def test_the_repeated_export_equals_nvtx_kern_sum(scaled, tmp_path):
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_the_repeated_export_equals_nvtx_kern_sum(scaled, tmp_path, monkeypatch, reader):
     """nsys's own per-range kernel summary sees the repeats as the builder says: each variant's
     launches and GPU ns, REPEATS times the capture's (and gprof-orch's equal them)."""
     from test_nsys_parser import NSYS, nsys_stats
 
     if NSYS is None:
         pytest.skip("nsys not found")
+    if reader == "sqlite3":
+        monkeypatch.setenv(nsys_arrow.READER_ENV, "sqlite3")
+    elif nsys_arrow.driver() is None:
+        pytest.skip("adbc-driver-sqlite not installed")
     theirs: dict[str, list[int]] = {}
     for row in nsys_stats("nvtx_kern_sum", scaled / "report.sqlite", tmp_path):
         if row["NVTX Range"].startswith("gprof:variant:"):

@@ -1,6 +1,6 @@
-"""Reading an export's integer tables fast: column by column as group_concat strings, in chunks
-of rowids on worker threads. Used by nsys_sqlite.read_export; knows tables and specs, not what
-the columns mean."""
+"""Reading an export's integer tables fast: column by column as group_concat strings (or, where
+adbc-driver-sqlite is installed, as Arrow arrays: nsys_arrow), in chunks of rowids on worker
+threads. Used by nsys_sqlite.read_export; knows tables and specs, not what the columns mean."""
 from __future__ import annotations
 
 import os
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from orchestrator.parsers import nsys_arrow
 from orchestrator.parsers.nsys_schema import REQUIRED_COLUMNS, Spec
 
 # Integer columns travel as one comma-separated string per column and chunk (SQLite's
@@ -44,6 +45,8 @@ class TableReader:
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
         self.gates: list = []  # LaunchFilter whose workers wait: opened on close, so none waits forever
+        dbapi = nsys_arrow.driver()  # integers without text on the way, where the driver is installed
+        self._arrow = nsys_arrow.ArrowFetcher(dbapi, self.uri) if dbapi is not None else None
         try:
             self.con = self._connect()
             self.tables = frozenset(
@@ -66,13 +69,10 @@ class TableReader:
     def _fetch(self, table: str, exprs: list[str], first: int, last: int, names: list[str],
                keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None,
                decode: list[tuple[int, int | None, int | None]]) -> tuple[int, list[np.ndarray]]:
-        select = ", ".join(f"group_concat({e})" for e in exprs)
-        count, *texts = self._worker_con().execute(
-            f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
-            (first, last)).fetchone()
-        values = []
-        while texts:  # parsed one by one, each string freed once read
-            values.append(_parse_ints(texts.pop(0), count, table))
+        if self._arrow is not None:
+            count, values = self._arrow.fetch(table, exprs, first, last)
+        else:
+            count, values = self._fetch_text(table, exprs, first, last)
         for i, base, _ in decode:  # the differences back to values: first the bases, then the ends
             if base is not None:
                 values[i] += base
@@ -83,6 +83,16 @@ class TableReader:
             mask = keep(dict(zip(names, values)))
             values = [v[mask] for v in values]
             count = int(mask.sum())
+        return count, values
+
+    def _fetch_text(self, table: str, exprs: list[str], first: int, last: int) -> tuple[int, list[np.ndarray]]:
+        select = ", ".join(f"group_concat({e})" for e in exprs)
+        count, *texts = self._worker_con().execute(
+            f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
+            (first, last)).fetchone()
+        values = []
+        while texts:  # parsed one by one, each string freed once read
+            values.append(_parse_ints(texts.pop(0), count, table))
         return count, values
 
     def submit(self, table: str, spec: Spec,
@@ -128,7 +138,7 @@ class TableReader:
         # digits; turning them into text and back was a fifth of the reading. Decoded in _fetch.
         delta: dict[str, int] = {}
         firsts = [c for c in _DELTA_COLUMNS if c in value and any(col == c and d is not None for _, col, _, d in ints)]
-        if firsts:
+        if firsts and self._arrow is None:  # Arrow takes integers as they are
             first = self.con.execute(f'SELECT {", ".join(value[c] for c in firsts)} FROM "{table}" WHERE rowid = ?',
                                      (lo,)).fetchone()
             delta = {c: int(v) for c, v in zip(firsts, first) if isinstance(v, int)}
@@ -141,7 +151,7 @@ class TableReader:
             elif col in delta:
                 exprs.append(f"{value[col]} - {delta[col]}")
                 decode.append((i, delta[col], None))
-            elif col == "end" and default is not None and "start" in value:  # a duration: a few digits
+            elif col == "end" and default is not None and "start" in value and self._arrow is None:  # a few digits
                 exprs.append(f"{value[col]} - {value['start']}")
                 decode.append((i, None, at["start"]))
             else:
@@ -160,7 +170,10 @@ class TableReader:
             return _empty(spec)
         cols = []
         for i in range(n_exprs):  # a column's chunks freed once joined: never two copies of the table
-            cols.append(chunks[0][i] if len(chunks) == 1 else np.concatenate([c[i] for c in chunks]))
+            # one chunk may be Arrow's read-only buffer: the frames are the caller's to change
+            one = chunks[0][i] if len(chunks) == 1 else None
+            cols.append(np.concatenate([c[i] for c in chunks]) if one is None
+                        else one if one.flags.writeable else one.copy())
             for c in chunks:
                 c[i] = None
         rowid = cols.pop(0) if texts else None
@@ -190,6 +203,8 @@ class TableReader:
                 gate.open(None)  # a no-op once opened; else its waiting workers go on, and are not needed
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._arrow is not None:
+            self._arrow.close()
         with self._lock:
             for con in self._conns:
                 con.close()
