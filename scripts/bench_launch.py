@@ -334,6 +334,7 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         y = torch.empty_like(x)
         xp, yp = x.data_ptr(), y.data_ptr()
         steps.append(("  fast path: the cached C launch alone (square)", lambda: launch(xp, yp, n, block, upcast, hints)))
+    steps += _cuda_square_steps(torch, x, stream)
     rows = []
     pc = time.perf_counter_ns
     for name, fn in steps:
@@ -355,6 +356,31 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         except Exception as exc:  # noqa: BLE001
             rows.append({"step": f"{name}: n/a ({type(exc).__name__}: {exc})", "host_us": None})
     return rows
+
+
+def _cuda_square_steps(torch, x, stream) -> list[tuple[str, object]]:
+    """The cached cuda_square call and its parts: the launch bound through pybind11 (the plain
+    call's) and through the vectorcall binding the cached call uses, side by side."""
+    try:
+        from workloads.kernels import _launch, cuda_square as cs
+        from workloads.kernels._common import num_sms
+
+        ext = cs.build_extensions()
+        cs.fast_square(x)
+        cs.fast_square(x)
+        n = x.numel()
+        cfg = cs.choose_config(n)
+        y = torch.empty_like(x)
+        xp, yp = x.data_ptr(), y.data_ptr()
+        args = (cfg.threads, cfg.blocks_per_sm, cfg.unroll, bool(cfg.streaming), num_sms(x.device), stream)
+        return [
+            ("cuda_square(x), fast path, all", lambda: cs.fast_square(x)),
+            ("  the launch alone, pybind11 binding (fast_square)", lambda: ext.fast_square(xp, yp, n, *args)),
+            ("  the launch alone, vectorcall binding (fast_square_call)", lambda: ext.fast_square_call(xp, yp, n, *args)),
+            ("  fast path: call_key(x)", lambda: _launch.call_key(x, None, cs.CudaSquareConfig)),
+        ]
+    except Exception as exc:  # noqa: BLE001 - no nvcc or no extension: say so, keep the rest
+        return [(f"cuda_square: n/a ({type(exc).__name__}: {exc})", None)]
 
 
 # ----------------------------------------------------------------------------- output

@@ -194,7 +194,9 @@ if has measured-roof; then
   # issue 17: run folders with the measured memory roof for tests/fixtures/runs/h200-measured-roof
   # (ncu's own ncu_report of 2025.3.1 crashes reading its reports here: carry the ncu-report wheel),
   # the ncu GPU tests, and the launch bench twice more for the host-time ranges
-  for w in square triton-mean; do log "ncu $w"; g ncu $w -o "$RUNS/ncu-$w" 2>&1 | grep -v "^saved" | tail -14; done
+  for w in ${MEASURED_ROOF_WORKLOADS:-square triton-mean load-inline-square}; do
+    log "ncu $w"; g ncu $w -o "$RUNS/ncu-$w" 2>&1 | grep -v "^saved" | tail -14
+  done
   log "ncu and roofline GPU tests"
   python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider tests/test_import_ncu.py tests/test_roofline.py 2>&1 | tail -5
   for i in 1 2; do
