@@ -580,6 +580,20 @@ def test_a_duration_given_as_text_is_an_error(tmp_path):
     assert "is not a JSON number" in _edited_trace_error(tmp_path, edit)
 
 
+@pytest.mark.parametrize("change", ["delete", None, 1207.0, True])
+def test_a_range_without_its_thread_is_an_error(tmp_path, change):
+    """The 5,000-case run of 2026-12-04: deleting the tid of event 1 (torch_mean's variant range)
+    left torch_mean with no kernels and status ok, exit 0. A read event's pid and tid are an int
+    or text, as torch.profiler writes them; missing, null, a float or a bool is a ParseError."""
+    def edit(events):
+        assert events[1]["name"] == "variant:torch_mean" and events[1]["tid"] == 1207
+        if change == "delete":
+            del events[1]["tid"]
+        else:
+            events[1]["tid"] = change
+    assert "has no pid or tid of its own" in _edited_trace_error(tmp_path, edit)
+
+
 def test_no_peak_bandwidth_is_said_under_the_table(root):
     """A workload.json without env/peak_bandwidth_bytes_per_s: % peak BW is empty, and the line
     under the table says why (it was silent)."""

@@ -147,6 +147,15 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     if bad is not None:
         raise ParseError(path, f"the ts or dur of complete event {bad} ({x[bad].get('name', '')!r}) is not a "
                                f"JSON number ({x[bad]['ts']!r}, {x[bad].get('dur')!r})")
+    # pid and tid place an event on its thread (ranges contain the launches and ops of their own
+    # tid): torch.profiler writes both on every complete event, as ints or text. One missing, or of
+    # another type (null, a bool, a float would read as another thread), is damage, not a thread of
+    # its own (the fuzz deleted the tid of torch_mean's range: the variant lost every kernel, exit 0)
+    bad = next((i for i, e in enumerate(x) if read[i] and not (type(e.get("pid")) in (int, str)
+                                                                and type(e.get("tid")) in (int, str))), None)
+    if bad is not None:
+        raise ParseError(path, f"complete event {bad} ({x[bad].get('name', '')!r}) has no pid or tid of its own "
+                               f"(pid {x[bad].get('pid')!r}, tid {x[bad].get('tid')!r})")
     # "args": null is a trace with no args for that event (read as before); a list or a string is damage
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
