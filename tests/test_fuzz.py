@@ -594,6 +594,31 @@ def test_a_range_without_its_thread_is_an_error(tmp_path, change):
     assert "has no pid or tid of its own" in _edited_trace_error(tmp_path, edit)
 
 
+def test_a_range_moved_to_another_thread_is_flagged(root):
+    """The same run, resumed: torch_mean's range given the tid "1" (a valid thread, no other
+    event on it) held none of its iterations or kernels and its row was ok and empty, exit 0.
+    Now it is `incomplete`: "the report holds 0 of its 20 iterations"; the other rows are the same."""
+    folder, data, doc, baseline, damage, seen = prepared("torch-trace", root)
+    damaged = folder / KINDS["torch-trace"][1]
+    edited = json.loads(data)
+    assert edited["traceEvents"][1]["name"] == "variant:torch_mean"
+    edited["traceEvents"][1]["tid"] = "1"
+    damaged.write_text(json.dumps(edited))
+    try:
+        table, footer = table_of(folder)
+    finally:
+        damaged.write_bytes(data)
+    row = table.set_index("variant").loc["torch_mean"]
+    assert row["status"] == "incomplete" and pd.isna(row["time_median_us"])
+    assert "the report holds 0 of its 20 iterations" in row["note"]
+    # the others keep every number; only what is relative to torch_mean (the baseline) is gone
+    derived = ["speedup_vs_baseline", "same_kernel_as", "why"]
+    others = table[table["variant"] != "torch_mean"].drop(columns=derived).reset_index(drop=True)
+    want = baseline[baseline["variant"] != "torch_mean"].drop(columns=derived).reset_index(drop=True)
+    pd.testing.assert_frame_equal(others, want)
+    assert table.loc[table["variant"] != "torch_mean", "speedup_vs_baseline"].isna().all()
+
+
 def test_no_peak_bandwidth_is_said_under_the_table(root):
     """A workload.json without env/peak_bandwidth_bytes_per_s: % peak BW is empty, and the line
     under the table says why (it was silent)."""

@@ -106,9 +106,14 @@ def _broken_variants(s: dict[str, pd.DataFrame], rows: RowMaker, variants: set[s
         broken.add(variant)
     if not iters:
         return broken
-    for variant, grp in s["iterations"].groupby("variant", sort=False):
-        if keep(variant) and len(grp) != iters:
-            rows.add(variant, ITERATIONS_IN_REPORT, float(len(grp)), "count")
+    # a variant whose range holds none of its iterations counts too: its row would be ok and empty
+    # (the fuzz moved the range to another thread, tid 1207 -> "1": no iteration, no kernel inside)
+    counts = s["iterations"]["variant"].value_counts(sort=False)
+    named = variants if variants is not None else set(s["ranges"]["variant"])
+    for variant in [*counts.index, *sorted(set(named) - set(counts.index) - broken)]:
+        seen = int(counts.get(variant, 0))
+        if keep(variant) and variant not in broken and seen != iters:
+            rows.add(variant, ITERATIONS_IN_REPORT, float(seen), "count")
             broken.add(variant)
     if on_gpu:
         g = s["gpu"]
