@@ -377,7 +377,9 @@ def _cuda_square_steps(torch, x, stream) -> list[tuple[str, object]]:
             ("cuda_square(x), fast path, all", lambda: cs.fast_square(x)),
             ("  the launch alone, pybind11 binding (fast_square)", lambda: ext.fast_square(xp, yp, n, *args)),
             ("  the launch alone, vectorcall binding (fast_square_call)", lambda: ext.fast_square_call(xp, yp, n, *args)),
-            ("  fast path: call_key(x)", lambda: _launch.call_key(x, None, cs.CudaSquareConfig)),
+            ("  fast path: call_key(x), with Triton's checks", lambda: _launch.call_key(x, None, cs.CudaSquareConfig)),
+            ("  fast path: call_key(x, triton=False), as cuda_square's",
+             lambda: _launch.call_key(x, None, cs.CudaSquareConfig, triton=False)),
         ]
     except Exception as exc:  # noqa: BLE001 - no nvcc or no extension: say so, keep the rest
         return [(f"cuda_square: n/a ({type(exc).__name__}: {exc})", None)]

@@ -102,6 +102,34 @@ def _both(fn, x, **kw):
     return plain, got[-1]
 
 
+class HookedBackend(FakeBackend):
+    """As a CUDA backend with a launch hook registered: Triton's launches must go the plain way
+    (where: None), a launch that is not Triton's is placed all the same (place)."""
+
+    def where(self, x):
+        return None
+
+    def place(self, x):
+        return super().where(x)
+
+
+def test_a_triton_hook_holds_back_triton_keys_not_the_extensions():
+    """call_key(triton=False), the CUDA extension's key, skips the checks of Triton's hooks and
+    modes (they cannot see or change its launch); Triton's keys still stop at them."""
+    from workloads.kernels import _launch
+    from workloads.kernels.cuda_square import CudaSquareConfig
+    from workloads.kernels.triton_square import SquareConfig
+
+    x = torch.zeros(64)
+    with _launch.use_backend(HookedBackend()):
+        assert _launch.call_key(x, None, SquareConfig) is None
+        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == (64, torch.float32, True, (0, 7), None)
+    with _launch.use_backend(FakeBackend()):  # a backend without place(): where() serves both
+        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == _launch.call_key(x, None, SquareConfig)
+    with _launch.launch_mode("plain"):
+        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) is None
+
+
 @requires_interp
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_fast_mean_bit_identical_to_plain(dtype):

@@ -80,24 +80,31 @@ class _State:
         _resolve(self)
         return self.where(x)
 
+    def _resolve_then_place(self, x):
+        _resolve(self)
+        return self.place(x)
+
     def reset(self) -> None:
         """Back to unresolved: the next call resolves the path for the current mode."""
         self.enabled, self.where, self.bind = True, self._resolve_then_where, None
+        self.place = self._resolve_then_place
         self.why, self.backend = "not resolved yet (no call so far)", None
 
 
 STATE = _State()
 
 
-def call_key(x, config, config_cls) -> tuple | None:
+def call_key(x, config, config_cls, triton: bool = True) -> tuple | None:
     """The cached-launch key of a call on `x`: (numel, dtype, whether x's pointer is 16-byte
     aligned (Triton compiles a kernel per alignment: x[1:] is not), device and stream, config);
     None where the fast path cannot apply (disabled, a config not given as `config_cls` or None,
-    a tensor elsewhere than this backend's device, non-contiguous input)."""
+    a tensor elsewhere than this backend's device, non-contiguous input). triton=False (a kernel
+    that is not Triton's: the CUDA extension) leaves out the checks of Triton's launch hooks and
+    debug modes, which cannot see or change its launch, and which cost a third of the key."""
     st = STATE
     if not st.enabled or not (config is None or type(config) is config_cls):
         return None
-    where = st.where(x)
+    where = st.where(x) if triton else st.place(x)
     if where is None or not x.is_contiguous():
         return None
     return (x.numel(), x.dtype, x.data_ptr() & 15 == 0, where, config)
@@ -112,10 +119,12 @@ def _never(x):
 
 def _disable(state: _State, why: str) -> None:
     state.enabled, state.where, state.bind, state.why, state.backend = False, _never, None, why, None
+    state.place = _never
 
 
 def _install(state: _State, backend) -> None:
     state.enabled, state.where, state.bind = True, backend.where, backend.bind
+    state.place = getattr(backend, "place", backend.where)  # a test's backend may have where only
     state.why, state.backend = backend.describe(), backend
 
 

@@ -128,6 +128,16 @@ class CudaBackend:
             return None
         return dev, self._raw_stream(dev)
 
+    def place(self, x):
+        """(device index, raw stream) of `x`'s launch, or None: where() without the checks of
+        Triton's hooks and modes, for a launch that is not Triton's (the CUDA extension's)."""
+        if not isinstance(x, self._tensor) or not x.is_cuda:
+            return None
+        dev = x.get_device()
+        if dev != self._get_device():
+            return None
+        return dev, self._raw_stream(dev)
+
     def bind(self, record: "Launch", stream: int):
         return bind_compiled(record, stream, self._direct_cls)
 

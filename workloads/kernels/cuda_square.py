@@ -221,7 +221,7 @@ def fast_square(x, config: CudaSquareConfig | dict | tuple | str | None = None):
     checks, the config choice and the current-stream lookup the first call made, and calls the
     extension with what that call worked out: its host side is then torch.square's
     (docs/launch-h200.md). Under the same switch as the Triton kernels' cached launch."""
-    key = _launch.call_key(x, config, CudaSquareConfig)
+    key = _launch.call_key(x, config, CudaSquareConfig, triton=False)
     call = None if key is None else _CALLS.get(key)
     if call is not None:
         launch, empty_like, contiguous, args = call
