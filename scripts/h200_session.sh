@@ -14,7 +14,7 @@
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
 # (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
 # launch bench, memory roof), measured-roof (ncu fixtures with the
-# measured roof, ncu tests, launch bench x2), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -202,6 +202,16 @@ if has measured-roof; then
   for i in 1 2; do
     log "launch bench $i"
     python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| 1e" | grep -v plain
+  done
+fi
+if has launch; then
+  # issue 17's host side: the launch tests on the GPU, then the launch bench LAUNCH_RUNS times
+  # (its breakdown times each step of the cached calls alone)
+  log "launch and kernel GPU tests"
+  python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_launch.py tests/test_kernels.py 2>&1 | tail -4
+  for i in $(seq "${LAUNCH_RUNS:-2}"); do
+    log "launch bench $i"
+    python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| (1e|step|  |cuda|torch|triton)" | grep -v "plain |"
   done
 fi
 if has throttle; then

@@ -561,6 +561,15 @@ def test_an_event_name_that_is_not_text_is_an_error(tmp_path):
     assert "is not a string (1)" in _edited_trace_error(tmp_path, edit)
 
 
+def test_a_kernel_without_a_name_is_an_error(tmp_path):
+    """The 5,000-case run of 2026-12-04, case 3476: the name of event 300 (torch_mean's
+    reduce_kernel) deleted gave a kernel named "" in torch_mean's kernels, exit 0."""
+    def edit(events):
+        assert events[300]["cat"] == "kernel" and events[300]["name"].startswith("void at::native::reduce_kernel")
+        del events[300]["name"]
+    assert "complete event" in (msg := _edited_trace_error(tmp_path, edit)) and "has no name" in msg
+
+
 def test_a_launch_call_without_a_duration_is_an_error(tmp_path):
     """Deleting `dur` of event 472 (a cudaLaunchKernel) of torch-trace-mean's trace read it as a
     0 us call and moved the launch CPU time, exit 0; now a ParseError naming the file."""

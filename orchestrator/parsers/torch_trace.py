@@ -160,10 +160,13 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
         raise ParseError(path, f"the args of complete event {bad} are not a JSON object")
-    # names are matched as text (variant:, iter, kernels): a number or null there is damage
-    bad = next((i for i, e in enumerate(x) if read[i] and not isinstance(e.get("name", ""), str)), None)
+    # names are matched as text (variant:, iter, kernels): a number or null there is damage, and so
+    # is none at all (torch.profiler names every event; the fuzz deleted a kernel's: a kernel named
+    # "" joined the variant's kernels, exit 0)
+    bad = next((i for i, e in enumerate(x) if read[i] and not isinstance(e.get("name"), str)), None)
     if bad is not None:
-        raise ParseError(path, f"the name of complete event {bad} is not a string ({x[bad].get('name')!r})")
+        what = "has no name" if "name" not in x[bad] else f"has a name that is not a string ({x[bad]['name']!r})"
+        raise ParseError(path, f"complete event {bad} {what}")
     return {
         "cat": [e.get("cat", "") for e in x],
         "name": [e.get("name", "") for e in x],
