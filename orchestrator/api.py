@@ -48,6 +48,9 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         raise UsageError("profile() runs one size and dtype: a list of them is sweep(workload, backend, "
                          "sizes, dtypes, ...)")
     argv = options.pop("argv", None)
+    # False on a cluster worker: the folder travels to the client, which writes the reports where
+    # it lands (their titles name that folder); writing them here too was the client's work twice
+    write_reports = options.pop("write_reports", True)
     req = Request(workload=workload, backend=backend, **options).validate()
     if req.each_gpu:
         return each_gpu(req, argv)
@@ -80,14 +83,16 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise
     status, error = _final_status(rf, run, error)
-    return conclude(rf, run, status, error)
+    return conclude(rf, run, status, error, write=write_reports)
 
 
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> Run:
-    """End a run folder: the reports carry the final status, so set it first, write them once,
-    then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *,
+             write: bool = True) -> Run:
+    """End a run folder: the reports carry the final status, so set it first, write them once
+    (unless not `write`: the manifest alone), then save the manifest; raise `error` (with `.run`,
+    what could be built) if there is one."""
     rf.set_status(status, error.message if error else None)
-    if run is not None:
+    if run is not None and write:
         try:
             write_report(run)
         except GprofError as exc:
@@ -99,7 +104,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
                 error.message += f"; {exc.message}"
             error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
             rf.set_status("failed", error.message)
-    if error is not None and (run is None or not run.saved) and status != "interrupted":
+    if write and error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
     rf.finish()
     if run is not None:
@@ -202,17 +207,17 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
     return multi
 
 
-def run_point(point: Any, out: Path) -> "Run | MultiRun | str":
+def run_point(point: Any, out: Path, *, write_reports: bool = True) -> "Run | MultiRun | str":
     """One child of a parent folder (an orchestrator.cluster.Point: a sweep's size and dtype, a
     backend of `all`, a worker's GPU) run into `out`, here: the same on a Dask worker as in the
-    serial loop. A string is why the backend cannot run here (`all` skips it). Raises GprofError
-    as profile() does."""
+    serial loop (where the worker leaves the reports to the client: write_reports=False). A string
+    is why the backend cannot run here (`all` skips it). Raises GprofError as profile() does."""
     if point.check:
         reason = _unavailable(point.backend, Request(workload=point.workload, backend=point.backend,
                                                      **point.options))
         if reason:
             return reason
-    return profile(point.workload, point.backend, out=out, **point.options)
+    return profile(point.workload, point.backend, out=out, write_reports=write_reports, **point.options)
 
 
 def _unavailable(name: str, req: Request) -> str | None:

@@ -138,7 +138,8 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
             threading.Thread(target=_watch_stop, args=(event, stop, done, worker, key), daemon=True,
                              name=f"gprof-orch stop watch {point.name}").start()
             try:
-                run = api.run_point(point, out)
+                # the client writes the point's reports where its folder lands (_unpack_outcome)
+                run = api.run_point(point, out, write_reports=False)
                 if isinstance(run, str):
                     result.update(status="skipped", error=run)
                 else:
