@@ -48,8 +48,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         raise UsageError("profile() runs one size and dtype: a list of them is sweep(workload, backend, "
                          "sizes, dtypes, ...)")
     argv = options.pop("argv", None)
-    # False on a cluster worker: the folder travels to the client, which writes the reports where
-    # it lands (their titles name that folder); writing them here too was the client's work twice
+    # False on a cluster worker: the client writes the reports where the folder lands (titles name it)
     write_reports = options.pop("write_reports", True)
     req = Request(workload=workload, backend=backend, **options).validate()
     if req.each_gpu:
@@ -86,8 +85,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     return conclude(rf, run, status, error, write=write_reports)
 
 
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *,
-             write: bool = True) -> Run:
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *, write: bool = True) -> Run:
     """End a run folder: the reports carry the final status, so set it first, write them once
     (unless not `write`: the manifest alone), then save the manifest; raise `error` (with `.run`,
     what could be built) if there is one."""

@@ -31,6 +31,9 @@ ITERATIONS_IN_REPORT = "iterations_in_report"
 # metric of a captured range (exec/import) in which its own thread launched no GPU work, so its
 # time is the range's wall time; value: the kernel launches other threads made inside its span
 WALL_TIME_ONLY = "wall_time_only"
+# metric of a captured range with GPU work of its own, inside whose span other threads launched
+# more (value: how many), which it does not count, as nvtx_kern_sum does not (PyTorch's backward)
+OTHER_THREAD_LAUNCHES = "other_thread_launches"
 
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:

@@ -14,8 +14,8 @@ from reports import schema
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import point as roofline_point
-from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES,
-                            WALL_TIME_ONLY)
+from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES,
+                            OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -204,6 +204,12 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
             "wall time" + (f"; {others:g} kernel launches by other threads fell inside it (nsys, as "
                            f"nvtx_kern_sum, counts a kernel in the range of the thread that launched "
                            f"it; PyTorch's backward launches from its own thread)" if others else "")))
+    others = g.loc[g["metric"] == OTHER_THREAD_LAUNCHES, "value"]
+    if len(others):
+        note = _also(note, (
+            f"{float(others.iloc[0]):g} kernel launches by other threads fell inside it, not counted (nsys, as "
+            f"nvtx_kern_sum, counts a kernel in the range of the thread that launched it; PyTorch's "
+            f"backward launches from its own thread)"))
     seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
     if len(seen):
         row["status"] = "incomplete"

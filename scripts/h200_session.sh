@@ -14,7 +14,8 @@
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
 # (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
 # launch bench, memory roof), measured-roof (ncu fixtures with the
-# measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS),
+# cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -213,6 +214,26 @@ if has launch; then
     log "launch bench $i"
     python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| (1e|step|  |cuda|torch|triton)" | grep -v "plain |"
   done
+fi
+if has cuda13-nsys; then
+  # issue 16: which CUDA 13 runtime calls nsys 2023.4.4 does not know, and whether the training
+  # script under `exec nsys` keeps its events when CUDA loads every module up front (no lazy
+  # loading calls during the run)
+  log "CUPTI names of the unknown runtime indices"; python3 scripts/probe_cupti_cbid.py 468 486
+  for mode in ${MODULE_LOADING-LAZY EAGER}; do
+    log "exec nsys train_small, CUDA_MODULE_LOADING=$mode"
+    CUDA_MODULE_LOADING=$mode g exec nsys --ranges '*@' -o "$RUNS/exec-train-$mode" -- python3 scripts/train_small.py \
+      --steps 20 2>&1 | tee "$OUT/exec-train-$mode.txt" | cut -c1-200 | tail -12
+    grep -ho "Unknown runtime API function index: [0-9]*" "$RUNS/exec-train-$mode"/logs/* 2>/dev/null | sort | uniq -c
+    python3 scripts/check_kern_sum.py "$RUNS/exec-train-$mode" 2>&1 | tee -a "$OUT/exec-train-$mode.txt" | tail -12
+  done
+  # the steady state only: 3 warm-up steps outside nsys's capture (cudaProfilerStart after them)
+  log "exec nsys train_small, capture from cudaProfilerStart"
+  g exec nsys --ranges '*@' --nsys-arg=--capture-range=cudaProfilerApi --nsys-arg=--capture-range-end=stop \
+    -o "$RUNS/exec-train-steady" -- python3 scripts/train_small.py --steps 20 --warmup 3 2>&1 \
+    | tee "$OUT/exec-train-steady.txt" | cut -c1-200 | tail -12
+  grep -ho "Unknown runtime API function index: [0-9]*" "$RUNS/exec-train-steady"/logs/* 2>/dev/null | sort | uniq -c
+  python3 scripts/check_kern_sum.py "$RUNS/exec-train-steady" 2>&1 | tee -a "$OUT/exec-train-steady.txt" | tail -12
 fi
 if has throttle; then
   # issue 15: does a GPU made to throttle (a second process running bf16 GEMMs at full power)

@@ -23,7 +23,7 @@ from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
+from reports.schema import NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
 from reports.unify import RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
@@ -147,17 +147,45 @@ def _find_program(run_dir: Path, argv: list[str]) -> int | None:
     return None
 
 
-def _launched_by_other_threads(attributed: pd.DataFrame, ranges: pd.DataFrame) -> int:
-    """GPU work launched inside the ranges' time spans by threads other than the range's own.
-    nsys (and nvtx_kern_sum) counts a kernel in the range of the thread that launched it, so
-    a range whose work another thread launches holds none: PyTorch's backward, for one, launches
-    its kernels from autograd's device thread, never from the thread that opened "backward"."""
-    ls = attributed["launch_start"].to_numpy(dtype=np.float64, na_value=np.nan)
-    tid = attributed["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
-    n = 0
-    for start, end, rtid in zip(ranges["start"], ranges["end"], ranges["global_tid"]):
-        n += int(((ls >= start) & (ls <= end) & (tid != rtid)).sum())
-    return n
+class LaunchTimes:
+    """Every attributed launch's start, sorted, overall and per thread: how many launches other
+    threads made inside a set of ranges, by binary search (every variant's ranges are counted, tens
+    of thousands in a big capture: a scan per range was quadratic).
+
+    nsys (and nvtx_kern_sum) counts a kernel in the range of the thread that launched it, so a range
+    whose work another thread launches does not hold it: PyTorch's backward, for one, launches its
+    kernels from autograd's device thread, never from the thread that opened "backward"."""
+
+    def __init__(self, attributed: pd.DataFrame) -> None:
+        ls = attributed["launch_start"].to_numpy(dtype=np.float64, na_value=np.nan)
+        tid = attributed["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
+        keep = ~np.isnan(ls)
+        self._all = np.sort(ls[keep])
+        self._tid = tid[keep]
+        self._ls = ls[keep]
+        self._per_tid: dict[float, np.ndarray] = {}
+
+    def _of(self, t: float) -> np.ndarray:
+        if t not in self._per_tid:
+            self._per_tid[t] = np.sort(self._ls[self._tid == t])
+        return self._per_tid[t]
+
+    def by_other_threads(self, ranges: pd.DataFrame) -> int:
+        """Launches inside the ranges' spans made by threads other than each range's own."""
+        starts = ranges["start"].to_numpy(dtype=np.float64)
+        ends = ranges["end"].to_numpy(dtype=np.float64)
+        rtid = ranges["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
+        total = _inside(self._all, starts, ends)
+        same = np.zeros(len(starts), dtype=np.int64)
+        for t in np.unique(rtid[~np.isnan(rtid)]):
+            sel = rtid == t
+            same[sel] = _inside(self._of(float(t)), starts[sel], ends[sel])
+        return int((total - same).sum())
+
+
+def _inside(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each [lo, hi]: how many of the sorted `times` fall in it."""
+    return np.searchsorted(times, hi, "right") - np.searchsorted(times, lo, "left")
 
 
 def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd.DataFrame:
@@ -179,6 +207,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     summary = ns.range_times(attributed, ranges)  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
     any_kernels = len(export.kernels) > 0
+    launches = LaunchTimes(attributed) if any_kernels else None
     del export  # the export's frames are no longer needed: free them before the rows are built
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
@@ -197,7 +226,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
         rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
         rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
         activity_rows(rows, name, act, "label")
-        _time_rows(rows, name, act, r, k, attributed if any_kernels else None)
+        _time_rows(rows, name, act, r, k, launches)
     activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
     return rows.frame()
 
@@ -218,10 +247,10 @@ def _variant_activity(name: str, attributed: pd.DataFrame, ranges: pd.DataFrame,
 
 
 def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int,
-               attributed: pd.DataFrame | None) -> None:
+               launches: LaunchTimes | None) -> None:
     """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
-    idle gaps and cpu_time_ns. `attributed`: every attributed launch where the capture has any
-    kernel (None: none), to count those other threads launched inside a range without its own."""
+    idle gaps and cpu_time_ns. `launches`: every attributed launch where the capture has any
+    kernel (None: none), to count those other threads launched inside the variant's ranges."""
     wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
     if len(act):
         samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
@@ -231,10 +260,13 @@ def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k:
         else:
             rows.samples(name, "time_ns", samples, "ns")
         idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
+        others = launches.by_other_threads(r) if launches is not None else 0
+        if others:  # its GPU time leaves them out: said, or backward looks cheaper than it is
+            rows.add(name, OTHER_THREAD_LAUNCHES, float(others), "count")
     else:
         rows.samples(name, "time_ns", wall, "ns")
-        if attributed is not None:
-            rows.add(name, WALL_TIME_ONLY, float(_launched_by_other_threads(attributed, r)), "count")
+        if launches is not None:
+            rows.add(name, WALL_TIME_ONLY, float(launches.by_other_threads(r)), "count")
     rows.samples(name, "cpu_time_ns", wall, "ns")
 
 
