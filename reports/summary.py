@@ -186,6 +186,11 @@ def _run_notes(row: dict[str, Any], v: dict[str, Any], wman: dict[str, Any], t: 
     return note
 
 
+# why launches by other threads are not a range's: the same words for both notes that count them
+_BY_LAUNCHING_THREAD = ("(nsys, as nvtx_kern_sum, counts a kernel in the range of the thread that launched "
+                        "it; PyTorch's backward launches from its own thread)")
+
+
 def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -> str:
     """The note's clauses on what the profiler's report lacks (uneven launches, wall time only,
     lost iterations); a report without whole iterations turns the row "incomplete"."""
@@ -201,15 +206,12 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
         others = float(wall_only.iloc[0])
         note = _also(note, (
             "no GPU work launched from its own thread inside the range: the time is the range's "
-            "wall time" + (f"; {others:g} kernel launches by other threads fell inside it (nsys, as "
-                           f"nvtx_kern_sum, counts a kernel in the range of the thread that launched "
-                           f"it; PyTorch's backward launches from its own thread)" if others else "")))
-    others = g.loc[g["metric"] == OTHER_THREAD_LAUNCHES, "value"]
-    if len(others):
-        note = _also(note, (
-            f"{float(others.iloc[0]):g} kernel launches by other threads fell inside it, not counted (nsys, as "
-            f"nvtx_kern_sum, counts a kernel in the range of the thread that launched it; PyTorch's "
-            f"backward launches from its own thread)"))
+            "wall time" + (f"; {others:g} kernel launches by other threads fell inside it {_BY_LAUNCHING_THREAD}"
+                           if others else "")))
+    beside = g.loc[g["metric"] == OTHER_THREAD_LAUNCHES, "value"]
+    if len(beside):
+        note = _also(note, (f"{float(beside.iloc[0]):g} kernel launches by other threads fell inside it, "
+                            f"not counted {_BY_LAUNCHING_THREAD}"))
     seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
     if len(seen):
         row["status"] = "incomplete"

@@ -130,7 +130,9 @@ class CudaBackend:
 
     def place(self, x):
         """(device index, raw stream) of `x`'s launch, or None: where() without the checks of
-        Triton's hooks and modes, for a launch that is not Triton's (the CUDA extension's)."""
+        Triton's hooks and modes, for a launch that is not Triton's (the CUDA extension's).
+        where() repeats these lines rather than calling this: one Python call less on the Triton
+        kernels' cached path, the one still short of issue 17's host-side goal."""
         if not isinstance(x, self._tensor) or not x.is_cuda:
             return None
         dev = x.get_device()
