@@ -96,9 +96,11 @@ def variants(torch):
     return [
         ("mean", "torch.mean", torch.mean, None),
         ("mean", "fast_mean plain", triton_mean.fast_mean, "plain"),
+        ("mean", "fast_mean triton-c", triton_mean.fast_mean, "triton-c"),
         ("mean", "fast_mean fast", triton_mean.fast_mean, "fast"),
         ("square", "torch.square", torch.square, None),
         ("square", "triton_square plain", triton_square.triton_square, "plain"),
+        ("square", "triton_square triton-c", triton_square.triton_square, "triton-c"),
         ("square", "triton_square fast", triton_square.triton_square, "fast"),
     ] + _cuda_square_variants(torch)
 
@@ -115,22 +117,24 @@ def _cuda_square_variants(torch) -> list[tuple]:
     return [("square", "cuda_square plain", fn, "plain"), ("square", "cuda_square fast", fn, "fast")]
 
 
-def launch_path(op: str, name: str, n: int, dtype, mode: str | None) -> str:
-    """How the variant launched after its warm-up: torch, plain, or fast (tier), or why not."""
+def launch_path(op: str, name: str, fn, x, mode: str | None) -> str:
+    """How the variant launches in its mode, once warm: torch, plain, or fast (tier), or why not."""
     from workloads.kernels import _launch
 
     if mode is None:
         return "torch"
     if mode == "plain":
         return "plain"
-    with _launch.launch_mode("fast"):
+    n, dtype = x.numel(), x.dtype
+    with _launch.launch_mode(mode):
+        fn(x), fn(x)  # a mode switch forgets the cached launches: learn them again
         st = _launch.status()
+        fc = _launch.fast_calls("fast_mean" if op == "mean" else "triton_square")
+        hows = {fc.how.get(k) for k, v in fc.calls.items() if k[0] == n and k[1] == dtype}
     if name.startswith("cuda_square"):
         from workloads.kernels import cuda_square
 
         return "fast (cached call)" if any(k[0] == n and k[1] == dtype for k in cuda_square._CALLS) else "plain"
-    fc = _launch.fast_calls("fast_mean" if op == "mean" else "triton_square")
-    hows = {fc.how.get(k) for k, v in fc.calls.items() if k[0] == n and k[1] == dtype}
     hows.discard(None)
     if hows:
         return "fast (" + ", ".join(sorted(hows)) + ")"
@@ -171,7 +175,9 @@ def host_times(torch, cases_variants, x, calls: int, sync_every: int, warmup: in
         k = r % len(order)
         for _, name, fn, mode in order[k:] + order[:k]:
             with _with_mode(mode):
-                fn(x)  # untimed: the mode switch re-resolves the launch path on this call
+                # untimed: a mode switch re-resolves the launch path and forgets the cached
+                # launches; the first call learns again, the second is cached
+                fn(x), fn(x)
                 sync()
                 got = out[name]
                 for _ in range(min(sync_every, calls - len(got))):
@@ -236,10 +242,11 @@ def check(torch, kind: str, x, exact: bool = True) -> str:
         from workloads.kernels.cuda_square import fast_square as fn
     with _with_mode("plain"):
         plain = fn(x)
-    with _with_mode("fast"):
-        fast = [fn(x) for _ in range(3)][-1]  # learned on the first, cached on the later
-    if not torch.equal(plain, fast):
-        return f"fast path {fast} != plain path {plain}"
+    for mode in ("triton-c", "fast"):  # the two cached launchers
+        with _with_mode(mode):
+            fast = [fn(x) for _ in range(3)][-1]  # learned on the first, cached on the later
+        if not torch.equal(plain, fast):
+            return f"{mode} path {fast} != plain path {plain}"
     if op == "mean":
         ref = x.double().mean().item()
         tol = 1e-5 if x.dtype == torch.float32 else 1e-2
@@ -285,7 +292,6 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         ("torch.mean(x) (reference)", lambda: torch.mean(x)),
         # the plain path's own function: what fast_mean runs in plain mode or on a cache miss
         ("fast_mean(x), plain path, all", lambda: tm._fast_mean_plain(x, None, None)),
-        ("fast_mean(x), fast path, all", lambda: tm.fast_mean(x)),
         ("kernel[grid](...) alone, arguments ready", lambda: kernel[(grid,)](*args, **kw)),
     ]
     try:
@@ -323,39 +329,66 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         ("  fast path: torch.empty_like(template)", lambda: torch.empty_like(template)),
         ("torch.square(x) (reference)", lambda: torch.square(x)),
         ("triton_square(x), plain path, all", lambda: ts._triton_square_plain(x, None, None)),
-        ("triton_square(x), fast path, all", lambda: ts.triton_square(x)),
         ("  torch.empty_like(x, memory_format=contiguous)",
          lambda: torch.empty_like(x, memory_format=torch.contiguous_format)),
         ("  torch.empty_like(x)", lambda: torch.empty_like(x)),
     ]
-    sq = [v for k, v in ts._fast.calls.items() if v is not None and k[0] == n and k[1] == x.dtype]
-    if sq:
-        launch, _, _, block, upcast, hints = sq[0]
-        y = torch.empty_like(x)
-        xp, yp = x.data_ptr(), y.data_ptr()
-        steps.append(("  fast path: the cached C launch alone (square)", lambda: launch(xp, yp, n, block, upcast, hints)))
+    steps += _triton_launch_steps(torch, x)
     steps += _cuda_square_steps(torch, x, stream)
     rows = []
     pc = time.perf_counter_ns
-    for name, fn in steps:
+    for name, fn, *mode in steps:
         if fn is None:
             rows.append({"step": name, "host_us": None})
             continue
         try:
-            fn()
-            torch.cuda.synchronize()
-            fn()
-            samples = []
-            while len(samples) < calls:
-                for _ in range(sync_every):
-                    t0 = pc()
-                    fn()
-                    samples.append(pc() - t0)
-                torch.cuda.synchronize()
-            rows.append({"step": name, "host_us": median(samples) / 1e3})
+            with _with_mode(mode[0] if mode else None):
+                rows.append({"step": name, "host_us": _time_step(torch, fn, calls, sync_every, pc)})
         except Exception as exc:  # noqa: BLE001
             rows.append({"step": f"{name}: n/a ({type(exc).__name__}: {exc})", "host_us": None})
     return rows
+
+
+def _time_step(torch, fn, calls: int, sync_every: int, pc) -> float:
+    """Median host us of fn() alone, after two untimed calls (a mode switch learns again)."""
+    fn()
+    torch.cuda.synchronize()
+    fn()
+    samples = []
+    while len(samples) < calls:
+        for _ in range(sync_every):
+            t0 = pc()
+            fn()
+            samples.append(pc() - t0)
+        torch.cuda.synchronize()
+    return median(samples) / 1e3
+
+
+def _triton_launch_steps(torch, x) -> list[tuple]:
+    """The Triton kernels' whole cached call in each cached mode, and the square's cached
+    launch alone as each mode binds it (our cuLaunchKernel launcher, Triton's C launcher),
+    side by side in one process."""
+    from workloads.kernels import _launch, triton_mean as tm, triton_square as ts
+
+    n = x.numel()
+    y = torch.empty_like(x)
+    xp, yp = x.data_ptr(), y.data_ptr()
+    steps: list[tuple] = []
+    for mode in ("fast", "triton-c"):
+        steps.append((f"fast_mean(x), cached path, all ({mode})", lambda: tm.fast_mean(x), mode))
+        steps.append((f"triton_square(x), cached path, all ({mode})", lambda: ts.triton_square(x), mode))
+        with _launch.launch_mode(mode):
+            ts.triton_square(x), ts.triton_square(x)
+            sq = [(ts._fast.how.get(k), v) for k, v in ts._fast.calls.items()
+                  if v is not None and k[0] == n and k[1] == x.dtype]
+        if not sq:
+            steps.append((f"  the square's cached launch alone ({mode}): n/a, none cached", None))
+            continue
+        how, (launch, _, _, block, upcast, hints) = sq[0]
+        steps.append((f"  the square's cached launch alone ({mode}: {how})",
+                      lambda launch=launch, block=block, upcast=upcast, hints=hints:
+                      launch(xp, yp, n, block, upcast, hints)))
+    return steps
 
 
 def _cuda_square_steps(torch, x, stream) -> list[tuple[str, object]]:
@@ -485,7 +518,7 @@ def main(argv=None) -> int:
             row = case_rows[name]
             row["host_us"] = median(hosts[name]) / 1e3
             row["host_calls"] = len(hosts[name])
-            row["launch"] = launch_path(op, name, n, dtype, mode)
+            row["launch"] = launch_path(op, name, fn, x, mode)
             if not cpu:
                 try:
                     row["gpu_us"] = median(gpu_times(torch, fn, x, mode, flush, hold, args.gpu_time_s)) / 1e3

@@ -278,6 +278,150 @@ def test_run_contract_and_bind_without_a_gpu():
         _launch.set_mode("turbo")
 
 
+class FakeCuda:
+    """cuLaunchKernel and cuGetErrorName as C function pointers (ctypes), for the own launcher
+    on a machine with no GPU: a launch records what the driver would receive, params read back
+    through the kinds the test expects."""
+
+    LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
+                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+    ERROR_NAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
+    READ = {"p": ctypes.c_uint64, "L": ctypes.c_uint64, "l": ctypes.c_int64, "i": ctypes.c_int32,
+            "I": ctypes.c_uint32}
+
+    def __init__(self, read: str, result: int = 0):
+        self.read, self.result, self.calls = read, result, []
+        self._launch = self.LAUNCH(self._record)
+        self._name = self.ERROR_NAME(self._error_name)
+
+    def _record(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        vals = [ctypes.cast(params[i], ctypes.POINTER(self.READ[k]))[0] for i, k in enumerate(self.read)]
+        self.calls.append(((fn, gx, gy, gz, bx, by, bz, shared, stream), vals, bool(extra)))
+        return self.result
+
+    def _error_name(self, code, out):
+        out[0] = b"CUDA_ERROR_INVALID_VALUE"
+        return 0
+
+    @property
+    def entry_points(self) -> tuple[int, int]:
+        cast = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        return cast(self._launch), cast(self._name)
+
+
+def _compiled(signature: dict, **meta):
+    base = dict(launch_cooperative_grid=False, launch_pdl=False, global_scratch_size=0, profile_scratch_size=0,
+                tensordesc_meta=None)
+    return SimpleNamespace(metadata=SimpleNamespace(**dict(base, **meta)), src=SimpleNamespace(signature=signature),
+                           packed_metadata=(4, 1, 512), function=0x1234)
+
+
+SQUARE_SIG = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr", "UPCAST": "constexpr",
+              "HINTS": "constexpr"}
+
+
+def test_own_launcher_passes_what_cuLaunchKernel_needs():
+    """The own launcher, built with this machine's C compiler and called with a fake driver:
+    the CUfunction, grid, 32 x num_warps threads, shared memory and stream as bound; one param
+    per non-constexpr argument, of the signature's width, then Triton 3.6's two NULL scratch
+    pointers; constexprs ignored. Wrong counts, widths and driver errors raise."""
+    from workloads.kernels import _launch_own
+
+    mod, why = _launch_own.load()
+    if mod is None:
+        pytest.skip(why)
+    fake = FakeCuda("ppipp")  # x, out, n, then the two scratch pointers
+    launch, why = _launch_own.bind(_compiled(SQUARE_SIG), (977, 1, 1), 0x55, fake.entry_points)
+    assert why == "" and launch is not None
+    assert launch(1 << 40, (2 << 40) + 16, 10**6, 1024, False, True) is None
+    assert fake.calls == [((0x1234, 977, 1, 1, 128, 1, 1, 512, 0x55), [1 << 40, (2 << 40) + 16, 10**6, 0, 0], False)]
+    with pytest.raises(OverflowError, match="int32"):
+        launch(1, 2, 2**31, 1024, False, True)
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        launch(1, 2, 3)
+    with pytest.raises(TypeError):
+        launch(1, "2", 3, 1024, False, True)
+    assert len(fake.calls) == 1  # none of the bad calls reached the driver
+    # 64-bit and unsigned widths, a constexpr between them
+    fake = FakeCuda("lIpLpp")
+    sig = {"a": "i64", "b": "u32", "K": "constexpr", "p": "*bf16", "c": "u64"}
+    launch, _ = _launch_own.bind(_compiled(sig), (2, 3, 4), 0, fake.entry_points)
+    launch(-(2**40), 2**32 - 1, "ignored", 8, 2**64 - 1)
+    assert fake.calls[0][0][1:4] == (2, 3, 4) and fake.calls[0][1] == [-(2**40), 2**32 - 1, 8, 2**64 - 1, 0, 0]
+    with pytest.raises(OverflowError, match="uint32"):
+        launch(0, 2**32, None, 8, 0)
+    # the driver's error, named
+    fake = FakeCuda("ppipp", result=1)
+    launch, _ = _launch_own.bind(_compiled(SQUARE_SIG), (1, 1, 1), 0, fake.entry_points)
+    with pytest.raises(RuntimeError, match=r"CUDA_ERROR_INVALID_VALUE \(1\)"):
+        launch(1, 2, 3, 1024, False, True)
+    # an empty grid launches nothing, as Triton's launcher
+    fake = FakeCuda("ppipp")
+    launch, _ = _launch_own.bind(_compiled(SQUARE_SIG), (0, 1, 1), 0, fake.entry_points)
+    launch(1, 2, 3, 1024, False, True)
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("signature, meta, why", [
+    ({"x": "fp32"}, {}, "argument type"),
+    ({"t": ("*fp32", "i32")}, {}, "argument type"),
+    (SQUARE_SIG, {"global_scratch_size": 64}, "scratch"),
+    (SQUARE_SIG, {"launch_pdl": True}, "PDL"),
+    (SQUARE_SIG, {"tensordesc_meta": [{}]}, "descriptors"),
+])
+def test_own_launcher_refuses_what_it_does_not_do(signature, meta, why):
+    from workloads.kernels import _launch_own
+
+    if _launch_own.load()[0] is None:
+        pytest.skip(_launch_own.load()[1])
+    launch, got = _launch_own.bind(_compiled(signature, **meta), (1, 1, 1), 0, FakeCuda("").entry_points)
+    assert launch is None and why in got
+
+
+def test_bind_compiled_prefers_the_own_launcher_then_triton_c():
+    """bind_compiled's tiers: 'own' where asked for and the kernel allows, else Triton's C
+    launch ('direct'), as before."""
+    from workloads.kernels import _launch, _launch_cuda, _launch_own
+
+    if _launch_own.load()[0] is None:
+        pytest.skip(_launch_own.load()[1])
+
+    class Launcher:  # stands for 3.6's CudaLauncher
+        launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = False, False, 0, 0
+
+        def __init__(self):
+            self.launch = print  # a C callable, as Triton's generated launch
+
+        def __call__(self, *args):
+            raise AssertionError("not called at bind time")
+
+    compiled = _compiled(SQUARE_SIG)
+    compiled.run = Launcher()
+    record = _launch.Launch(None, (5, 1, 1), (), {}, compiled)
+    fake = FakeCuda("ppipp")
+    launch, how = _launch_cuda.bind_compiled(record, 99, Launcher, own=True, entry_points=fake.entry_points)
+    assert how == "own"
+    launch(11, 22, 3, 1024, False, False)
+    assert fake.calls == [((0x1234, 5, 1, 1, 128, 1, 1, 512, 99), [11, 22, 3, 0, 0], False)]
+    assert _launch_cuda.bind_compiled(record, 99, Launcher, own=False)[1] == "direct"
+    compiled.metadata.global_scratch_size = 64  # our launcher does not allocate scratch: Triton's does
+    compiled.run.global_scratch_size = 64
+    assert _launch_cuda.bind_compiled(record, 99, Launcher, own=True, entry_points=fake.entry_points)[1] == "run"
+    # another Triton's launcher class (not 3.6's layout): never ours
+    assert _launch_cuda.bind_compiled(record._replace(compiled=_compiled(SQUARE_SIG)), 99, None, own=True)[1] != "own"
+
+
+def test_mode_switch_forgets_cached_launches():
+    from workloads.kernels import _launch
+
+    fc = _launch.fast_calls("mode-switch-test")
+    fc.calls["k"] = ("bound for the old mode",)
+    with _launch.launch_mode(_launch.mode()):
+        assert "k" in fc.calls  # the same mode: kept
+    with _launch.launch_mode("triton-c" if _launch.mode() != "triton-c" else "fast"):
+        assert "k" not in fc.calls
+
+
 def test_kernel_modules_still_import_nothing_heavy():
     import subprocess
     import sys
@@ -317,6 +461,8 @@ def test_gpu_fast_path_bit_identical_and_keyed(dtype):
         fc = _launch.fast_calls(name)
         assert any(v is not None for v in fc.calls.values()), fc.describe()
         assert not fc.refused, fc.refused
+        # our cuLaunchKernel launcher serves every learned launch of these kernels
+        assert set(fc.tiers) == {"own"}, (name, fc.describe(), _launch.status()["path"])
     # another stream: its own launches (and workspace), results the same
     x = torch.rand(10**6 + 3, device="cuda").to(dtype)
     want = fast_mean(x), triton_square(x)
@@ -329,6 +475,27 @@ def test_gpu_fast_path_bit_identical_and_keyed(dtype):
     keys = [k for k in _launch.fast_calls("fast_mean").calls if k[0] == x.numel() and k[1] == dtype]
     assert len({k[3] for k in keys}) >= 2
 
+
+
+@pytest.mark.gpu
+def test_gpu_own_and_triton_c_launches_agree():
+    """The two cached launchers, ours (mode fast) and Triton's C launch (mode triton-c), give
+    bit-identical results to the plain path, each through the tier it names."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    from workloads.kernels import _launch
+    from workloads.kernels.triton_mean import fast_mean
+    from workloads.kernels.triton_square import triton_square
+
+    x = torch.rand(10**6 + 5, device="cuda")
+    with _launch.launch_mode("plain"):
+        want = fast_mean(x), triton_square(x)
+    for mode, tier in (("fast", "own"), ("triton-c", "direct")):
+        with _launch.launch_mode(mode):
+            got = [(fast_mean(x), triton_square(x)) for _ in range(3)][-1]
+            tiers = {n: dict(_launch.fast_calls(n).tiers) for n in ("fast_mean", "triton_square")}
+        assert _same_bits(got[0], want[0]) and torch.equal(got[1], want[1]), mode
+        assert all(set(t) == {tier} for t in tiers.values()), (mode, tiers)
 
 
 @pytest.mark.gpu

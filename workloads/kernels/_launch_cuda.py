@@ -73,7 +73,7 @@ def _direct_launcher_class():
 class CudaBackend:
     """The fast path on CUDA: where a tensor's launch would go, and how to bind a launch."""
 
-    def __init__(self) -> None:
+    def __init__(self, own: bool = True) -> None:
         try:
             import torch
         except ImportError as exc:
@@ -100,9 +100,22 @@ class CudaBackend:
         # 3.6: the hooks are HookChains, empty unless a hook was added; 3.4-3.5: None or a function
         self._hook_chain = getattr(knobs, "HookChain", None)
         self._direct_cls = _direct_launcher_class()
+        self._own, self._own_why = False, "Triton's C launcher asked for"
+        if own and self._direct_cls is None:
+            self._own_why = "this Triton's C launch is not 3.6's layout (the params our launcher appends)"
+        elif own:
+            from workloads.kernels import _launch_own
+
+            mod, why = _launch_own.load()
+            self._own, self._own_why = mod is not None, why
 
     def describe(self) -> str:
-        how = "C launch called directly" if self._direct_cls is not None else "through CompiledKernel.run"
+        if self._own:
+            how = "our cuLaunchKernel launcher where the kernel allows, else Triton's C launch called directly"
+        elif self._direct_cls is not None:
+            how = f"Triton's C launch called directly; {self._own_why}"
+        else:
+            how = "through CompiledKernel.run"
         return f"fast: cached launches ({how})"
 
     def where(self, x):
@@ -141,15 +154,17 @@ class CudaBackend:
         return dev, self._raw_stream(dev)
 
     def bind(self, record: "Launch", stream: int):
-        return bind_compiled(record, stream, self._direct_cls)
+        return bind_compiled(record, stream, self._direct_cls, own=self._own)
 
 
-def bind_compiled(record: "Launch", stream: int, direct_cls=None):
+def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = False, entry_points=None):
     """(launch, how) where launch(*kernel_args) repeats `record`'s launch on `stream`, or
     (None, why not). kernel_args: every parameter in order, constexprs included, pointers as
-    ints. how: 'direct' (Triton 3.6's C launch called as CudaLauncher.__call__ calls it, when
-    `direct_cls` is that launcher's class) or 'run' (through CompiledKernel.run, as
-    JITFunction.run launches)."""
+    ints. how: 'own' (our cuLaunchKernel launcher, workloads/kernels/_launch_own.py: `own` asked
+    for, the launcher is Triton 3.6's and the kernel needs nothing it does not do), 'direct'
+    (Triton 3.6's C launch called as CudaLauncher.__call__ calls it, when `direct_cls` is that
+    launcher's class) or 'run' (through CompiledKernel.run, as JITFunction.run launches).
+    entry_points: the own launcher's (cuLaunchKernel, cuGetErrorName), libcuda's by default."""
     compiled = record.compiled
     try:
         run = compiled.run  # the property loads the module (done by the plain launch already)
@@ -160,6 +175,13 @@ def bind_compiled(record: "Launch", stream: int, direct_cls=None):
     if function is None:
         return None, "the compiled kernel has no loaded CUfunction"
     gx, gy, gz = record.grid
+    if own and direct_cls is not None and type(run) is direct_cls:
+        from workloads.kernels import _launch_own
+
+        # where the kernel needs what our launcher does not do, Triton's own C launch below
+        launch, _why = _launch_own.bind(compiled, record.grid, stream, entry_points)
+        if launch is not None:
+            return launch, "own"
     if direct_cls is not None and type(run) is direct_cls:
         launch = getattr(run, "launch", None)
         # scratch memory is allocated per launch by CudaLauncher.__call__; a Python function
