@@ -34,6 +34,35 @@ def l2_flusher(spec):
     return buf.zero_
 
 
+def event_reader(driver: bool):
+    """elapsed_ms(start, end) of two completed torch.cuda.Events. driver=True reads them through
+    the driver's cuEventElapsedTime (ctypes), as the same-loop check must: torch's
+    Event.elapsed_time calls CUDA 13's cudaEventElapsedTime_v12080 (CUPTI cbid 486), which nsys
+    2023.4.4 does not know, and after it nsys drops the thread's CUDA events
+    (docs/nsight-facts.md). The driver's call is the one the runtime makes; both read the same
+    float (tests/test_timers_gpu.py). Where libcuda cannot be read, torch's."""
+    if driver:
+        import ctypes
+
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuEventElapsedTime
+        except (OSError, AttributeError):
+            fn = None
+        if fn is not None:
+            fn.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            out = ctypes.c_float()
+
+            def elapsed_ms(start, end) -> float:
+                rc = fn(ctypes.byref(out), start.cuda_event, end.cuda_event)
+                if rc:
+                    raise RuntimeError(f"cuEventElapsedTime failed: CUDA error {rc}")
+                return out.value
+
+            return elapsed_ms
+    return lambda start, end: start.elapsed_time(end)
+
+
 class Samples:
     """The samples of the variant being timed, kept in its workload.json entry as they are
     taken: written every FLUSH_S seconds while it runs and whenever it stops, so an interrupt
@@ -45,6 +74,7 @@ class Samples:
         self.cpu_ns: list[int] = []
         self.gpu_ns: list[float] = []
         self._pending: list = []  # (start, end) CUDA events recorded, not read yet
+        self._elapsed_ms = event_reader(bool(os.environ.get(MARK_CALLS_ENV))) if cuda else None
         self._saved = time.monotonic()
 
     def add(self, cpu_ns: int, events=None) -> None:
@@ -77,7 +107,7 @@ class Samples:
             for start, end in self._pending:
                 if not end.query():
                     break
-                self.gpu_ns.append(start.elapsed_time(end) * 1e6)
+                self.gpu_ns.append(self._elapsed_ms(start, end) * 1e6)
                 done += 1
             del self._pending[:done]
         self.entry.update(time_samples_ns=self.gpu_ns if self.cuda else self.cpu_ns, cpu_samples_ns=self.cpu_ns)
