@@ -127,7 +127,7 @@ def launch_path(op: str, name: str, fn, x, mode: str | None) -> str:
         return "plain"
     n, dtype = x.numel(), x.dtype
     with _launch.launch_mode(mode):
-        fn(x), fn(x)  # a mode switch forgets the cached launches: learn them again
+        fn(x), fn(x)  # each mode has its own cached launches: the first call may learn
         st = _launch.status()
         fc = _launch.fast_calls("fast_mean" if op == "mean" else "triton_square")
         hows = {fc.how.get(k) for k, v in fc.calls.items() if k[0] == n and k[1] == dtype}
@@ -175,8 +175,8 @@ def host_times(torch, cases_variants, x, calls: int, sync_every: int, warmup: in
         k = r % len(order)
         for _, name, fn, mode in order[k:] + order[:k]:
             with _with_mode(mode):
-                # untimed: a mode switch re-resolves the launch path and forgets the cached
-                # launches; the first call learns again, the second is cached
+                # untimed: a mode switch re-resolves the launch path (and each mode keeps its
+                # own cached launches: the first call of a case learns)
                 fn(x), fn(x)
                 sync()
                 got = out[name]
@@ -350,7 +350,7 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
 
 
 def _time_step(torch, fn, calls: int, sync_every: int, pc) -> float:
-    """Median host us of fn() alone, after two untimed calls (a mode switch learns again)."""
+    """Median host us of fn() alone, after two untimed calls (the first may learn a launch)."""
     fn()
     torch.cuda.synchronize()
     fn()

@@ -411,15 +411,23 @@ def test_bind_compiled_prefers_the_own_launcher_then_triton_c():
     assert _launch_cuda.bind_compiled(record._replace(compiled=_compiled(SQUARE_SIG)), 99, None, own=True)[1] != "own"
 
 
-def test_mode_switch_forgets_cached_launches():
+def test_each_launch_mode_keeps_its_own_cached_launches():
+    """A launch learned in one mode is served only in that mode (the bench times our launcher
+    and Triton's side by side), and comes back when its mode does."""
     from workloads.kernels import _launch
 
     fc = _launch.fast_calls("mode-switch-test")
-    fc.calls["k"] = ("bound for the old mode",)
-    with _launch.launch_mode(_launch.mode()):
-        assert "k" in fc.calls  # the same mode: kept
-    with _launch.launch_mode("triton-c" if _launch.mode() != "triton-c" else "fast"):
+    fc.calls["k"] = ("bound in this mode",)
+    here = _launch.mode()
+    other = "triton-c" if here != "triton-c" else "fast"
+    with _launch.launch_mode(other):
         assert "k" not in fc.calls
+        fc.calls["k"] = ("bound in the other mode",)
+    assert fc.calls["k"] == ("bound in this mode",)
+    with _launch.launch_mode(other):
+        assert fc.calls["k"] == ("bound in the other mode",)
+    _launch.clear()
+    assert "k" not in fc.calls
 
 
 def test_kernel_modules_still_import_nothing_heavy():

@@ -192,16 +192,25 @@ class FastCalls:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.calls: dict = {}
-        self.how: dict = {}  # key -> "direct" / "run" (how its launch is made), or why refused
-        self.tiers: dict[str, int] = {}
-        self.refused: dict[str, int] = {}
+        # one table per launch mode: a launch learned in 'fast' (our launcher) is not served in
+        # 'triton-c' (Triton's), so the two can be timed side by side; switch() picks the table,
+        # and the kernels' cached path reads `calls` as is
+        self._tables: dict[str, tuple] = {}
+        self.switch(_MODE)
+
+    def switch(self, mode: str) -> None:
+        """Serve the cached launches learned in `mode`."""
+        table = self._tables.get(mode)
+        if table is None:
+            # calls: key -> bound launch; how: key -> "own" / "direct" / "run" (how its launch
+            # is made), or why refused; tiers and refused: counts of each
+            table = self._tables[mode] = ({}, {}, {}, {})
+        self.calls, self.how, self.tiers, self.refused = table
 
     def clear(self) -> None:
-        self.calls.clear()
-        self.how.clear()
-        self.tiers.clear()
-        self.refused.clear()
+        for table in self._tables.values():
+            for part in table:
+                part.clear()
 
     def learn(self, key, record: "Launch", stream: int, make) -> None:
         """Bind the plain launch `record` for `key` and store make(launch) (the tuple the
@@ -251,9 +260,9 @@ def set_mode(mode: str) -> None:
     global _MODE
     if mode not in MODES:
         raise ValueError(f"launch mode must be one of {', '.join(MODES)}; got {mode!r}")
-    if mode != _MODE:
-        clear()  # the cached launches were bound for the old mode's launcher
     _MODE = mode
+    for fc in _REGISTRY.values():
+        fc.switch(mode)
     STATE.reset()
 
 
