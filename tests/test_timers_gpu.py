@@ -88,7 +88,7 @@ def test_driver_event_reader_reads_what_torch_reads():
     loses the thread's events after torch's CUDA 13 call); it must read the same float."""
     import torch
 
-    from workloads.timed import event_reader
+    from workloads.timers import event_reader
 
     drv, tor = event_reader(True), event_reader(False)
     x = torch.rand(10**7, device="cuda")

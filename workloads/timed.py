@@ -13,10 +13,8 @@ from workloads import timers
 from workloads.manifest import Manifest, measuring, record_failure
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.stopping import StopRule, measure, noise_pct
+from workloads.timers import MARK_CALLS_ENV, event_reader  # noqa: F401  (MARK_CALLS_ENV: bench_fidelity's)
 
-# set (to anything): the time backend wraps each timed call in an NVTX range "call:<variant>", so
-# nsys can time the very calls the events time (scripts/bench_fidelity.py's same-loop check)
-MARK_CALLS_ENV = "GPROF_MARK_CALLS"
 # while a variant is timed, its samples reach workload.json at least this often (seconds): a
 # SIGKILL loses at most that much; an interrupt (SIGINT, SIGTERM) loses nothing
 FLUSH_S = 1.0
@@ -34,35 +32,6 @@ def l2_flusher(spec):
     return buf.zero_
 
 
-def event_reader(driver: bool):
-    """elapsed_ms(start, end) of two completed torch.cuda.Events. driver=True reads them through
-    the driver's cuEventElapsedTime (ctypes), as the same-loop check must: torch's
-    Event.elapsed_time calls CUDA 13's cudaEventElapsedTime_v12080 (CUPTI cbid 486), which nsys
-    2023.4.4 does not know, and after it nsys drops the thread's CUDA events
-    (docs/nsight-facts.md). The driver's call is the one the runtime makes; both read the same
-    float (tests/test_timers_gpu.py). Where libcuda cannot be read, torch's."""
-    if driver:
-        import ctypes
-
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuEventElapsedTime
-        except (OSError, AttributeError):
-            fn = None
-        if fn is not None:
-            fn.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-            out = ctypes.c_float()
-
-            def elapsed_ms(start, end) -> float:
-                rc = fn(ctypes.byref(out), start.cuda_event, end.cuda_event)
-                if rc:
-                    raise RuntimeError(f"cuEventElapsedTime failed: CUDA error {rc}")
-                return out.value
-
-            return elapsed_ms
-    return lambda start, end: start.elapsed_time(end)
-
-
 class Samples:
     """The samples of the variant being timed, kept in its workload.json entry as they are
     taken: written every FLUSH_S seconds while it runs and whenever it stops, so an interrupt
@@ -74,7 +43,7 @@ class Samples:
         self.cpu_ns: list[int] = []
         self.gpu_ns: list[float] = []
         self._pending: list = []  # (start, end) CUDA events recorded, not read yet
-        self._elapsed_ms = event_reader(bool(os.environ.get(MARK_CALLS_ENV))) if cuda else None
+        self._elapsed_ms = event_reader() if cuda else None
         self._saved = time.monotonic()
 
     def add(self, cpu_ns: int, events=None) -> None:

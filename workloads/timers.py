@@ -21,6 +21,8 @@ compiler at run time beyond it, compiled once and cached by Triton.
 """
 from __future__ import annotations
 
+import os
+
 TIMERS = ("blocking", "sleep", "none")
 DEFAULT_TIMER = "blocking"
 DEFAULT_GPU_SLEEP_US = 100.0
@@ -59,6 +61,44 @@ class SleepHold(NoHold):
         self._sleep(self._cycles)
 
 
+# set (to anything): the time backend wraps each timed call in an NVTX range "call:<variant>", so
+# nsys can time the very calls the events time (scripts/bench_fidelity.py's same-loop check); and
+# every event is then read through the driver (event_reader)
+MARK_CALLS_ENV = "GPROF_MARK_CALLS"
+
+
+def event_reader(driver: bool | None = None):
+    """elapsed_ms(start, end) of two completed torch.cuda.Events. driver=True reads them through
+    the driver's cuEventElapsedTime (ctypes), as the same-loop check must: torch's
+    Event.elapsed_time calls CUDA 13's cudaEventElapsedTime_v12080 (CUPTI cbid 486), which nsys
+    2023.4.4 does not know, and after it nsys drops the thread's CUDA events
+    (docs/nsight-facts.md). The driver's call is the one the runtime makes; both read the same
+    float (tests/test_timers_gpu.py). Where libcuda cannot be read, torch's. driver=None: the
+    driver under MARK_CALLS_ENV, torch's otherwise."""
+    if driver is None:
+        driver = bool(os.environ.get(MARK_CALLS_ENV))
+    if driver:
+        import ctypes
+
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuEventElapsedTime
+        except (OSError, AttributeError):
+            fn = None
+        if fn is not None:
+            fn.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            out = ctypes.c_float()
+
+            def elapsed_ms(start, end) -> float:
+                rc = fn(ctypes.byref(out), start.cuda_event, end.cuda_event)
+                if rc:
+                    raise RuntimeError(f"cuEventElapsedTime failed: CUDA error {rc}")
+                return out.value
+
+            return elapsed_ms
+    return lambda start, end: start.elapsed_time(end)
+
+
 def sleep_cycles_per_us() -> float:
     """How many cycles of torch.cuda._sleep make one microsecond on this GPU (measured)."""
     import torch
@@ -70,7 +110,7 @@ def sleep_cycles_per_us() -> float:
     torch.cuda._sleep(cycles)
     end.record()
     torch.cuda.synchronize()
-    us = start.elapsed_time(end) * 1000.0
+    us = event_reader()(start, end) * 1000.0
     return cycles / us if us > 0 else 2000.0
 
 
