@@ -150,3 +150,15 @@ def test_the_runner_settles_an_unresolved_spec_without_changing_it(tmp_path):
     assert man["shape"] == [1000, 1000] and man["device_reason"] == "asked for (--device cpu)"
     with pytest.raises(RunnerUsageError, match="--out"):
         run(RunSpec("mean", device="cpu"))
+
+
+def test_kernel_clock_says_why_it_is_off(monkeypatch):
+    """Where the kernel clock cannot be exact it is off, and says why (the manifest keeps it)."""
+    from workloads import kernel_clock
+
+    monkeypatch.setenv("GPROF_KERNEL_CLOCK", "off")
+    assert kernel_clock.open_clock() == (None, "GPROF_KERNEL_CLOCK=off")
+    monkeypatch.delenv("GPROF_KERNEL_CLOCK")
+    monkeypatch.setenv("GPROF_MARK_CALLS", "1")  # the same-loop check, under nsys
+    clock, why = kernel_clock.open_clock()
+    assert clock is None and "holds CUPTI" in why and "GPROF_MARK_CALLS" in why

@@ -125,6 +125,25 @@ def test_same_loop_nsys_keeps_every_variant(tmp_path):
         assert 0 < e - n < 5, (v, e, n)
 
 
+def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
+    """The kernel clock (CUPTI's records, workloads/kernel_clock.py): one reading per sample, the
+    call's kernels only (not the flush's or the hold's), the events' ~2.5 us launch processing
+    left out; a slow host side changes nothing in it."""
+    pytest.importorskip("cupti")
+    out = tmp_path / "k"
+    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms", "--size", "1e7",
+                  "--iters", "100", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "workload.json").read_text())["kernel_clock"] == "cupti"
+    v, t = _variants(out), _rows(out)
+    for name in ("mean", "host_2ms"):
+        k = v[name]["kernel_samples_ns"]
+        assert len(k) == len(v[name]["time_samples_ns"]) == 100 and all(x and x > 0 for x in k), name
+        # torch.mean: a memset and the reduction, each launch processed inside the events
+        assert 1.0 < t[name]["time_median_us"] - t[name]["kernel_median_us"] < 8.0, t[name]
+    assert abs(t["host_2ms"]["kernel_median_us"] / t["mean"]["kernel_median_us"] - 1) < 0.05
+
+
 def test_cuda_graph_times_replays_and_skips_what_cannot_be_captured(tmp_path):
     out = tmp_path / "g"
     res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms,synced",

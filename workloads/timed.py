@@ -38,10 +38,13 @@ class Samples:
     keeps every sample taken and a SIGKILL at most FLUSH_S seconds' worth. CUDA events are read
     once they have completed (no synchronize inside the timed loop), all of them at the end."""
 
-    def __init__(self, entry: dict, man: Manifest, cuda: bool):
-        self.entry, self.man, self.cuda = entry, man, cuda
+    def __init__(self, entry: dict, man: Manifest, cuda: bool, clock=None):
+        self.entry, self.man, self.cuda, self.clock = entry, man, cuda, clock
         self.cpu_ns: list[int] = []
         self.gpu_ns: list[float] = []
+        self.kernel_ns: list[float | None] = []  # the kernel clock's, per sample (workloads/kernel_clock.py)
+        if clock is not None:
+            clock.reset()  # one window per sample of this variant, from here
         self._pending: list = []  # (start, end) CUDA events recorded, not read yet
         self._elapsed_ms = event_reader() if cuda else None
         self._saved = time.monotonic()
@@ -62,7 +65,7 @@ class Samples:
     def restart(self) -> None:
         """Drop what was taken (a measurement to be made again another way)."""
         self.keep()
-        self.cpu_ns, self.gpu_ns = [], []
+        self.cpu_ns, self.gpu_ns, self.kernel_ns = [], [], []
 
     def keep(self, status: str | None = None, *, wait: bool = True) -> None:
         """Put the samples so far into the entry (and `status`, when it stops); `wait`: wait
@@ -79,6 +82,9 @@ class Samples:
                 self.gpu_ns.append(self._elapsed_ms(start, end) * 1e6)
                 done += 1
             del self._pending[:done]
+            if wait and self.clock is not None:
+                self.kernel_ns.extend(self.clock.take())  # the GPU is done: every record is in
+                self.entry["kernel_samples_ns"] = self.kernel_ns
         self.entry.update(time_samples_ns=self.gpu_ns if self.cuda else self.cpu_ns, cpu_samples_ns=self.cpu_ns)
         if status:
             self.entry["status"] = status
@@ -94,6 +100,7 @@ class _Timing:
     hold: Any
     watch: Any = None     # the GPU's clocks (workloads/clocks.py), None on a CPU or without NVML
     fallback: Any = None  # the GPU sleep the blocking timer falls back to, made when first needed
+    clock: Any = None     # the kernel clock (workloads/kernel_clock.py), None where it is off
 
 
 def run_timed(spec, variants, x, entries, ranges, man) -> None:
@@ -112,11 +119,25 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
 
         timing.watch, why = clocks.open_watch(torch.cuda.current_device())
         man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
-    watch = timing.watch
+        from workloads.kernel_clock import open_clock
+
+        timing.clock, how = open_clock()
+        man.data["kernel_clock"] = how
+    try:
+        _time_all(timing, variants, x, entries, man)
+    finally:
+        if timing.clock is not None:
+            timing.clock.close()
+
+
+def _time_all(timing: _Timing, variants, x, entries, man) -> None:
+    from workloads import clocks
+
+    spec, watch, cuda = timing.spec, timing.watch, timing.spec.device == "cuda"
     for v in variants:
         e = entries[v.name]
         measuring(e, man)
-        samples = Samples(e, man, cuda=cuda)
+        samples = Samples(e, man, cuda=cuda, clock=timing.clock)
         reads = [watch.read()] if watch else []
         try:
             if not _time_variant(timing, v, x, samples, reads):
@@ -151,6 +172,8 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> bool:
             return False
     if os.environ.get(MARK_CALLS_ENV):
         call = _marked(call, timing.ranges, "call:" + v.name)
+    if timing.clock is not None:
+        call = timing.clock.window(call)
     timing.ranges.push(RANGE_PREFIX + v.name)
     try:
         hold.reset()

@@ -6,6 +6,7 @@ import pandas as pd
 from orchestrator.backends.base import Backend
 from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
+from reports.schema import KERNEL_CALL
 from reports.unify import RowMaker, variant_facts
 
 
@@ -73,4 +74,8 @@ class TimeBackend(Backend):
                 continue
             rows.samples(v["name"], "time_ns", v.get("time_samples_ns", []), "ns")
             rows.samples(v["name"], "cpu_time_ns", v.get("cpu_samples_ns", []), "ns")
+            # the kernel clock's (CUPTI, workloads/kernel_clock.py): the call's own GPU work
+            kernel = [k for k in v.get("kernel_samples_ns") or [] if k is not None]
+            if kernel:
+                rows.samples(v["name"], KERNEL_CALL, kernel, "ns")
         return rows.frame()
