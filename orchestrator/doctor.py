@@ -46,6 +46,24 @@ def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
                                    f"reasons {', '.join(r['reasons']) or 'none'}; {LOCK_HINT}"}
 
 
+def _kernel_clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
+    """Can `time` read each call's kernel time from CUPTI (workloads/kernel_clock.py)."""
+    if not torch_info.get("gpu"):
+        return {"ok": True, "version": "no GPU: time's kernel clock is off"}
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import cupti  # noqa: F401
+
+        have = version("cupti-python")
+    except (ImportError, PackageNotFoundError) as exc:
+        cuda = torch_info.get("cuda_build") or "12.6"
+        return {"ok": False, "error": f"no cupti-python ({exc}): `time` reports the CUDA events only, "
+                                      "without each call's own kernel time",
+                "fix": f"pip install 'cupti-python=={cuda}.*' (the CUDA {cuda} of this torch)"}
+    return {"ok": True, "version": f"cupti-python {have}: `time` adds each call's kernel time (CUPTI, as nsys)"}
+
+
 def _tool_backends() -> list[type]:
     """The backend classes of the registry (orchestrator/backends) that wrap an external tool,
     the first of each tool, in the registry's order: doctor's rows and checks follow from them."""
@@ -99,6 +117,7 @@ def collect(**explicit: str | None) -> dict[str, Any]:
         if hasattr(cls, "doctor_items"):  # e.g. nsys: whether it records the nvtx package's ranges
             report.update(cls.doctor_items(report[cls.tool], pk))
     report["clocks"] = _clock_info(report["torch"])
+    report["cupti"] = _kernel_clock_info(report["torch"])
     report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
                           "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
     return report

@@ -53,6 +53,8 @@ def test_doctor_on_a_cpu_machine(cli):
     assert "nsys" in data and "ncu" in data
     if not data["ncu"]["ok"]:
         assert "Nsight Compute" in data["ncu"]["fix"]
+    # time's kernel clock (CUPTI): off without a GPU, and the row says so
+    assert data["cupti"] == {"ok": True, "version": "no GPU: time's kernel clock is off"}
 
 
 def test_time_end_to_end_on_the_cpu(tmp_path):

@@ -162,3 +162,67 @@ def test_kernel_clock_says_why_it_is_off(monkeypatch):
     monkeypatch.setenv("GPROF_MARK_CALLS", "1")  # the same-loop check, under nsys
     clock, why = kernel_clock.open_clock()
     assert clock is None and "holds CUPTI" in why and "GPROF_MARK_CALLS" in why
+
+
+class _Cupti:
+    """Just enough of cupti-python's module for the kernel clock's bookkeeping on a CPU: a clock,
+    the activity switches, and a flush that hands over the records a test queued (kinds as
+    small ints, records with cupti-python's field names)."""
+
+    class ActivityKind:
+        RUNTIME, DRIVER, CONCURRENT_KERNEL, MEMSET, MEMCPY = range(5)
+
+    def __init__(self):
+        self.t, self.queued, self.enabled = 0, [], set()
+
+    def get_timestamp(self):
+        self.t += 10
+        return self.t
+
+    def activity_register_callbacks(self, requested, completed):
+        self.completed = completed
+
+    def activity_enable(self, kind):
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind):
+        self.enabled.discard(kind)
+
+    def activity_flush_all(self, flag):
+        queued, self.queued = self.queued, []
+        self.completed(queued)
+
+
+def test_kernel_clock_keeps_one_reading_per_call_across_batches():
+    """Each window's GPU work, batch after batch: the records of API calls made inside a call's
+    window (the call's launches) count, the flush's and the hold's (launched outside) do not.
+    The clock of commit cbe45a1 kept only the first batch's windows (its wrapper appended to a
+    list that take() had replaced): 10 readings for 31 samples on the H200."""
+    from types import SimpleNamespace as R
+
+    from workloads.kernel_clock import KernelClock
+
+    cu = _Cupti()
+    K = cu.ActivityKind
+    clock = KernelClock(cu)
+    assert cu.enabled == {K.RUNTIME, K.DRIVER, K.CONCURRENT_KERNEL, K.MEMSET, K.MEMCPY}
+    corr = iter(range(1000))
+
+    def launch(kind, ns):  # an API call now, and the GPU work it launched
+        c = next(corr)
+        t = cu.get_timestamp()
+        cu.queued += [R(kind=K.RUNTIME, start=t, end=t + 1, correlation_id=c),
+                      R(kind=kind, start=10**6 + t, end=10**6 + t + ns, correlation_id=c)]
+
+    call = clock.window(lambda: (launch(K.MEMSET, 5), launch(K.CONCURRENT_KERNEL, 100)))
+    got = []
+    for batch in (3, 4):
+        for _ in range(batch):
+            launch(K.CONCURRENT_KERNEL, 7000)  # the L2 flush, before the window
+            call()
+        got += clock.take()
+    assert got == [105.0] * 7
+    clock.window(lambda: None)()  # a call that launches nothing
+    assert clock.take() == [None]
+    clock.close()
+    assert not cu.enabled

@@ -131,14 +131,15 @@ def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
     left out; a slow host side changes nothing in it."""
     pytest.importorskip("cupti")
     out = tmp_path / "k"
+    # sampled until the stop rule is met: several batches, each sample with its reading
     res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms", "--size", "1e7",
-                  "--iters", "100", "-o", str(out))
+                  "--min-samples", "20", "--max-noise", "0.3", "-o", str(out))
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "workload.json").read_text())["kernel_clock"] == "cupti"
     v, t = _variants(out), _rows(out)
     for name in ("mean", "host_2ms"):
         k = v[name]["kernel_samples_ns"]
-        assert len(k) == len(v[name]["time_samples_ns"]) == 100 and all(x and x > 0 for x in k), name
+        assert len(k) == len(v[name]["time_samples_ns"]) >= 20 and all(x and x > 0 for x in k), name
         # torch.mean: a memset and the reduction, each launch processed inside the events
         assert 1.0 < t[name]["time_median_us"] - t[name]["kernel_median_us"] < 8.0, t[name]
     assert abs(t["host_2ms"]["kernel_median_us"] / t["mean"]["kernel_median_us"] - 1) < 0.05

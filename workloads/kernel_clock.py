@@ -57,6 +57,7 @@ class KernelClock:
 
     def window(self, call):
         """`call` with its window noted on every call (the runner times this one)."""
+        # the list itself, bound once: take() and reset() empty it in place, never replace it
         now, windows = self.now, self._windows
 
         def windowed():
@@ -69,8 +70,9 @@ class KernelClock:
         """The GPU ns of each window noted since the last take, in order (None: no GPU record
         in it). Call once the GPU has finished the calls (after a synchronize)."""
         self._cupti.activity_flush_all(1)
-        windows, self._windows = self._windows, []
-        records, self._records = self._records, []
+        windows, records = self._windows[:], self._records[:]
+        self._windows.clear()
+        self._records.clear()
         if not windows:
             return []
         starts = [w[0] for w in windows]
@@ -92,7 +94,8 @@ class KernelClock:
     def reset(self) -> None:
         """Forget the windows and records so far (a variant that failed part-way left some)."""
         self._cupti.activity_flush_all(1)
-        self._windows, self._records = [], []
+        self._windows.clear()
+        self._records.clear()
 
     def close(self) -> None:
         for k in self._api + self._gpu:
@@ -113,7 +116,7 @@ def open_clock() -> tuple[KernelClock | None, str]:
     try:
         from cupti import cupti
     except ImportError as exc:
-        return None, f"no cupti-python ({exc}): `pip install cupti-python` for the kernel clock"
+        return None, f"no cupti-python ({exc}): `gprof-orch doctor` names the one for this CUDA"
     try:
         return KernelClock(cupti), "cupti"
     except Exception as exc:  # noqa: BLE001 - CUPTI refused (another subscriber, an old driver): say so
