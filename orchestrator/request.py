@@ -113,6 +113,7 @@ class Request:
     min_time: float = StopRule.min_time_s
     max_time: float = StopRule.max_time_s
     cuda_graph: bool = False  # `time` on a GPU: capture each variant once, time the replays
+    kernel_clock: bool = False  # `time` on a GPU: each call's own kernel time too (CUPTI, workloads/kernel_clock.py)
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None
@@ -255,7 +256,7 @@ def resolve_spec(req: Request, *, mode: str, default_iters: int | None, default_
                    device=req.device, iters=req.iters if req.iters is not None else default_iters,
                    warmup=req.warmup if req.warmup is not None else default_warmup, seed=req.seed, mode=mode,
                    flush_l2=req.flush_l2, timer=req.timer, gpu_sleep_us=req.gpu_sleep_us, stop=stop,
-                   cuda_graph=req.cuda_graph, triton_interpret=req.triton_interpret, fail_variant=req.fail_variant,
+                   cuda_graph=req.cuda_graph, kernel_clock=req.kernel_clock, triton_interpret=req.triton_interpret, fail_variant=req.fail_variant,
                    workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None, out=out)
     return resolve(spec, entry, auto_device)
 

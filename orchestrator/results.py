@@ -97,6 +97,12 @@ class Run:
                          + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
             if w.get("cuda_graph"):
                 lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
+            kc = w.get("kernel_clock")
+            if kc == "cupti":
+                lines.append("kernel us: each call's own kernels, memsets and copies from CUPTI's records (as nsys "
+                             "reads them); CPU us then holds CUPTI's cost per API call too")
+            elif kc:
+                lines.append(f"--kernel-clock asked for, but off: {kc}")
             clk = w.get("clocks") or {}
             if clk.get("note"):
                 lines.append(clk["note"])

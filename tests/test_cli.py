@@ -57,6 +57,17 @@ def test_doctor_on_a_cpu_machine(cli):
     assert data["cupti"] == {"ok": True, "version": "no GPU: time's kernel clock is off"}
 
 
+def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
+    out = tmp_path / "k"
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000", "-v", "mul", "--iters", "5",
+                  "--kernel-clock", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "spec.json").read_text())["kernel_clock"] is True
+    assert "--kernel-clock asked for, but off: a CPU run has no GPU kernels to clock" in (out / "report.md").read_text()
+    assert "kernel_median_us" not in json.loads((out / "report.json").read_text())["variants"][0] or \
+        json.loads((out / "report.json").read_text())["variants"][0]["kernel_median_us"] is None
+
+
 def test_time_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "run"
     res = run_cli("time", "square", "--device", "cpu", "--size", "4096", "--iters", "20", "-o", str(out),

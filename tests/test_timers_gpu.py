@@ -133,7 +133,7 @@ def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
     out = tmp_path / "k"
     # sampled until the stop rule is met: several batches, each sample with its reading
     res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms", "--size", "1e7",
-                  "--min-samples", "20", "--max-noise", "0.3", "-o", str(out))
+                  "--min-samples", "20", "--max-noise", "0.3", "--kernel-clock", "-o", str(out))
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "workload.json").read_text())["kernel_clock"] == "cupti"
     v, t = _variants(out), _rows(out)

@@ -17,15 +17,16 @@ Probed on the H200 first (scripts/probe_cupti_clock.py): with the records on, th
 what they read without them (within 0.07 us), and torch.square's kernel read 1.63, 3.58, 21.15
 and 189.89 us at 1e5 to 1e8, where nsys read 1.63, 3.55, 20.90 and 189.15 us.
 
-Off where it cannot be exact: under nsys or ncu (they hold CUPTI; GPROF_MARK_CALLS, or their
-injection in the environment), without cupti-python (`pip install cupti-python`, in the `gpu`
-extra), with GPROF_KERNEL_CLOCK=off, or when CUPTI refuses. The manifest says which.
+Asked for with `time --kernel-clock` (not the default: CUPTI's runtime and driver API records
+add host time to every call, and `CPU us` would hold it). Off even then where it cannot be
+exact: under nsys or ncu (they hold CUPTI; GPROF_MARK_CALLS, or their injection in the
+environment), without cupti-python (`gprof-orch doctor` names the version for this CUDA), or
+when CUPTI refuses. The manifest's `kernel_clock` says which.
 """
 from __future__ import annotations
 
 import os
 
-OFF_ENV = "GPROF_KERNEL_CLOCK"
 # a profiler that holds CUPTI in this process: nsys sets the first, ncu and nsys inject through the second
 PROFILER_ENVS = ("NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR")
 BUFFER_BYTES = 8 * 2**20
@@ -106,8 +107,6 @@ class KernelClock:
 
 def open_clock() -> tuple[KernelClock | None, str]:
     """(clock, "cupti") or (None, why it is off)."""
-    if os.environ.get(OFF_ENV, "").strip().lower() in ("0", "off", "no", "false"):
-        return None, f"{OFF_ENV}=off"
     from workloads.timers import MARK_CALLS_ENV
 
     held = [k for k in (MARK_CALLS_ENV, *PROFILER_ENVS) if os.environ.get(k)]

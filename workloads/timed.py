@@ -114,15 +114,18 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
     timing = _Timing(spec, ranges, flush, hold)
     if why:
         man.data["hold"], man.data["hold_note"] = hold.name, why
+    if spec.kernel_clock and not cuda:
+        man.data["kernel_clock"] = "a CPU run has no GPU kernels to clock"
     if cuda:
         import torch
 
         timing.watch, why = clocks.open_watch(torch.cuda.current_device())
         man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
-        from workloads.kernel_clock import open_clock
+        if spec.kernel_clock:
+            from workloads.kernel_clock import open_clock
 
-        timing.clock, how = open_clock()
-        man.data["kernel_clock"] = how
+            timing.clock, how = open_clock()
+            man.data["kernel_clock"] = how
     try:
         _time_all(timing, variants, x, entries, man)
     finally:

@@ -51,6 +51,10 @@ class TimeBackend(Backend):
             click.option("--cuda-graph", is_flag=True,
                          help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
                          "all); a variant that cannot be captured is skipped with the reason."),
+            click.option("--kernel-clock", is_flag=True,
+                         help="Also read each call's own kernel time from CUPTI's records, as nsys does (`kernel "
+                         "us`; needs cupti-python, see doctor). Off by default: CUPTI's API records add host time "
+                         "to every call, which the `CPU us` column would then hold."),
             click.option("--max-noise", type=float, default=stop.max_noise_pct, show_default=True, metavar="PCT",
                          help="Sample until the median's 95% confidence half-width is at most PCT % of it (without "
                          "--iters)."),
