@@ -8,6 +8,8 @@ session on one GPU:
     warm       gprof-orch time --timer blocking --no-flush-l2 (the cache as nsys's back-to-back
                iterations leave it: the like-for-like check against nsys)
     graph      gprof-orch time --cuda-graph (blocking, flushed): graph replays, no launch cost
+    kernel     gprof-orch time --kernel-clock (blocking, flushed): its `kernel us`, each call's own
+               kernels from CUPTI's records (needs cupti-python; empty where the clock is off)
     do_bench   triton.testing.do_bench(fn, return_mode="median"), in this process
     nsys       gprof-orch nsys: the GPU time of the variant's kernels per iteration
 and each one's ratio to nsys. Writes fidelity.json and fidelity.md into --out.
@@ -34,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SLOW_HOST = ROOT / "tests" / "fixtures" / "workloads" / "slow_host.py"
-TIMERS = ("blocking", "sleep", "none", "warm", "graph")
+TIMERS = ("blocking", "sleep", "none", "warm", "graph", "kernel")
 
 
 def _cli(args: list[str], out: Path) -> dict[str, dict]:
@@ -156,6 +158,7 @@ def main() -> None:
                 args = (["nsys", wl, "--iters", "50"] if method == "nsys" else
                         ["time", wl, "--timer", "blocking", "--no-flush-l2"] if method == "warm" else
                         ["time", wl, "--timer", "blocking", "--cuda-graph"] if method == "graph" else
+                        ["time", wl, "--timer", "blocking", "--kernel-clock"] if method == "kernel" else
                         ["time", wl, "--timer", method])
                 got = _cli(args + ["--size", ",".join(sizes), "--dtype", dtype] + extra, out)
                 for point, table in got.items():
@@ -176,7 +179,8 @@ def main() -> None:
                 row = {"workload": wl, "size": size, "dtype": dtype, "variant": v}
                 for method, table in by_method.items():
                     val = table.get(v)
-                    row[method] = (val if isinstance(val, float) else (val or {}).get("time_median_us"))
+                    col = "kernel_median_us" if method == "kernel" else "time_median_us"
+                    row[method] = (val if isinstance(val, float) else (val or {}).get(col))
                     if method == "blocking" and isinstance(val, dict):
                         row["noise_pct"] = val.get("noise_pct")
                         row["samples"] = val.get("samples")
@@ -208,7 +212,9 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
     methods = [m for m in (*TIMERS, "do_bench") if any(r.get(m) is not None for r in rows)]
     loop = any(r.get("loop_nsys") is not None for r in rows)
     head = ["workload", "size", "dtype", "variant", "nsys us", *[f"{m} us" for m in methods],
-            *[f"{m}/nsys" for m in methods], *(["loop events us", "loop nsys us", "loop events - nsys us"] if loop else []),
+            *[f"{m}/nsys" for m in methods],
+            *(["loop events us", "loop nsys us", "loop events - nsys us"] if loop else []),
+            *(["kernel - loop nsys us"] if loop and "kernel" in methods else []),
             "noise %", "samples"]
     lines = [f"device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -224,6 +230,8 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
                                          *([f(r.get("loop_events")), f(r.get("loop_nsys")),
                                             f(r["loop_events"] - r["loop_nsys"]) if r.get("loop_events") and
                                             r.get("loop_nsys") else ""] if loop else []),
+                                         *([f(r["kernel"] - r["loop_nsys"]) if r.get("kernel") and r.get("loop_nsys")
+                                            else ""] if loop and "kernel" in methods else []),
                                          f(r.get("noise_pct")), str(int(r["samples"])) if r.get("samples") else ""]) + " |")
     return "\n".join(lines) + "\n"
 

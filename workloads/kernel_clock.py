@@ -25,6 +25,7 @@ when CUPTI refuses. The manifest's `kernel_clock` says which.
 """
 from __future__ import annotations
 
+import bisect
 import os
 
 # a profiler that holds CUPTI in this process: nsys sets the first, ncu and nsys inject through the second
@@ -77,9 +78,7 @@ class KernelClock:
         if not windows:
             return []
         starts = [w[0] for w in windows]
-        owner: dict[int, int] = {}
-        import bisect
-
+        owner: dict[int, int] = {}  # correlation id -> the window its API call started in
         for kind, start, _end, corr in records:
             if kind in self._api:
                 i = bisect.bisect_right(starts, start) - 1
