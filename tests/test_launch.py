@@ -404,6 +404,11 @@ def test_bind_compiled_prefers_the_own_launcher_then_triton_c():
     launch(11, 22, 3, 1024, False, False)
     assert fake.calls == [((0x1234, 5, 1, 1, 128, 1, 1, 512, 99), [11, 22, 3, 0, 0], False)]
     assert _launch_cuda.bind_compiled(record, 99, Launcher, own=False)[1] == "direct"
+    # a float argument: Triton's C launch, and the tier says why not ours
+    floaty = record._replace(compiled=_compiled(dict(SQUARE_SIG, n="fp32")))
+    floaty.compiled.run = compiled.run
+    how = _launch_cuda.bind_compiled(floaty, 99, Launcher, own=True, entry_points=fake.entry_points)[1]
+    assert how.startswith("direct (not ours: an argument type not launched here"), how
     compiled.metadata.global_scratch_size = 64  # our launcher does not allocate scratch: Triton's does
     compiled.run.global_scratch_size = 64
     assert _launch_cuda.bind_compiled(record, 99, Launcher, own=True, entry_points=fake.entry_points)[1] == "run"

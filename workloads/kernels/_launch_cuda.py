@@ -175,13 +175,16 @@ def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = Fa
     if function is None:
         return None, "the compiled kernel has no loaded CUfunction"
     gx, gy, gz = record.grid
+    own_why = ""
     if own and direct_cls is not None and type(run) is direct_cls:
         from workloads.kernels import _launch_own
 
-        # where the kernel needs what our launcher does not do, Triton's own C launch below
-        launch, _why = _launch_own.bind(compiled, record.grid, stream, entry_points)
+        # where the kernel needs what our launcher does not do, Triton's own C launch below,
+        # and its tier says why (status(), bench_launch's launch column)
+        launch, why = _launch_own.bind(compiled, record.grid, stream, entry_points)
         if launch is not None:
             return launch, "own"
+        own_why = f" (not ours: {why})"
     if direct_cls is not None and type(run) is direct_cls:
         launch = getattr(run, "launch", None)
         # scratch memory is allocated per launch by CudaLauncher.__call__; a Python function
@@ -189,7 +192,7 @@ def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = Fa
         if (launch is not None and not isinstance(launch, types.FunctionType)
                 and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)):
             return functools.partial(launch, gx, gy, gz, stream, function, run.launch_cooperative_grid,
-                                     run.launch_pdl, None, None, packed, None, None, None), "direct"
+                                     run.launch_pdl, None, None, packed, None, None, None), "direct" + own_why
     if not callable(run):
         return None, "CompiledKernel.run is not callable"
     return functools.partial(run, gx, gy, gz, stream, function, packed, None, None, None), "run"
