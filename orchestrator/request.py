@@ -256,7 +256,8 @@ def resolve_spec(req: Request, *, mode: str, default_iters: int | None, default_
                    device=req.device, iters=req.iters if req.iters is not None else default_iters,
                    warmup=req.warmup if req.warmup is not None else default_warmup, seed=req.seed, mode=mode,
                    flush_l2=req.flush_l2, timer=req.timer, gpu_sleep_us=req.gpu_sleep_us, stop=stop,
-                   cuda_graph=req.cuda_graph, kernel_clock=req.kernel_clock, triton_interpret=req.triton_interpret, fail_variant=req.fail_variant,
+                   cuda_graph=req.cuda_graph, kernel_clock=req.kernel_clock, triton_interpret=req.triton_interpret,
+                   fail_variant=req.fail_variant,
                    workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None, out=out)
     return resolve(spec, entry, auto_device)
 
