@@ -65,7 +65,7 @@ def _same_loop(workload: str, size: str, dtype: str, out: Path, extra: list[str]
                timer: str = "blocking") -> dict[str, dict]:
     """{variant: {"loop_events": us, "loop_nsys": us}}: one `time` run under nsys, its events'
     median beside nsys's GPU time per call of the very calls they timed."""
-    from workloads.timed import MARK_CALLS_ENV
+    from workloads.timers import MARK_CALLS_ENV
 
     timed, traced = out / "time", out / "exec"
     argv = [sys.executable, "-m", "orchestrator", "exec", "nsys", "--ranges", "gprof@call:", "-o", str(traced),

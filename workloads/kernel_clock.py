@@ -28,6 +28,8 @@ from __future__ import annotations
 import bisect
 import os
 
+from workloads.timers import MARK_CALLS_ENV
+
 # a profiler that holds CUPTI in this process: nsys sets the first, ncu and nsys inject through the second
 PROFILER_ENVS = ("NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR")
 BUFFER_BYTES = 8 * 2**20
@@ -106,8 +108,6 @@ class KernelClock:
 
 def open_clock() -> tuple[KernelClock | None, str]:
     """(clock, "cupti") or (None, why it is off)."""
-    from workloads.timers import MARK_CALLS_ENV
-
     held = [k for k in (MARK_CALLS_ENV, *PROFILER_ENVS) if os.environ.get(k)]
     if held:
         return None, f"a profiler holds CUPTI in this process ({held[0]} is set): nsys or ncu times the kernels"

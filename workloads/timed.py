@@ -13,7 +13,6 @@ from workloads import timers
 from workloads.manifest import Manifest, measuring, record_failure
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.stopping import StopRule, measure, noise_pct
-from workloads.timers import MARK_CALLS_ENV, event_reader  # noqa: F401  (MARK_CALLS_ENV: bench_fidelity's)
 
 # while a variant is timed, its samples reach workload.json at least this often (seconds): a
 # SIGKILL loses at most that much; an interrupt (SIGINT, SIGTERM) loses nothing
@@ -46,7 +45,7 @@ class Samples:
         if clock is not None:
             clock.reset()  # one window per sample of this variant, from here
         self._pending: list = []  # (start, end) CUDA events recorded, not read yet
-        self._elapsed_ms = event_reader() if cuda else None
+        self._elapsed_ms = timers.event_reader() if cuda else None
         self._saved = time.monotonic()
 
     def add(self, cpu_ns: int, events=None) -> None:
@@ -173,7 +172,7 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> bool:
         if call is None:
             e.update(status="skipped", reason=f"cannot be captured in a CUDA graph: {reason}")
             return False
-    if os.environ.get(MARK_CALLS_ENV):
+    if os.environ.get(timers.MARK_CALLS_ENV):
         call = _marked(call, timing.ranges, "call:" + v.name)
     if timing.clock is not None:
         call = timing.clock.window(call)
