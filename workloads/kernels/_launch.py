@@ -54,8 +54,8 @@ no globals but ``tl``.
 The bound launch itself (see _launch_cuda.bind_compiled) is, best first: our own launcher
 ('own', _launch_own.py: a vectorcall object calling ``cuLaunchKernel`` with the params laid out
 from the kernel's signature; 0.5 to 1.1 us a call less than Triton's C launch for the Triton
-square on the H200, docs/launch-h200.md),
-Triton 3.6's C launch called directly ('direct'), or ``CompiledKernel.run`` ('run').
+square on the H200, docs/launch-h200.md), Triton 3.6's C launch called directly ('direct'), or
+``CompiledKernel.run`` ('run').
 
 GPROF_ORCH_TRITON_LAUNCH=plain (or ``launch_mode("plain")``) forces the plain path, and
 ``triton-c`` the cached launches through Triton's C launcher, to compare.
