@@ -15,7 +15,7 @@
 # (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
 # launch bench, memory roof), measured-roof (ncu fixtures with the
 # measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS),
-# cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# kclock (the kernel clock: cupti-python, its tests, CUPTI's host cost), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -58,6 +58,35 @@ if has timers; then
   s=$(date +%s%N); g time square -o "$RUNS/time-square-default" | tail -9; e=$(date +%s%N)
   echo "time square wall: $(( (e - s) / 1000000 )) ms"
   for i in 1 2 3; do g time square --size 1e8 -v mul --format csv -o "$RUNS/aa-$i" | grep -E '^(torch_square|mul),'; done
+fi
+if has kclock; then
+  # issue 15's kernel clock: cupti-python from .device/cupti (the image lacks it), its GPU tests,
+  # CUPTI's host cost per call (scripts/probe_cupti_overhead.py), and `CPU us` with and without it
+  log "cupti-python"
+  python3 -c "import cuda.bindings as b; print('image cuda.bindings', b.__version__)" 2>&1 | tail -1
+  small=$(ls .device/cupti/*.whl | grep -v cuda_bindings)
+  python3 -m pip install -q --no-deps --no-index --target /tmp/cupti-small $small
+  PYTHONPATH=/tmp/cupti-small:$PYTHONPATH python3 -c "from cupti import cupti; print('cupti without cuda_bindings: ok', cupti.get_timestamp())" 2>&1 | tail -2
+  if ls .device/cupti/cuda_bindings*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --no-index --target /tmp/cupti .device/cupti/*.whl; export PYTHONPATH=/tmp/cupti:$PYTHONPATH
+  else export PYTHONPATH=/tmp/cupti-small:$PYTHONPATH; fi
+  g doctor 2>&1 | grep -i cupti
+  log "kernel clock tests"
+  python3 -m pytest -q -p no:cacheprovider tests/test_timers_gpu.py -k "kernel_clock or driver_event" 2>&1 | tee "$OUT/kclock-tests.log" | tail -8
+  log "CUPTI overhead probe"
+  python3 scripts/probe_cupti_overhead.py --rounds "${KCLOCK_ROUNDS:-3}" --out "$OUT/cupti-overhead.json" 2>/dev/null
+  log "CPU us with and without --kernel-clock"
+  for i in 1 2 3; do for kc in off on; do
+    a=(); [[ $kc == on ]] && a=(--kernel-clock)
+    g time square --size 1e6 "${a[@]}" -o "$RUNS/cpu-$i-$kc" >/dev/null 2>&1
+    python3 - "$RUNS/cpu-$i-$kc/report.json" "$i" "$kc" <<'PY' | tee -a "$OUT/kclock-cpu.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["variants"]:
+    print(sys.argv[2], sys.argv[3], r["variant"], r.get("time_median_us"), r.get("kernel_median_us"), r.get("cpu_median_us"), r.get("samples"))
+PY
+  done; done
+  s=$(date +%s%N); g time square --kernel-clock -o "$RUNS/time-square-kc" | tail -12; e=$(date +%s%N)
+  echo "time square --kernel-clock wall: $(( (e - s) / 1000000 )) ms"
 fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
