@@ -113,7 +113,9 @@ class Request:
     min_time: float = StopRule.min_time_s
     max_time: float = StopRule.max_time_s
     cuda_graph: bool = False  # `time` on a GPU: capture each variant once, time the replays
-    kernel_clock: bool = False  # `time` on a GPU: each call's own kernel time too (CUPTI, workloads/kernel_clock.py)
+    # `time` on a GPU: the median from each call's own kernels (CUPTI, workloads/kernel_clock.py);
+    # None: wherever it can be (cupti-python, no profiler holding CUPTI), True: asked for, False: off
+    kernel_clock: bool | None = None
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None

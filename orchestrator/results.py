@@ -98,11 +98,18 @@ class Run:
             if w.get("cuda_graph"):
                 lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
             kc = w.get("kernel_clock")
+            # run folders from before the kernel clock was the default: set only when asked for
+            asked = w.get("kernel_clock_asked", True if kc else None)
             if kc == "cupti":
-                lines.append("kernel us: each call's own kernels, memsets and copies from CUPTI's records (as nsys "
-                             "reads them); CPU us then holds CUPTI's cost per API call too")
-            elif kc:
+                lines.append("median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads "
+                             "them (the kernel clock); events us: the CUDA events around the same calls, which also "
+                             "hold the GPU's processing of each launch; CPU us holds CUPTI's cost per CUDA call too "
+                             "(--no-kernel-clock: the events' median and the bare host time)")
+            elif kc and asked:
                 lines.append(f"--kernel-clock asked for, but off: {kc}")
+            elif kc and w.get("device") == "cuda":
+                lines.append(f"median from the CUDA events, which also hold the GPU's processing of each launch "
+                             f"(about 2.5 us); the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}")
             clk = w.get("clocks") or {}
             if clk.get("note"):
                 lines.append(clk["note"])

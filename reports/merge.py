@@ -31,6 +31,8 @@ class MergedTime:
     # which backend's times the speedups use: the measured one of lowest rank (CUDA events of the
     # whole call first, then nsys, which sees every launch)
     rank: int = 9
+    # the per-variant column(s) its median is read from, the first one present
+    medians: tuple[str, ...] = ("time_median_us",)
 
     def declare(self) -> "MergedTime":
         """Register the backend's column of the merged table in reports/schema.py (so every renderer
@@ -61,7 +63,8 @@ def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Merge
             if r.get("status") not in MEASURED:
                 row["agreement"] = f"{backend}: {r.get('status')} ({r.get('note') or ''})"
                 continue
-            row[sources[backend].column] = r.get("time_median_us")
+            row[sources[backend].column] = next((r.get(c) for c in sources[backend].medians if pd.notna(r.get(c))),
+                                                None)
             # kernels: the first backend that names them (CUDA events see none)
             if not row.get("kernels") and isinstance(r.get("kernels"), str) and r.get("kernels"):
                 for c in ("kernels", "kernels_full", "launches_per_iter", "same_kernel_as"):

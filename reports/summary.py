@@ -175,6 +175,10 @@ def _run_notes(row: dict[str, Any], v: dict[str, Any], wman: dict[str, Any], t: 
             + " samples taken; the numbers are over those"))
     if v.get("hold_note"):
         note = _also(note, v["hold_note"])
+    if v.get("time_clock") == "events":  # the kernel clock was on, but not every call had a record
+        missed = sum(k is None for k in v.get("kernel_samples_ns") or [])
+        note = _also(note, f"median from the CUDA events: {missed} call(s) had no GPU work of their own in "
+                           "CUPTI's records (no kernel, memset or copy launched by the call)")
     if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
         note = _also(note, f"clocks: {v['clock_note']}; its samples ran slower")
     rule = wman.get("stop_rule") or {}

@@ -64,8 +64,14 @@ def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "spec.json").read_text())["kernel_clock"] is True
     assert "--kernel-clock asked for, but off: a CPU run has no GPU kernels to clock" in (out / "report.md").read_text()
-    assert "kernel_median_us" not in json.loads((out / "report.json").read_text())["variants"][0] or \
-        json.loads((out / "report.json").read_text())["variants"][0]["kernel_median_us"] is None
+    row = json.loads((out / "report.json").read_text())["variants"][0]
+    assert row.get("events_median_us") is None and row["time_median_us"] > 0
+    # not asked for (the default): a CPU run says nothing of it
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1000", "-v", "mul", "--iters", "5", "-o",
+                  str(tmp_path / "d"))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "d" / "spec.json").read_text())["kernel_clock"] is None
+    assert "kernel clock" not in (tmp_path / "d" / "report.md").read_text()
 
 
 def test_time_end_to_end_on_the_cpu(tmp_path):

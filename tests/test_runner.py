@@ -226,3 +226,38 @@ def test_kernel_clock_keeps_one_reading_per_call_across_batches():
     assert clock.take() == [None]
     clock.close()
     assert not cu.enabled
+
+
+def test_the_median_is_the_kernel_clocks_where_every_call_has_a_reading():
+    """On the kernel clock the samples the median is taken from are each call's own GPU work, the
+    events kept beside them; one call with no GPU work of its own sends the variant back to the
+    events (its note says so), never a median over part of its calls."""
+    from types import SimpleNamespace as R
+
+    from workloads.kernel_clock import KernelClock
+    from workloads.timed import Samples
+
+    cu = _Cupti()
+    K = cu.ActivityKind
+    clock = KernelClock(cu)
+    corr = iter(range(1000))
+
+    def launch(ns):
+        c, t = next(corr), cu.get_timestamp()
+        cu.queued += [R(kind=K.DRIVER, start=t, end=t + 1, correlation_id=c),
+                      R(kind=K.CONCURRENT_KERNEL, start=10**6 + t, end=10**6 + t + ns, correlation_id=c)]
+
+    entry: dict = {}
+    samples = Samples(entry, R(save=lambda: None), cuda=True, clock=clock)
+    call = clock.window(lambda: launch(250))
+    for _ in range(4):
+        call()
+        samples.add(900)
+    samples.keep()
+    assert entry["time_clock"] == "kernel" and entry["time_samples_ns"] == [250.0] * 4
+    assert entry["cpu_samples_ns"] == [900] * 4 and samples.times is samples.kernel_ns
+    clock.window(lambda: None)()  # a call that launched nothing
+    samples.add(900)
+    samples.keep()
+    assert entry["time_clock"] == "events" and entry["time_samples_ns"] is samples.gpu_ns
+    assert entry["kernel_samples_ns"] == [250.0] * 4 + [None]

@@ -126,23 +126,45 @@ def test_same_loop_nsys_keeps_every_variant(tmp_path):
 
 
 def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
-    """The kernel clock (CUPTI's records, workloads/kernel_clock.py): one reading per sample, the
-    call's kernels only (not the flush's or the hold's), the events' ~2.5 us launch processing
-    left out; a slow host side changes nothing in it."""
+    """The kernel clock (CUPTI's records, workloads/kernel_clock.py), on by default where
+    cupti-python is: the median is each call's own kernels (not the flush's or the hold's), one
+    reading per sample, the events' ~2.5 us of launch processing beside it in `events us`; a slow
+    host side changes nothing in it. --no-kernel-clock: the events' median, as before."""
     pytest.importorskip("cupti")
     out = tmp_path / "k"
     # sampled until the stop rule is met: several batches, each sample with its reading
     res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms", "--size", "1e7",
-                  "--min-samples", "20", "--max-noise", "0.3", "--kernel-clock", "-o", str(out))
+                  "--min-samples", "20", "--max-noise", "0.3", "-o", str(out))
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "workload.json").read_text())["kernel_clock"] == "cupti"
     v, t = _variants(out), _rows(out)
     for name in ("mean", "host_2ms"):
         k = v[name]["kernel_samples_ns"]
-        assert len(k) == len(v[name]["time_samples_ns"]) >= 20 and all(x and x > 0 for x in k), name
+        assert v[name]["time_clock"] == "kernel" and k == v[name]["time_samples_ns"], name
+        assert len(k) == len(v[name]["event_samples_ns"]) >= 20 and all(x and x > 0 for x in k), name
         # torch.mean: a memset and the reduction, each launch processed inside the events
-        assert 1.0 < t[name]["time_median_us"] - t[name]["kernel_median_us"] < 8.0, t[name]
-    assert abs(t["host_2ms"]["kernel_median_us"] / t["mean"]["kernel_median_us"] - 1) < 0.05
+        assert 1.0 < t[name]["events_median_us"] - t[name]["time_median_us"] < 8.0, t[name]
+    assert abs(t["host_2ms"]["time_median_us"] / t["mean"]["time_median_us"] - 1) < 0.05
+    assert "median: each call's own kernels" in (out / "report.md").read_text()
+    off = tmp_path / "off"
+    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean", "--size", "1e7",
+                  "--iters", "30", "--no-kernel-clock", "-o", str(off))
+    assert res.returncode == 0, res.stderr
+    assert "time_clock" not in _variants(off)["mean"] and _rows(off)["mean"].get("events_median_us") is None
+    assert 1.0 < _rows(off)["mean"]["time_median_us"] - t["mean"]["time_median_us"] < 8.0
+
+
+def test_kernel_clock_reads_graph_replays(tmp_path):
+    """A CUDA graph's kernels carry the correlation id of the graph's launch: the kernel clock
+    reads the replays too."""
+    pytest.importorskip("cupti")
+    out = tmp_path / "g"
+    res = run_cli("time", "square", "--size", "1e6", "-v", "torch_square,mul", "--cuda-graph", "--iters", "50",
+                  "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    for name, row in _rows(out).items():
+        assert _variants(out)[name]["time_clock"] == "kernel", name
+        assert 0 < row["time_median_us"] < row["events_median_us"], row
 
 
 def test_cuda_graph_times_replays_and_skips_what_cannot_be_captured(tmp_path):

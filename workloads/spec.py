@@ -43,7 +43,7 @@ class RunSpec:
     gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
     stop: StopRule | None = None  # time mode's stop rule; its count is always `iters`
     cuda_graph: bool = False  # time mode: capture each variant once, time graph replays
-    kernel_clock: bool = False  # time mode on a GPU: each call's kernel time from CUPTI too
+    kernel_clock: bool | None = None  # time mode on a GPU: the median from CUPTI's kernel records (None: where it can)
     workload_file: str | None = None
     triton_interpret: bool = False
     fail_variant: str | None = None  # testing aid: make this variant raise

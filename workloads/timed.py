@@ -59,7 +59,17 @@ class Samples:
 
     @property
     def times(self) -> list:
-        return self.gpu_ns if self.cuda else self.cpu_ns
+        """The samples the median is taken from: the kernel clock's where it read every call so
+        far, else the CUDA events (the host clock on a CPU run)."""
+        if not self.cuda:
+            return self.cpu_ns
+        return self.kernel_ns if self.on_kernel_clock else self.gpu_ns
+
+    @property
+    def on_kernel_clock(self) -> bool:
+        # a call with no record of its own (no GPU work, or work the clock could not attribute)
+        # has no kernel time: then the variant's median is the events', said in its note
+        return self.clock is not None and bool(self.kernel_ns) and None not in self.kernel_ns
 
     def restart(self) -> None:
         """Drop what was taken (a measurement to be made again another way)."""
@@ -83,8 +93,10 @@ class Samples:
             del self._pending[:done]
             if wait and self.clock is not None:
                 self.kernel_ns.extend(self.clock.take())  # the GPU is done: every record is in
-                self.entry["kernel_samples_ns"] = self.kernel_ns
-        self.entry.update(time_samples_ns=self.gpu_ns if self.cuda else self.cpu_ns, cpu_samples_ns=self.cpu_ns)
+            if self.clock is not None:
+                self.entry.update(kernel_samples_ns=self.kernel_ns, event_samples_ns=self.gpu_ns,
+                                  time_clock="kernel" if self.on_kernel_clock else "events")
+        self.entry.update(time_samples_ns=self.times, cpu_samples_ns=self.cpu_ns)
         if status:
             self.entry["status"] = status
 
@@ -115,16 +127,19 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
         man.data["hold"], man.data["hold_note"] = hold.name, why
     if spec.kernel_clock and not cuda:
         man.data["kernel_clock"] = "a CPU run has no GPU kernels to clock"
+    man.data["kernel_clock_asked"] = spec.kernel_clock  # None: wherever it can be
     if cuda:
         import torch
 
         timing.watch, why = clocks.open_watch(torch.cuda.current_device())
         man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
-        if spec.kernel_clock:
+        if spec.kernel_clock is not False:
             from workloads.kernel_clock import open_clock
 
             timing.clock, how = open_clock()
             man.data["kernel_clock"] = how
+        else:
+            man.data["kernel_clock"] = "off (--no-kernel-clock)"
     try:
         _time_all(timing, variants, x, entries, man)
     finally:

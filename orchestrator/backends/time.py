@@ -1,4 +1,5 @@
-"""`gprof-orch time`: CUDA events around every iteration (the CPU clock on a CPU run)."""
+"""`gprof-orch time`: every call's GPU time, from CUPTI's kernel records (the kernel clock) or the
+CUDA events around it (the CPU clock on a CPU run)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -6,13 +7,14 @@ import pandas as pd
 from orchestrator.backends.base import Backend
 from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
-from reports.schema import KERNEL_CALL
+from reports.schema import EVENT_CALL
 from reports.unify import RowMaker, variant_facts
 
 
 class TimeBackend(Backend):
-    """`gprof-orch time`: CUDA events around every call (the host clock on a CPU run), sampled
-    until the median is known to --max-noise unless --iters fixes the count."""
+    """`gprof-orch time`: each call's own kernels from CUPTI (the kernel clock) where it can, else
+    the CUDA events around it (the host clock on a CPU run), sampled until the median is known to
+    --max-noise unless --iters fixes the count."""
     name = "time"
     mode = "time"
     default_iters = None  # until the stop rule (--max-noise, --max-time) is met; --iters N: exactly N
@@ -20,12 +22,17 @@ class TimeBackend(Backend):
     merged = MergedTime("events_us", "events us", "events", on_gpu="CUDA events per call (time)",
                         on_cpu="host clock (perf_counter) per call (time; a CPU run has no CUDA events)",
                         reason="CUDA events time the whole call: launch latency and gaps between kernels "
-                               "are included", distinct=True, rank=0).declare()
-    description = ("CUDA-event timing of every call, the stream held until the call is queued: median, IQR, "
-                   "min, the median's noise (L2 flushed by default)")
+                               "are included", distinct=True, rank=0,
+                        # on the kernel clock the median is the kernels' (nsys's column has those):
+                        # the events, kept beside it, are what this column means
+                        medians=("events_median_us", "time_median_us")).declare()
+    description = ("every call timed with the stream held until it is queued: its own kernels from CUPTI's "
+                   "records (the kernel clock, where cupti-python is installed) or the CUDA events around it; "
+                   "median, IQR, min, the median's noise (L2 flushed by default)")
 
-    help = ("Time each variant with CUDA events, the stream held until the call is queued so no host cost is "
-            "timed; sample until the median is known to --max-noise (median, IQR, min, samples, noise).")
+    help = ("Time each variant's calls, the stream held until each call is queued so no host cost is timed: "
+            "its kernels from CUPTI (as nsys reads them) where cupti-python is installed, else CUDA events; "
+            "sample until the median is known to --max-noise (median, IQR, min, samples, noise).")
 
     @classmethod
     def cli_options(cls) -> list:
@@ -51,10 +58,11 @@ class TimeBackend(Backend):
             click.option("--cuda-graph", is_flag=True,
                          help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
                          "all); a variant that cannot be captured is skipped with the reason."),
-            click.option("--kernel-clock", is_flag=True,
-                         help="Also read each call's own kernel time from CUPTI's records, as nsys does (`kernel "
-                         "us`; needs cupti-python, see doctor). Off by default: CUPTI's API records add host time "
-                         "to every call, which the `CPU us` column would then hold."),
+            click.option("--kernel-clock/--no-kernel-clock", default=None,
+                         help="The median from each call's own kernels, memsets and copies, read from CUPTI's "
+                         "records as nsys reads them, the events kept as `events us` (default: on a GPU wherever "
+                         "cupti-python is installed, see doctor). CUPTI adds about 1 to 3 us of host time to each "
+                         "call, which `CPU us` holds; --no-kernel-clock: the events' median and the bare host time."),
             click.option("--max-noise", type=float, default=stop.max_noise_pct, show_default=True, metavar="PCT",
                          help="Sample until the median's 95% confidence half-width is at most PCT % of it (without "
                          "--iters)."),
@@ -78,8 +86,8 @@ class TimeBackend(Backend):
                 continue
             rows.samples(v["name"], "time_ns", v.get("time_samples_ns", []), "ns")
             rows.samples(v["name"], "cpu_time_ns", v.get("cpu_samples_ns", []), "ns")
-            # the kernel clock's (CUPTI, workloads/kernel_clock.py): the call's own GPU work
-            kernel = [k for k in v.get("kernel_samples_ns") or [] if k is not None]
-            if kernel:
-                rows.samples(v["name"], KERNEL_CALL, kernel, "ns")
+            if v.get("time_clock") == "kernel":
+                # the median is the kernel clock's (CUPTI, workloads/kernel_clock.py); the CUDA
+                # events around the same calls, beside it
+                rows.samples(v["name"], EVENT_CALL, v.get("event_samples_ns", []), "ns")
         return rows.frame()
