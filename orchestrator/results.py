@@ -97,19 +97,7 @@ class Run:
                          + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
             if w.get("cuda_graph"):
                 lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
-            kc = w.get("kernel_clock")
-            # run folders from before the kernel clock was the default: set only when asked for
-            asked = w.get("kernel_clock_asked", True if kc else None)
-            if kc == "cupti":
-                lines.append("median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads "
-                             "them (the kernel clock); events us: the CUDA events around the same calls, which also "
-                             "hold the GPU's processing of each launch; CPU us holds CUPTI's cost per CUDA call too "
-                             "(--no-kernel-clock: the events' median and the bare host time)")
-            elif kc and asked:
-                lines.append(f"--kernel-clock asked for, but off: {kc}")
-            elif kc and w.get("device") == "cuda":
-                lines.append(f"median from the CUDA events, which also hold the GPU's processing of each launch "
-                             f"(about 2.5 us); the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}")
+            lines += _kernel_clock_lines(w)
             clk = w.get("clocks") or {}
             if clk.get("note"):
                 lines.append(clk["note"])
@@ -264,6 +252,24 @@ class MultiRun:
             lines += slow_lines(self.table)
         return lines
 
+
+
+def _kernel_clock_lines(w: dict) -> list[str]:
+    """What `time`'s median is: the kernel clock's, or the events' and why the clock was off."""
+    kc = w.get("kernel_clock")
+    # run folders from before the kernel clock was the default: set only when asked for
+    asked = w.get("kernel_clock_asked", True if kc else None)
+    if kc == "cupti":
+        return ["median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads them (the "
+                "kernel clock); events us: the CUDA events around the same calls, which also hold the GPU's "
+                "processing of each launch; CPU us holds CUPTI's cost per CUDA call too (--no-kernel-clock: the "
+                "events' median and the bare host time)"]
+    if kc and asked:
+        return [f"--kernel-clock asked for, but off: {kc}"]
+    if kc and w.get("device") == "cuda":
+        return [f"median from the CUDA events, which also hold the GPU's processing of each launch (about 2.5 us); "
+                f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"]
+    return []
 
 def _weighting_legend(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
