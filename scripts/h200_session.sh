@@ -16,7 +16,8 @@
 # launch bench, memory roof), measured-roof (ncu fixtures with the
 # measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS),
 # kclock (the kernel clock: cupti-python, its tests, CUPTI's host cost; KCLOCK_TESTS_ONLY=1: the time GPU
-# tests on it), square-wall (the default time square's wall time, the clock on and off), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# tests on it), cupti (cupti-python installed first: every later stage on the kernel clock), square-wall (the default
+# time square's wall time, the clock on and off), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -29,6 +30,22 @@ g() { python3 -m orchestrator "$@"; }
 log() { echo "=== $* ($(date -u +%H:%M:%S))" >&2; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 
+cupti_setup() {
+  # cupti-python from .device/cupti (the image lacks it; its own cuda.bindings serves when no
+  # cuda_bindings wheel is carried); exported, so every later stage runs on the kernel clock
+  [[ -n ${CUPTI_READY:-} ]] && return
+  log "cupti-python"
+  python3 -c "import cuda.bindings as b; print('image cuda.bindings', b.__version__)" 2>&1 | tail -1
+  if ls .device/cupti/cuda_bindings*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --no-index --target /tmp/cupti .device/cupti/*.whl
+  else
+    python3 -m pip install -q --no-deps --no-index --target /tmp/cupti $(ls .device/cupti/*.whl)
+  fi
+  export PYTHONPATH=/tmp/cupti:$PYTHONPATH CUPTI_READY=1
+  python3 -c "from cupti import cupti; print('cupti-python ok', cupti.get_timestamp())" 2>&1 | tail -1
+}
+# cupti: the kernel clock for every stage after it (first, before doctor and the tests)
+if has cupti || has kclock; then cupti_setup; fi
 if has doctor; then log doctor; g doctor; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; fi
 if has tests; then
   log "gpu tests"
@@ -61,16 +78,6 @@ if has timers; then
   for i in 1 2 3; do g time square --size 1e8 -v mul --format csv -o "$RUNS/aa-$i" | grep -E '^(torch_square|mul),'; done
 fi
 if has kclock; then
-  # issue 15's kernel clock: cupti-python from .device/cupti (the image lacks it), its GPU tests,
-  # CUPTI's host cost per call (scripts/probe_cupti_overhead.py), and `CPU us` with and without it
-  log "cupti-python"
-  python3 -c "import cuda.bindings as b; print('image cuda.bindings', b.__version__)" 2>&1 | tail -1
-  small=$(ls .device/cupti/*.whl | grep -v cuda_bindings)
-  python3 -m pip install -q --no-deps --no-index --target /tmp/cupti-small $small
-  PYTHONPATH=/tmp/cupti-small:$PYTHONPATH python3 -c "from cupti import cupti; print('cupti without cuda_bindings: ok', cupti.get_timestamp())" 2>&1 | tail -2
-  if ls .device/cupti/cuda_bindings*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-deps --no-index --target /tmp/cupti .device/cupti/*.whl; export PYTHONPATH=/tmp/cupti:$PYTHONPATH
-  else export PYTHONPATH=/tmp/cupti-small:$PYTHONPATH; fi
   g doctor 2>&1 | grep -i cupti
   log "kernel clock tests"
   python3 -m pytest -q -p no:cacheprovider tests/test_timers_gpu.py -k "kernel_clock or driver_event" 2>&1 | tee "$OUT/kclock-tests.log" | tail -8
@@ -83,12 +90,12 @@ if has kclock; then
   python3 scripts/probe_cupti_overhead.py --rounds "${KCLOCK_ROUNDS:-3}" --out "$OUT/cupti-overhead.json" 2>/dev/null
   log "CPU us with and without --kernel-clock"
   for i in 1 2 3; do for kc in off on; do
-    a=(); [[ $kc == on ]] && a=(--kernel-clock)
+    a=(--no-kernel-clock); [[ $kc == on ]] && a=(--kernel-clock)
     g time square --size 1e6 "${a[@]}" -o "$RUNS/cpu-$i-$kc" >/dev/null 2>&1
     python3 - "$RUNS/cpu-$i-$kc/report.json" "$i" "$kc" <<'PY' | tee -a "$OUT/kclock-cpu.txt"
 import json, sys
 for r in json.load(open(sys.argv[1]))["variants"]:
-    print(sys.argv[2], sys.argv[3], r["variant"], r.get("time_median_us"), r.get("kernel_median_us"), r.get("cpu_median_us"), r.get("samples"))
+    print(sys.argv[2], sys.argv[3], r["variant"], r.get("time_median_us"), r.get("events_median_us"), r.get("cpu_median_us"), r.get("samples"))
 PY
   done; done
   s=$(date +%s%N); g time square --kernel-clock -o "$RUNS/time-square-kc" | tail -12; e=$(date +%s%N)
@@ -101,6 +108,26 @@ if has square-wall; then
     s=$(date +%s%N); g time square "$kc" -o "$RUNS/wall-$i$kc" >/dev/null 2>&1; e=$(date +%s%N)
     echo "time square $kc wall: $(( (e - s) / 1000000 )) ms" | tee -a "$OUT/square-wall.txt"
   done; done
+fi
+if has goals; then
+  # issue 15's goals 2 and 3 as the defaults run them: three processes of `time square --size 1e8`
+  # (A/A), every built-in variant at 1e6 with --max-noise 0.5 (noise_pct), the default wall time
+  rows() { python3 - "$@" <<'PY'
+import json, sys
+tag = sys.argv[2]
+for r in json.load(open(sys.argv[1] + "/report.json"))["variants"]:
+    print(tag, r["variant"], r.get("status"), r.get("time_median_us"), r.get("events_median_us"),
+          r.get("noise_pct"), r.get("samples"), r.get("cpu_median_us"), (r.get("note") or "")[:90], sep=" | ")
+PY
+  }
+  for i in 1 2 3; do
+    log "A/A $i: time square --size 1e8"; g time square --size 1e8 -o "$RUNS/aa-$i" >/dev/null 2>&1
+    rows "$RUNS/aa-$i" "aa-$i" | tee -a "$OUT/goals.txt"
+  done
+  for w in square mean triton-mean load-inline-square; do
+    log "noise: time $w --size 1e6 --max-noise 0.5"; g time $w --size 1e6 --max-noise 0.5 -o "$RUNS/noise-$w" >/dev/null 2>&1
+    rows "$RUNS/noise-$w" "noise-$w" | tee -a "$OUT/goals.txt"
+  done
 fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
