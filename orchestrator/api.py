@@ -10,13 +10,13 @@ Example:
 from __future__ import annotations
 
 import functools
-import time
 from pathlib import Path
 from typing import Any
 
 from orchestrator import backends
 from orchestrator.comparison import compare  # noqa: F401  (the API's own: api.compare)
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError, UsageError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError
+from orchestrator.execution import conclude, execute, final_status, land_point, point_unavailable
 from orchestrator.request import Request
 # the results are the API's too: `from orchestrator.api import load_run, Run`
 from orchestrator.results import (MultiRun, Run, _build_multi, _write_multi, build_report,  # noqa: F401
@@ -40,38 +40,18 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     Raises a GprofError subclass on failure; the run folder is kept, marked failed or
     interrupted, with whatever was collected, and the exception carries `.run` when a
     partial report could be built."""
-    from orchestrator import envinfo
-
     if backend == "all":
         raise UsageError("profile() runs one backend: every backend is profile_all(workload, ...)")
     if "," in str(options.get("size") or "") + str(options.get("dtype") or ""):
         raise UsageError("profile() runs one size and dtype: a list of them is sweep(workload, backend, "
                          "sizes, dtypes, ...)")
     argv = options.pop("argv", None)
-    # False on a cluster worker: the client writes the reports where the folder lands (titles name it)
-    write_reports = options.pop("write_reports", True)
     req = Request(workload=workload, backend=backend, **options).validate()
     if req.each_gpu:
         return each_gpu(req, argv)
     if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
         return _profile_on_cluster(req, argv)
-    be = backends.get(backend)
-    tools = be.require(req)  # a missing profiler fails here, before a run folder exists
-    rf = RunFolder.create(backend, workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
-    t0 = time.monotonic()
-    error: GprofError | None = None
-    try:
-        rf.update(machine=envinfo.machine(), tools=tools)
-        be.execute(req, rf)
-    except GprofError as exc:
-        error = exc
-    except KeyboardInterrupt:
-        error = InterruptedRunError("interrupted")
-    if isinstance(error, ToolTimeoutError):
-        on = rf.mark_timed_out()
-        if on is not None:
-            error.message += f"; the workload was {on[1]} variant {on[0]}, marked timed out"
-    rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
+    rf, error = execute(req, argv)
     run = None
     try:
         if (rf.path / WORKLOAD_MANIFEST).exists():
@@ -81,63 +61,8 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     except Exception:
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise
-    status, error = _final_status(rf, run, error)
-    return conclude(rf, run, status, error, write=write_reports)
-
-
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *, write: bool = True) -> Run:
-    """End a run folder: the reports carry the final status, so set it first, write them once
-    (unless not `write`: the manifest alone), then save the manifest; raise `error` (with `.run`,
-    what could be built) if there is one."""
-    rf.set_status(status, error.message if error else None)
-    if run is not None and write:
-        try:
-            write_report(run)
-        except GprofError as exc:
-            rf.remove_reports()  # half-written; they would mislead, and the manifest needs the room
-            run.saved = False
-            if error is None:
-                error = exc
-            else:  # the run had already gone wrong (the runner could not write either, say): both
-                error.message += f"; {exc.message}"
-            error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
-            rf.set_status("failed", error.message)
-    if write and error is not None and (run is None or not run.saved) and status != "interrupted":
-        error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
-    rf.finish()
-    if run is not None:
-        run.manifest = rf.manifest
-    if error is not None:
-        error.run = run  # type: ignore[attr-defined]
-        error.run_path = rf.path  # type: ignore[attr-defined]
-        raise error
-    assert run is not None
-    return run
-
-
-def _final_status(rf: RunFolder, run: Run | None, error: GprofError | None) -> tuple[str, GprofError | None]:
-    """The run folder's status and the error to raise, from what went wrong and what the
-    workload manifest says."""
-    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    if run is None or error is not None:
-        return status, error
-    variants = run.workload.get("variants", [])
-    failed = [v for v in variants if v.get("status") == "failed"]
-    wstatus = run.workload.get("status")
-    if failed:
-        first = failed[0]
-        return "failed", RunFailedError(
-            f"{len(failed)} variant(s) failed: " + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
-            log=rf.logs / "workload.stderr.log",
-            hint=f"the other variants' results are in {rf.path}; the traceback of "
-                 f"{first['name']} is in {rf.path / 'workload.json'}")
-    if wstatus == "interrupted":
-        return "interrupted", InterruptedRunError("the workload was interrupted")
-    if wstatus != "ok" or any(v.get("status") in ("pending", "measuring") for v in variants):
-        # the runner exited without finishing workload.json (it could not write it, say)
-        return "failed", RunFailedError(f"the workload runner stopped before it finished (workload.json says "
-                                        f"{wstatus!r})", log=rf.logs / "workload.stderr.log")
-    return status, error
+    status, error = final_status(rf, run.workload if run is not None else None, error)
+    return conclude(rf, run, status, error)
 
 
 def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> MultiRun:
@@ -205,29 +130,15 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
     return multi
 
 
-def run_point(point: Any, out: Path, *, write_reports: bool = True) -> "Run | MultiRun | str":
+def run_point(point: Any, out: Path) -> "Run | MultiRun | str":
     """One child of a parent folder (an orchestrator.cluster.Point: a sweep's size and dtype, a
-    backend of `all`, a worker's GPU) run into `out`, here: the same on a Dask worker as in the
-    serial loop (where the worker leaves the reports to the client: write_reports=False). A string
-    is why the backend cannot run here (`all` skips it). Raises GprofError as profile() does."""
-    if point.check:
-        reason = _unavailable(point.backend, Request(workload=point.workload, backend=point.backend,
-                                                     **point.options))
-        if reason:
-            return reason
-    return profile(point.workload, point.backend, out=out, write_reports=write_reports, **point.options)
-
-
-def _unavailable(name: str, req: Request) -> str | None:
-    """Why backend `name` cannot run on this machine, or None when it can."""
-    from orchestrator import envinfo
-
-    avail = backends.get(name).check(req)
-    if not avail.ok:
-        return avail.detail.splitlines()[0]
-    if backends.get(name).needs_gpu and (req.device == "cpu" or envinfo.nvidia_smi() is None):
-        return f"{name} needs an NVIDIA GPU (none here, or --device cpu)"
-    return None
+    backend of `all`, a worker's GPU) run into `out` by the serial loop, its reports written. A
+    string is why the backend cannot run here (`all` skips it). Raises GprofError as profile()
+    does. A Dask worker runs execute_point instead."""
+    reason = point_unavailable(point)
+    if reason:
+        return reason
+    return profile(point.workload, point.backend, out=out, **point.options)
 
 
 def _point_options(req: Request, *drop: str) -> dict[str, Any]:
@@ -257,7 +168,9 @@ def _run_points(create: Any, points: list, what: str, req: Request) -> MultiRun:
 
 def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retries: int) -> MultiRun:
     """The cluster's side of _run_children: each point a task; each result unpacked into rf/<name>
-    as it ends, its placement in its manifest and the parent's, the parent manifest saved."""
+    as it ends, its placement in its manifest and the parent's, the parent manifest saved. Once
+    every point is back the session closes, in the background while the parent's report is
+    written (its workers' exits take 0.2 s and more)."""
     rf.update(cluster=session.info())
 
     def record(outcome: Any) -> None:
@@ -271,31 +184,28 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     # the children in the points' order, as the serial run lists them, whatever order they ended in
     children = rf.manifest.setdefault("children", {})
     rf.manifest["children"] = {p.name: children[p.name] for p in points if p.name in children}
-    return _finish_children(rf, what, interrupted)
+    closing = session.close_in_background()
+    try:
+        return _finish_children(rf, what, interrupted)
+    finally:
+        closing.join()
 
 
 # what the parent manifest's children entries keep of where a point ran (its own manifest: all of it)
 PLACEMENT_KEYS = ("worker", "host", "gpu_name", "gpu_uuid", "attempts")
 
 
-def _unpack_outcome(folder: Path, outcome: Any) -> "Run | MultiRun | str | GprofError":
-    """A point's Outcome into `folder`: its run folder unpacked, where it ran written into its
-    manifest, its reports rebuilt here (their titles name this folder). Returns what
-    _record_child records."""
+def _unpack_outcome(folder: Path, outcome: Any) -> "Run | str | GprofError":
+    """A point's Outcome into `folder` (land_point), as _record_child records it: the Run, why it
+    was skipped, or the error it ended with."""
     if outcome.status == "skipped":
         return outcome.error or "skipped"
-    run = None
-    if outcome.archive is not None:
-        from orchestrator import cluster
-
-        cluster.unpack(outcome.archive, folder)
-        child = RunFolder.open(folder)
-        child.update(placement=outcome.placement)
-        try:
-            run = load_run(folder, write=True)  # the point's reports, written where it now lies
-        except GprofError:
-            run = None  # the runner never wrote workload.json: the folder keeps its logs
-    return run if outcome.status == "ok" and run is not None else outcome.as_error()
+    if outcome.archive is None:
+        return outcome.as_error()
+    try:
+        return land_point(folder, outcome)
+    except GprofError as exc:
+        return exc
 
 
 def profile_all(workload: str, backends_: list[str] | None = None, **options: Any) -> MultiRun:
@@ -387,14 +297,4 @@ def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
         rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error.message)
         error.run_path = rf.path  # type: ignore[attr-defined]
         raise error
-    cluster.unpack(outcome.archive, rf.path)  # over the placeholder manifest: the worker's is the run's
-    rf = RunFolder.open(rf.path)
-    rf.manifest.update(argv=argv or [], request=req.to_json(), placement=outcome.placement, cluster=where)
-    run = None
-    error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()
-    try:
-        run = build_report(rf, write=False)
-    except GprofError as exc:
-        error = error or exc
-    status = "ok" if error is None else "interrupted" if isinstance(error, InterruptedRunError) else "failed"
-    return conclude(rf, run, status, error)
+    return land_point(rf.path, outcome, argv=argv or [], request=req.to_json(), cluster=where)

@@ -270,7 +270,8 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
     final status, as api.profile does for a built-in run."""
-    from orchestrator import api
+    from orchestrator.execution import conclude
+    from orchestrator.results import build_report
     from orchestrator.parsers import compressed
     from orchestrator.parsers import nsys_sqlite as ns
     from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
@@ -309,7 +310,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
                 from orchestrator.backends.program import frame_from_capture
 
                 frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
-            run = api.build_report(rf, frame, write=False)
+            run = build_report(rf, frame, write=False)
         except GprofError as exc:
             if error is None:
                 error = exc
@@ -319,4 +320,4 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    return api.conclude(rf, run, status, error)
+    return conclude(rf, run, status, error)

@@ -271,6 +271,7 @@ def _kernel_clock_lines(w: dict) -> list[str]:
                 f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"]
     return []
 
+
 def _weighting_legend(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
     from reports.kernels import weighting_legend

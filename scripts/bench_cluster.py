@@ -5,6 +5,10 @@ cluster's start-up alone (LocalCluster of N workers and its client, up and close
 
 Goal (issue 18): cluster wall <= 1.2 x (serial wall / N) + start-up.
 
+Also the machine's own ceiling, without Dask: one point run alone (a fresh `gprof-orch` process,
+its one child), then N of them at once; N x alone / together is the most any N-way split of
+these points can gain here. The goal asks for 2 / 1.2 = 1.67x with N = 2.
+
     python scripts/bench_cluster.py --workers 2 --repeat 3 > docs/scale-cluster-cpu.md
 """
 from __future__ import annotations
@@ -14,8 +18,10 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     walls: dict[str, list[float]] = {"serial": [], "cluster": []}
     cpu: dict[str, list[float]] = {"serial": [], "cluster": []}
     loads, startups, workers_used = [], [], []
+    alone, together = [], []
+    one = base[:base.index("--size")] + ["--size", "1000"] + base[base.index("--size") + 2:]
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     try:
         for rep in range(args.repeat):
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(out, ignore_errors=True)
             wall, _, _, stdout = run_child([sys.executable, "-c", STARTUP, f"local:{n}"], env=env)
             startups.append(float(stdout.strip().splitlines()[-1]))
+            alone.append(run_child(one + ["-o", str(tmp / f"alone-{rep}")], env=env)[0])
+            together.append(_at_once([one + ["-o", str(tmp / f"together-{rep}-{i}")] for i in range(n)], env))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -93,7 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- goal: cluster <= 1.2 x serial / {n} + start-up = 1.2 x {serial:.2f} / {n} + {startup:.2f} = "
           f"{bound:.2f} s: **{'met' if clustered <= bound else 'not met'}** ({clustered:.2f} s)")
     print(f"- workers used per cluster run: {workers_used}")
+    ceiling = [n * a / t for a, t in zip(alone, together)]
+    print(f"- the machine's ceiling, without Dask: one point alone {statistics.median(alone):.2f} s, {n} at once "
+          f"{statistics.median(together):.2f} s: at most **{statistics.median(ceiling):.2f}x** from {n} ways "
+          f"({min(ceiling):.2f}..{max(ceiling):.2f}); the goal asks {n / 1.2:.2f}x of the points, plus start-up")
     return 0
+
+
+def _at_once(argvs: list[list[str]], env: dict[str, str]) -> float:
+    """Wall seconds until every one of these processes, started together, has exited ok."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for a in argvs]
+    for a, proc in zip(argvs, procs):
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit(f"failed ({proc.returncode}): {' '.join(a)}\n{err.decode()[-2000:]}")
+    return time.perf_counter() - t0
 
 
 def _version(name: str) -> str:

@@ -165,21 +165,29 @@ def test_a_local_cluster_sweep_uses_both_workers_in_the_serial_format(tmp_path, 
     assert {r["numel"] for r in json.loads(res.output)["variants"]} == {int(s) for s in sizes}
 
 
-def test_a_worker_leaves_the_reports_to_the_client(tmp_path):
-    """A point run as a worker runs it (write_reports=False) ends with its status and every raw
-    file, and no report: the client writes them where the folder lands (they were written twice,
-    the worker's titles naming its temporary folder)."""
-    from orchestrator import api, load_run
+def test_a_worker_leaves_the_reports_to_the_client(tmp_path, monkeypatch):
+    """A point run as a worker runs it (execution.execute_point) ends with its status and every raw
+    file, and no report: the client builds it where the folder lands (it was built on the worker
+    too, then written twice, the worker's titles naming its temporary folder)."""
+    from orchestrator import api, execution, load_run
     from orchestrator.cluster import Point
 
     opts = {k: v for k, v in POINT.items() if k != "backend"}
-    run = api.run_point(Point("1000-float32", "square", "time", {**opts, "size": "1000"}), tmp_path / "p",
-                        write_reports=False)
+    point = Point("1000-float32", "square", "time", {**opts, "size": "1000"})
+
+    def no_report(*a, **k):
+        raise AssertionError("the worker built a report: the client builds it again where the folder lands")
+
+    with monkeypatch.context() as m:
+        m.setattr("orchestrator.results.build_report", no_report)
+        m.setattr("orchestrator.api.build_report", no_report)
+        rf = execution.execute_point(point, tmp_path / "p")
     files = {p.name for p in (tmp_path / "p").iterdir()}
-    assert run.status == "ok" and _json(tmp_path / "p" / "manifest.json")["status"] == "ok"
+    assert rf.manifest["status"] == "ok" and _json(tmp_path / "p" / "manifest.json")["status"] == "ok"
     assert {"manifest.json", "workload.json"} <= files and not {f for f in files if f.startswith("report.")}
     again = load_run(tmp_path / "p", write=True)
-    assert (tmp_path / "p" / "report.md").is_file() and list(again.table["variant"]) == list(run.table["variant"])
+    serial = api.run_point(point, tmp_path / "s")
+    assert (tmp_path / "p" / "report.md").is_file() and list(again.table["variant"]) == list(serial.table["variant"])
 
 
 # -- 2. a scheduler of the user's: its address, its scheduler file ---------------------------------

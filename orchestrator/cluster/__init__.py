@@ -6,10 +6,10 @@
     --cluster tcp://HOST:PORT   a running scheduler (`dask scheduler`; `dask worker ADDR --resources GPU=1`)
     --scheduler-file FILE       the same, named by its scheduler file (dask-jobqueue: slurm_cluster())
 
-A task (run_point_task) runs orchestrator.api.run_point, so the same child process as a serial
-run, into a fresh folder on the worker, and sends that folder back packed (tar.gz) with where it
-ran (worker, host, pid, GPU name and UUID). The client unpacks it where the serial run would have
-written it. A point that fails on its own comes back as failed, never raised (Dask would retry
+A task (run_point_task) runs orchestrator.execution.execute_point, so the same child process as a
+serial run, into a fresh folder on the worker, and sends that folder back packed (tar.gz) with
+where it ran (worker, host, pid, GPU name and UUID). The client unpacks it where the serial run
+would have written it and builds its report there, once (execution.land_point). A point that fails on its own comes back as failed, never raised (Dask would retry
 it); a point whose worker is lost is submitted again, up to --retries times.
 
 The modules: spec (where the points run), gpus (this machine's GPUs, without CUDA), task (a

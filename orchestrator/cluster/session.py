@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -190,6 +191,13 @@ class Session:
                 except Exception:
                     break
         self.client = self.cluster = None
+
+    def close_in_background(self) -> threading.Thread:
+        """close() in a thread of its own, started; join it. For the parent's report, written while
+        the workers exit. Not a daemon: the interpreter waits for it, so no worker outlives us."""
+        t = threading.Thread(target=self.close, name="gprof-orch cluster close")
+        t.start()
+        return t
 
     # -- running points ---------------------------------------------------------------------------
     def run(self, points: list[Point], *, retries: int,

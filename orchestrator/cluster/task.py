@@ -114,14 +114,14 @@ def _watch_stop(stop_event, stop: threading.Event, done: threading.Event, worker
 
 
 def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> dict[str, Any]:
-    """The Dask task of one point: run it (api.run_point, the same child process as a serial run)
-    into a fresh folder on this worker and return that folder packed, with its status and where
-    it ran. A GprofError (the point failed, exit 1, 2, 4 ...) is returned, not raised: raised, Dask
+    """The Dask task of one point: run it (execution.execute_point, the same child process as a serial
+    run, no report) into a fresh folder on this worker and return that folder packed, with its
+    status and where it ran. A GprofError (the point failed, exit 1, 2, 4 ...) is returned, not raised: raised, Dask
     would count it against the task and could run it again. Logs a start event on `topic`, which
     the client counts as attempts."""
     from distributed import Event, get_client, get_worker
 
-    from orchestrator import api
+    from orchestrator import execution
 
     worker = get_worker()
     key = worker.get_current_task()
@@ -138,12 +138,12 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
             threading.Thread(target=_watch_stop, args=(event, stop, done, worker, key), daemon=True,
                              name=f"gprof-orch stop watch {point.name}").start()
             try:
-                # the client writes the point's reports where its folder lands (_unpack_outcome)
-                run = api.run_point(point, out, write_reports=False)
+                # the client builds the point's report where its folder lands (execution.land_point)
+                run = execution.execute_point(point, out)
                 if isinstance(run, str):
                     result.update(status="skipped", error=run)
                 else:
-                    result["status"] = run.status
+                    result["status"] = run.manifest["status"]
             except GprofError as exc:
                 result.update(status="interrupted" if isinstance(exc, InterruptedRunError) else "failed",
                               error=exc.message, exit_code=exc.exit_code, hint=exc.hint)

@@ -1,0 +1,167 @@
+"""A run folder's life, apart from its report: a request run into a new folder (execute), its
+status read from what the runner left (final_status), the folder concluded with its report
+(conclude). And a point of a parent folder as a Dask worker runs it (execute_point: no report)
+and as the client lands it (land_point: the report built once, where the folder lies).
+api.profile and capture build on these."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import backends
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError
+from orchestrator.request import Request
+from orchestrator.runfolder import RunFolder
+
+if TYPE_CHECKING:
+    from orchestrator.results import Run
+
+
+def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError | None]:
+    """Run a validated one-point request into a new run folder: the backend's tools looked for (a
+    missing one raises before any folder exists), its runs made, the wall time kept. Returns the
+    folder and what went wrong, if anything; no report is built."""
+    from orchestrator import envinfo
+
+    be = backends.get(req.backend)
+    tools = be.require(req)
+    rf = RunFolder.create(req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
+    t0 = time.monotonic()
+    error: GprofError | None = None
+    try:
+        rf.update(machine=envinfo.machine(), tools=tools)
+        be.execute(req, rf)
+    except GprofError as exc:
+        error = exc
+    except KeyboardInterrupt:
+        error = InterruptedRunError("interrupted")
+    if isinstance(error, ToolTimeoutError):
+        on = rf.mark_timed_out()
+        if on is not None:
+            error.message += f"; the workload was {on[1]} variant {on[0]}, marked timed out"
+    rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
+    return rf, error
+
+
+def final_status(rf: RunFolder, workload: dict[str, Any] | None,
+                  error: GprofError | None) -> tuple[str, GprofError | None]:
+    """The run folder's status and the error to raise, from what went wrong and what the
+    workload manifest (read and checked) says."""
+    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
+    if workload is None or error is not None:
+        return status, error
+    variants = workload.get("variants", [])
+    failed = [v for v in variants if v.get("status") == "failed"]
+    wstatus = workload.get("status")
+    if failed:
+        first = failed[0]
+        return "failed", RunFailedError(
+            f"{len(failed)} variant(s) failed: " + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
+            log=rf.logs / "workload.stderr.log",
+            hint=f"the other variants' results are in {rf.path}; the traceback of "
+                 f"{first['name']} is in {rf.path / 'workload.json'}")
+    if wstatus == "interrupted":
+        return "interrupted", InterruptedRunError("the workload was interrupted")
+    if wstatus != "ok" or any(v.get("status") in ("pending", "measuring") for v in variants):
+        # the runner exited without finishing workload.json (it could not write it, say)
+        return "failed", RunFailedError(f"the workload runner stopped before it finished (workload.json says "
+                                        f"{wstatus!r})", log=rf.logs / "workload.stderr.log")
+    return status, error
+
+
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> "Run":
+    """End a run folder: the reports carry the final status, so set it first, write them once,
+    then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
+    from orchestrator.results import write_report
+
+    rf.set_status(status, error.message if error else None)
+    if run is not None:
+        try:
+            write_report(run)
+        except GprofError as exc:
+            rf.remove_reports()  # half-written; they would mislead, and the manifest needs the room
+            run.saved = False
+            if error is None:
+                error = exc
+            else:  # the run had already gone wrong (the runner could not write either, say): both
+                error.message += f"; {exc.message}"
+            error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+            rf.set_status("failed", error.message)
+    if error is not None and (run is None or not run.saved) and status != "interrupted":
+        error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
+    rf.finish()
+    if run is not None:
+        run.manifest = rf.manifest
+    if error is not None:
+        error.run = run  # type: ignore[attr-defined]
+        error.run_path = rf.path  # type: ignore[attr-defined]
+        raise error
+    assert run is not None
+    return run
+
+
+def execute_point(point: Any, out: Path) -> "RunFolder | str":
+    """A point as a Dask worker runs it: the same runs into `out` as run_point makes, the status
+    (from workload.json) in the manifest and every raw file, but no report. The client builds
+    the report where the folder lands (land_point: its titles name that folder), once; it was
+    built on the worker too, for nothing. Returns the folder, or why the backend cannot run here; raises
+    GprofError (the folder ended failed or interrupted) as profile() does."""
+    reason = point_unavailable(point)
+    if reason:
+        return reason
+    req = Request(workload=point.workload, backend=point.backend, out=str(out), **point.options).validate()
+    rf, error = execute(req, None)
+    workload = None
+    if error is None:
+        try:
+            workload = rf.workload_manifest()
+        except GprofError as exc:
+            error = exc
+    status, error = final_status(rf, workload, error)
+    rf.set_status(status, error.message if error else None)
+    rf.finish()
+    if error is not None:
+        error.run_path = rf.path  # type: ignore[attr-defined]
+        raise error
+    return rf
+
+
+def land_point(folder: Path, outcome: Any, **manifest: Any) -> "Run":
+    """A point's run folder, sent back by its worker, unpacked into `folder`; where it ran (and
+    `manifest`'s keys) written into its manifest; its report built here, once (execute_point
+    leaves it to the client), and the folder concluded as profile() concludes one. Raises the
+    point's error (or the report's: a raw file the worker wrote that does not parse)."""
+    from orchestrator import cluster
+    from orchestrator.results import build_report
+
+    cluster.unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
+    rf = RunFolder.open(folder)
+    rf.manifest.update(placement=outcome.placement, **manifest)
+    error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()
+    run = None
+    try:
+        run = build_report(rf, write=False)
+    except GprofError as exc:
+        error = error or exc
+    status = "ok" if error is None else "interrupted" if isinstance(error, InterruptedRunError) else "failed"
+    return conclude(rf, run, status, error)
+
+
+def point_unavailable(point: Any) -> str | None:
+    """Why a point that asks to be checked (`all`'s backends) cannot run here, or None."""
+    if not point.check:
+        return None
+    return unavailable(point.backend, Request(workload=point.workload, backend=point.backend, **point.options))
+
+
+def unavailable(name: str, req: Request) -> str | None:
+    """Why backend `name` cannot run on this machine, or None when it can."""
+    from orchestrator import envinfo
+
+    avail = backends.get(name).check(req)
+    if not avail.ok:
+        return avail.detail.splitlines()[0]
+    if backends.get(name).needs_gpu and (req.device == "cpu" or envinfo.nvidia_smi() is None):
+        return f"{name} needs an NVIDIA GPU (none here, or --device cpu)"
+    return None
