@@ -70,9 +70,13 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     skipped), recording each child's status in the parent manifest as it ends. Stops at an
     interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
     interrupted: InterruptedRunError | None = None
+    built: dict[str, Run] = {}
     for name, job in jobs:
         try:
-            _record_child(rf, name, job(rf.path / name))
+            result = job(rf.path / name)
+            _record_child(rf, name, result)
+            if isinstance(result, Run):
+                built[name] = result
         except InterruptedRunError as exc:
             _record_child(rf, name, exc)
             interrupted = exc
@@ -84,7 +88,7 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
             _record_child(rf, name, exc)
         if interrupted:
             break
-    return _finish_children(rf, what, interrupted)
+    return _finish_children(rf, what, interrupted, built=built)
 
 
 def _record_child(rf: RunFolder, name: str, result: "Run | MultiRun | str | GprofError", **extra: Any) -> None:
@@ -105,9 +109,11 @@ def _record_child(rf: RunFolder, name: str, result: "Run | MultiRun | str | Gpro
         pass  # finish() tries again, and says so if it cannot
 
 
-def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError | None) -> MultiRun:
-    """End a parent folder once its children have ended: its status from theirs, its reports,
-    its manifest saved. Raises what went wrong, with `.run`."""
+def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError | None, *,
+                     built: dict[str, Run] | None = None, drawn: dict | None = None) -> MultiRun:
+    """End a parent folder once its children have ended: its status from theirs, its reports
+    (from `built`, the children's Runs as they ended, and `drawn`, its page's sections drawn
+    ahead: html.draw_section), its manifest saved. Raises what went wrong, with `.run`."""
     children = rf.manifest.setdefault("children", {})
     bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
     err: GprofError | None = interrupted or (RunFailedError(
@@ -115,9 +121,9 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
         if bad else None)
     # the parent's reports carry its final status: set it first, then write them once
     rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
-    multi = _build_multi(rf, write=False, children_write=False)
+    multi = _build_multi(rf, write=False, children_write=False, built=built)
     try:
-        _write_multi(multi)
+        _write_multi(multi, drawn)
     except GprofError as exc:
         rf.remove_reports()
         err = err or exc
@@ -171,7 +177,15 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     as it ends, its placement in its manifest and the parent's, the parent manifest saved. Once
     every point is back the session closes, in the background while the parent's report is
     written (its workers' exits take 0.2 s and more)."""
+    from reports import html
+
     rf.update(cluster=session.info())
+    # the parent page's section of each point, drawn as it lands, while the others still run:
+    # the charts are most of the page's cost, and would otherwise all be drawn after the last one
+    drawn: dict = {}
+    built: dict[str, Run] = {}
+    first = 2 if rf.manifest.get("kind") in ("all", "each-gpu") else 1  # those pages open with the merged table
+    index = {p.name: i for i, p in enumerate(points, first)}
 
     def record(outcome: Any) -> None:
         try:
@@ -179,6 +193,9 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
         except GprofError as exc:  # it could not be written here (disk full): that point failed
             result = exc
         _record_child(rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS})
+        if isinstance(result, Run):
+            built[outcome.name] = result
+            html.draw_section(drawn, index[outcome.name], outcome.name, result.table)
 
     interrupted = session.run(points, retries=retries, on_result=record)
     # the children in the points' order, as the serial run lists them, whatever order they ended in
@@ -186,7 +203,7 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     rf.manifest["children"] = {p.name: children[p.name] for p in points if p.name in children}
     closing = session.close_in_background()
     try:
-        return _finish_children(rf, what, interrupted)
+        return _finish_children(rf, what, interrupted, built=built, drawn=drawn)
     finally:
         closing.join()
 

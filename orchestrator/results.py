@@ -282,9 +282,11 @@ def _weighting_legend(run: Any) -> str | None:
     return weighting_legend(frame, [v["name"] for v in workload.get("variants", [])])
 
 
-def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None) -> MultiRun:
+def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None,
+                 built: dict[str, Run] | None = None) -> MultiRun:
     """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
-    says otherwise, its children's) rewritten."""
+    says otherwise, its children's) rewritten. `built`: children's Runs already built from their
+    folders as they ended (the run that made them), not parsed again."""
     from reports import merge
 
     children_write = write if children_write is None else children_write
@@ -298,7 +300,9 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
             skipped[name] = child.get("reason", "")
             continue
         folder = rf.file(child.get("folder", name))
-        if (folder / WORKLOAD_MANIFEST).exists():
+        if built and name in built and not children_write:
+            runs[name] = built[name]
+        elif (folder / WORKLOAD_MANIFEST).exists():
             try:
                 child = RunFolder.open(folder)
                 runs[name] = build_report(child, write=children_write and child.writable())
@@ -324,7 +328,8 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
     return multi
 
 
-def _write_multi(multi: MultiRun) -> None:
+def _write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
+    """A parent folder's reports; `drawn`: its page's sections drawn ahead (html.draw_section)."""
     from reports import html, render
 
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
@@ -336,7 +341,7 @@ def _write_multi(multi: MultiRun) -> None:
         html.write_html(multi.path / "report.html", multi.title(), sections,
                         sweep=multi.table if multi.kind == "sweep" else None,
                         meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),
-                        kernels=multi.kernels)
+                        kernels=multi.kernels, drawn=drawn)
     except OSError as exc:
         raise disk_error(multi.path, exc) from exc
     multi.saved = True

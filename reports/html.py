@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +81,16 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 
 def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, sweep: pd.DataFrame | None = None,
                 meta: dict[str, Any] | None = None, notes: Sequence[str] | None = None,
-                kernels: pd.DataFrame | None = None, findings: pd.DataFrame | None = None) -> str:
+                kernels: pd.DataFrame | None = None, findings: pd.DataFrame | None = None,
+                drawn: Mapping[tuple[str, str, str], str] | None = None) -> str:
     """The whole page as one string: for each (name, per-variant table) a bar chart of the median
     time with IQR whiskers, a bar chart of % of peak bandwidth (when the table has it) and the
     table; then, for `sweep` (long form: variant, numel, dtype, time_median_us, achieved_gb_s),
     time and GB/s against size, one line per variant; then `kernels`, the per-kernel breakdown
     (reports.kernels.kernel_table), as its own section (id "kernels"); then `findings`, ncu's rule
     results (reports.why.findings_table), with each variant's one-line explanation (id "findings").
+    `drawn`: sections already drawn by draw_section (a cluster's client draws each point's as it
+    lands); one whose table has changed since is drawn again.
 
     Tables may hold any subset of reports.summary.TABLE_COLUMNS, or other columns (a merged
     table): every column with a value is shown, known ones with the terminal table's headers and
@@ -114,7 +117,8 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
     if len(toc) > 1:
         body.append("<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>")
     for i, (name, table) in enumerate(sections, 1):
-        body.append(_section_html(f"section-{i}", str(name), table))
+        key = _section_key(f"section-{i}", str(name), table)
+        body.append((drawn or {}).get(key) or _section_html(*key[:2], table))
     if sweep is not None:
         body.append(_sweep_html(sweep))
     if kernels is not None:
@@ -131,14 +135,28 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
 def write_html(path: str | Path, title: str, sections: Sequence[tuple[str, pd.DataFrame]], *,
                sweep: pd.DataFrame | None = None, meta: dict[str, Any] | None = None,
                notes: Sequence[str] | None = None, kernels: pd.DataFrame | None = None,
-               findings: pd.DataFrame | None = None) -> Path:
+               findings: pd.DataFrame | None = None, drawn: Mapping[tuple[str, str, str], str] | None = None) -> Path:
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels,
-                                findings=findings),
+                                findings=findings, drawn=drawn),
                     encoding="utf-8")
     return path
+
+
+def draw_section(drawn: dict[tuple[str, str, str], str], index: int, name: str, table: pd.DataFrame) -> None:
+    """Draw the page's section `index` (1-based, in the order render_html numbers them) for the
+    table `name` into `drawn`, ahead of the page: its charts are most of a page's cost (matplotlib,
+    about 0.15 s each), and a cluster's client draws them while the other points still run."""
+    key = _section_key(f"section-{index}", str(name), table)
+    drawn[key] = _section_html(key[0], key[1], table)
+
+
+def _section_key(anchor: str, name: str, table: pd.DataFrame) -> tuple[str, str, str]:
+    """A drawn section's key: its anchor, name and the table's every value (a table that changed
+    is drawn again)."""
+    return anchor, name, table.to_json(orient="split", default_handler=str)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,44 +1,16 @@
 """One table across backends, sweeps over sizes, and the comparison of two runs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from reports import schema
+from reports.schema import MergedTime  # noqa: F401  (declared with the columns; merged here)
 from reports.summary import sample_stats
 
 DISAGREE = 0.10  # backends whose medians differ by more than this are flagged
-
-
-@dataclass(frozen=True)
-class MergedTime:
-    """How one backend's median enters the merged table of `all` (declared by the backend, see
-    orchestrator/backends): its column and header; what it measures on a GPU and on the CPU (the
-    legend under the table; None: not run there), under `label`; why its number may differ from
-    the others'. A `distinct` backend times something other than kernel durations (the whole
-    call, a replay): when it disagrees, its reason is the one named."""
-
-    column: str
-    header: str
-    label: str
-    on_gpu: str
-    on_cpu: str | None
-    reason: str
-    distinct: bool = False
-    # which backend's times the speedups use: the measured one of lowest rank (CUDA events of the
-    # whole call first, then nsys, which sees every launch)
-    rank: int = 9
-    # the per-variant column(s) its median is read from, the first one present
-    medians: tuple[str, ...] = ("time_median_us",)
-
-    def declare(self) -> "MergedTime":
-        """Register the backend's column of the merged table in reports/schema.py (so every renderer
-        knows its header and format); returns self, to be used where the backend declares it."""
-        schema.register(schema.Column(self.column, self.header, "{:.2f}", tables=(schema.MERGED,)))
-        return self
 
 
 def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, MergedTime],

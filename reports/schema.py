@@ -7,10 +7,14 @@ reports them), counts as "count".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
+# pandas is imported by the functions that build frames, not here: a backend declares its columns
+# (MergedTime) at import, and a Dask worker that only runs a point never loads pandas
+# (execution.execute_point; tests/test_cluster.py)
 SCHEMA_VERSION = 1
 
 COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
@@ -42,6 +46,8 @@ EVENT_CALL = "event_call_ns"
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """Build a unified frame from dict rows with the COLUMNS keys (missing -> "")."""
+    import pandas as pd
+
     df = pd.DataFrame.from_records(list(rows), columns=COLUMNS)
     if df.empty:
         return empty_frame()
@@ -54,12 +60,16 @@ def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
 
 def empty_frame() -> pd.DataFrame:
     """A unified frame with no rows: the schema's columns, `value` float64, the rest object."""
+    import pandas as pd
+
     df = pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object") for c in COLUMNS})
     return df
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """The non-empty frames concatenated in the schema's column order (an empty frame when none)."""
+    import pandas as pd
+
     frames = [f for f in frames if f is not None and not f.empty]
     if not frames:
         return empty_frame()
@@ -209,3 +219,31 @@ def columns(table: str) -> list[Column]:
 def column(name: str) -> Column | None:
     """The declared Column named `name`; None for a column nobody declared."""
     return next((c for c in REPORT_COLUMNS if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class MergedTime:
+    """How one backend's median enters the merged table of `all` (declared by the backend, see
+    orchestrator/backends): its column and header; what it measures on a GPU and on the CPU (the
+    legend under the table; None: not run there), under `label`; why its number may differ from
+    the others'. A `distinct` backend times something other than kernel durations (the whole
+    call, a replay): when it disagrees, its reason is the one named."""
+
+    column: str
+    header: str
+    label: str
+    on_gpu: str
+    on_cpu: str | None
+    reason: str
+    distinct: bool = False
+    # which backend's times the speedups use: the measured one of lowest rank (CUDA events of the
+    # whole call first, then nsys, which sees every launch)
+    rank: int = 9
+    # the per-variant column(s) its median is read from, the first one present
+    medians: tuple[str, ...] = ("time_median_us",)
+
+    def declare(self) -> "MergedTime":
+        """Register the backend's column of the merged table here (so every renderer
+        knows its header and format); returns self, to be used where the backend declares it."""
+        register(Column(self.column, self.header, "{:.2f}", tables=(MERGED,)))
+        return self

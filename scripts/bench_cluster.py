@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import machine, run_child  # noqa: E402
+from benchlib import ROOT, machine, run_child  # noqa: E402
 
 STARTUP = """
 import sys, time
@@ -44,30 +44,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--baseline", type=Path, help="another checkout (`git worktree add DIR REV`): its cluster sweep "
+                   "runs too, interleaved with this tree's, for a before/after side by side")
     args = p.parse_args(argv)
     n = args.workers
     sizes = ",".join(str(1000 + i) for i in range(4 * n))
     base = [sys.executable, "-m", "orchestrator", "time", "square", "--device", "cpu", "--size", sizes,
             "--variants", "mul", "--iters", str(args.iters), "--warmup", "1", "--json"]
     env = {**os.environ, "GPROF_NO_PROGRESS": "1"}
-    walls: dict[str, list[float]] = {"serial": [], "cluster": []}
-    cpu: dict[str, list[float]] = {"serial": [], "cluster": []}
+    sides = ("serial", "cluster") + (("baseline",) if args.baseline else ())
+    walls: dict[str, list[float]] = {s: [] for s in sides}
+    cpu: dict[str, list[float]] = {s: [] for s in sides}
     loads, startups, workers_used = [], [], []
     alone, together = [], []
     one = base[:base.index("--size")] + ["--size", "1000"] + base[base.index("--size") + 2:]
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     try:
         for rep in range(args.repeat):
-            for side in ("serial", "cluster"):
+            for side in sides:
                 out = tmp / f"{side}-{rep}"
-                argv = base + ["-o", str(out)] + (["--cluster", f"local:{n}"] if side == "cluster" else [])
+                argv = base + ["-o", str(out)] + (["--cluster", f"local:{n}"] if side != "serial" else [])
                 loads.append(os.getloadavg()[0])
-                wall, cpu_s, _, stdout = run_child(argv, env=env)
+                where = args.baseline.resolve() if side == "baseline" else ROOT
+                wall, cpu_s, _, stdout = run_child(argv, env=env, cwd=where)
                 walls[side].append(wall)
                 cpu[side].append(cpu_s)
                 doc = json.loads(stdout)
                 assert doc["status"] == "ok" and len({r["numel"] for r in doc["variants"]}) == 4 * n, doc
-                if side == "cluster":
+                if side != "serial":
                     children = json.loads((out / "manifest.json").read_text())["children"]
                     workers_used.append(len({c["placement"]["worker"] for c in children.values()}))
                 shutil.rmtree(out, ignore_errors=True)
@@ -84,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
                    "the cluster code", dask=_version("dask"), distributed=_version("distributed"))
     rows = [("serial (one child at a time)", walls["serial"], cpu["serial"]),
             (f"--cluster local:{n}", walls["cluster"], cpu["cluster"])]
+    if args.baseline:
+        rev = subprocess.run(["git", "-C", str(args.baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+        rows.append((f"--cluster local:{n}, baseline {rev or args.baseline}", walls["baseline"], cpu["baseline"]))
     print(f"# --cluster local:{n} against the serial sweep, on the CPU\n")
     print(f"`python scripts/bench_cluster.py --workers {n} --repeat {args.repeat}`: a sweep of {4 * n} equal points "
           f"(`gprof-orch time square --device cpu --size {sizes} --variants mul --iters {args.iters} --warmup 1`), "

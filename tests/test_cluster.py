@@ -190,6 +190,60 @@ def test_a_worker_leaves_the_reports_to_the_client(tmp_path, monkeypatch):
     assert (tmp_path / "p" / "report.md").is_file() and list(again.table["variant"]) == list(serial.table["variant"])
 
 
+
+WORKER_IMPORTS = """
+import sys
+from pathlib import Path
+from orchestrator import backends, execution
+from orchestrator.cluster import Point
+for name in ("time", "nsys", "torch-trace", "proton"):
+    backends.get(name)
+rf = execution.execute_point(Point("p", "square", "time", {"device": "cpu", "size": "1000", "variants": ["mul"],
+                                                           "iters": 3, "warmup": 0}), Path(sys.argv[1]))
+print(rf.manifest["status"], sorted(m for m in ("pandas", "numpy", "matplotlib") if m in sys.modules))
+"""
+
+
+def test_a_worker_runs_a_point_without_pandas(tmp_path):
+    """A worker imports the backend and runs the point; the report, and so pandas (0.35 s of CPU
+    per worker, on the critical path of a 2-core cluster), are the client's. The ncu backend's
+    module still brings pandas through its report reader."""
+    res = subprocess.run([sys.executable, "-c", WORKER_IMPORTS, str(tmp_path / "p")], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["ok", "[]"], res.stdout
+
+
+DRAWN_AHEAD = """
+import sys
+from pathlib import Path
+if __name__ == "__main__":
+    from reports import html
+    draws = []
+    draw = html._section_html
+    html._section_html = lambda *a, **k: draws.append(a[0]) or draw(*a, **k)
+    from orchestrator import api, load_run
+    finish, at_finish = api._finish_children, []
+    api._finish_children = lambda *a, **k: at_finish.append(len(draws)) or finish(*a, **k)
+    out = Path(sys.argv[1])
+    api.sweep("square", "time", ["1000", "1001", "1002"], ["float32"], device="cpu", variants=["mul", "pow"], iters=3,
+              warmup=0, out=str(out), cluster="local:2")
+    page, n = (out / "report.html").read_text(), len(draws)
+    load_run(out, write=True)  # the page drawn again from scratch, as `gprof-orch report` does
+    print(at_finish[0], n, (out / "report.html").read_text() == page)
+"""
+
+
+def test_the_client_draws_each_points_section_as_it_lands(tmp_path):
+    """The parent page's charts are drawn while the other points run, not all after the last one:
+    3 points, 6 sections drawn before the parent's page is written (each point's own page, and its
+    section of the parent's); that page then draws none, and is the very page `report` draws from
+    scratch."""
+    res = subprocess.run([sys.executable, "-c", DRAWN_AHEAD, str(tmp_path / "s")], capture_output=True, text=True,
+                         cwd=REPO, timeout=300, env={**os.environ, **ENV})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["6", "6", "True"], res.stdout
+
 # -- 2. a scheduler of the user's: its address, its scheduler file ---------------------------------
 
 def test_the_tcp_address_runs_the_point_on_each_gpu_worker(dask_cluster, tmp_path):

@@ -13,18 +13,19 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
 from orchestrator.request import Request, resolve_spec
 from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
-from reports.merge import MergedTime
+from reports.schema import MergedTime
 from workloads.spec import SPEC_FILE, RunSpec
 
-RUNNER_MODULE = "workloads"
+if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+    import pandas as pd
 
+RUNNER_MODULE = "workloads"
 
 @dataclass
 class Step:

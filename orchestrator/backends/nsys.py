@@ -5,19 +5,21 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
-from reports.merge import MergedTime
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
-from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
+from reports.schema import MergedTime, NOT_IN_REPORT, NO_ACTIVITY, NO_RANGE, OUTSIDE, UNEVEN_LAUNCHES
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
+
+if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+    import numpy as np
+    import pandas as pd
+
+    from reports.unify import RowMaker
 
 REPORT = "report.nsys-rep"
 # measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
@@ -240,6 +242,8 @@ def _no_report(res: proc.Result, log: str) -> ToolFailedError:
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
+    from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
+
     from orchestrator.parsers import nsys_sqlite as ns
 
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
@@ -307,6 +311,9 @@ class VariantRows:
     COLUMNS = ("kind", "duration_ns", "start", "end", "range_id", "launch_cpu_ns")
 
     def __init__(self, attributed: pd.DataFrame, ranges: pd.DataFrame):
+        import numpy as np
+        import pandas as pd
+
         rid = attributed["range_id"].to_numpy(dtype=np.int64)
         codes, names = pd.factorize(ranges["variant"])
         code = np.full(len(rid), -1, dtype=np.int64)
@@ -325,6 +332,9 @@ class VariantRows:
     def of(self, variant: str | None, by_launch: bool = False) -> pd.DataFrame:
         """The variant's rows in frame order; `by_launch`: in the order of their launch calls
         (stable; launches without a call last), as sort_values("launch_start", kind="stable")."""
+        import numpy as np
+        import pandas as pd
+
         idx = self._rows.get(variant, np.array([], dtype=np.int64))
         if by_launch:
             idx = idx[np.argsort(self._launch[idx], kind="stable")]
@@ -338,6 +348,9 @@ class VariantRows:
 def _kernel_label(act: pd.DataFrame) -> pd.Series:
     """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills. Categorical
     where the names are (a lean read's), so that millions of rows share a few names."""
+    import numpy as np
+    import pandas as pd
+
     dem, name = act["demangled_name"], act["name"]
     if isinstance(dem.dtype, pd.CategoricalDtype) and isinstance(name.dtype, pd.CategoricalDtype):
         kind = act["kind"].to_numpy(dtype=object)
@@ -365,6 +378,8 @@ def per_iteration(durations: np.ndarray, iters: int) -> np.ndarray | None:
     """GPU time of each iteration: launches in order, in `iters` equal groups. None when they do
     not split evenly: some launches are missing (or extra), so no iteration's time can be told,
     and total / iters would be a different number that looks right."""
+    import numpy as np
+
     if len(durations) == 0:
         return np.array([])
     if len(durations) % iters == 0:

@@ -19,18 +19,18 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from orchestrator import proc
 from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Step
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.merge import MergedTime
-from reports.unify import RowMaker, variant_facts
+from reports.schema import MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
+
+if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+    import pandas as pd
 
 SESSION = "proton"               # proton.start's name: it writes <name>.hatchet
 HATCHET = SESSION + ".hatchet"
@@ -110,6 +110,8 @@ class ProtonBackend(Backend):
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of proton's hatchet profile (a compressed one read the same)."""
+        from reports.unify import RowMaker, variant_facts
+
         from orchestrator.parsers import compressed
         from orchestrator.parsers import proton as reader
 

@@ -2,13 +2,14 @@
 CUDA events around it (the CPU clock on a CPU run)."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend
-from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
-from reports.schema import EVENT_CALL
-from reports.unify import RowMaker, variant_facts
+from reports.schema import EVENT_CALL, MergedTime
+
+if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+    import pandas as pd
 
 
 class TimeBackend(Backend):
@@ -77,6 +78,8 @@ class TimeBackend(Backend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the runner's own samples in workload.json: time and host time per
         call, also for a variant stopped part-way (its status says so)."""
+        from reports.unify import RowMaker, variant_facts
+
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)

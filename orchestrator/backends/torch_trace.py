@@ -2,14 +2,17 @@
 (open it in Perfetto or chrome://tracing) and turned into per-variant kernels and times."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend
-from reports.merge import MergedTime
 from orchestrator.runfolder import RunFolder
-from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
-from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
+from reports.schema import ITERATIONS_IN_REPORT, MergedTime, NOT_IN_REPORT, NO_RANGE, OUTSIDE, UNEVEN_LAUNCHES
 from workloads.nvtx_ranges import RANGE_PREFIX
+
+if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+    import pandas as pd
+
+    from reports.unify import RowMaker
 
 
 class TorchTraceBackend(Backend):
@@ -29,6 +32,8 @@ class TorchTraceBackend(Backend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
+        from reports.unify import RowMaker, variant_facts
+
         from orchestrator.parsers import torch_trace as tt
 
         wman = rf.workload_manifest()
@@ -61,6 +66,8 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     `holds` (an imported trace; see orchestrator.capture.nesting): each range of a variant
     without `iter` ranges inside is one iteration, and a variant named in `holds` counts the GPU
     activity of the ranges nested in it (as nvtx_kern_sum does), every other innermost-wins."""
+    from reports.unify import activity_rows, idle_gap_rows
+
     from orchestrator.parsers import torch_trace as tt
 
     s = tt.summarize(trace, prefix)
@@ -131,6 +138,8 @@ def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) 
     """tt.summarize()'s result for an imported trace: a variant without `iter` ranges takes each
     of its ranges as one iteration, and a variant that holds others takes the GPU activity
     launched anywhere inside its ranges (duplicated from the variants nested in it)."""
+    import pandas as pd
+
     from orchestrator.parsers import torch_trace as tt
 
     ranges = s["ranges"].copy()
