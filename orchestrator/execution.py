@@ -1,7 +1,8 @@
 """A run folder's life, apart from its report: a request run into a new folder (execute), its
 status read from what the runner left (final_status), the folder concluded with its report
-(conclude). And a point of a parent folder as a Dask worker runs it (execute_point: no report)
-and as the client lands it (land_point: the report built once, where the folder lies).
+(conclude). And a point of a parent folder as a Dask worker runs it (execute_point: no report,
+no pandas) and as the client lands it (land_point: the report built once, where the folder
+lies).
 api.profile and capture build on these."""
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
 
 
 def final_status(rf: RunFolder, workload: dict[str, Any] | None,
-                  error: GprofError | None) -> tuple[str, GprofError | None]:
+                 error: GprofError | None) -> tuple[str, GprofError | None]:
     """The run folder's status and the error to raise, from what went wrong and what the
     workload manifest (read and checked) says."""
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
@@ -104,9 +105,10 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
 def execute_point(point: Any, out: Path) -> "RunFolder | str":
     """A point as a Dask worker runs it: the same runs into `out` as run_point makes, the status
     (from workload.json) in the manifest and every raw file, but no report. The client builds
-    the report where the folder lands (land_point: its titles name that folder), once; it was
-    built on the worker too, for nothing. Returns the folder, or why the backend cannot run here; raises
-    GprofError (the folder ended failed or interrupted) as profile() does."""
+    the report where the folder lands, once (land_point: its titles name that folder), so the
+    worker never imports pandas (tests/test_cluster.py). Returns the folder, or why the backend
+    cannot run here; raises GprofError (the folder ended failed or interrupted) as profile()
+    does."""
     reason = point_unavailable(point)
     if reason:
         return reason

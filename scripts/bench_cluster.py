@@ -44,11 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--size-base", type=int, default=1000,
+                   help="the first point's size (elements); with --iters, how much a point measures beside its "
+                        "child's start (1000 and 20: about 1.5 s a point, mostly the interpreter and torch import)")
     p.add_argument("--baseline", type=Path, help="another checkout (`git worktree add DIR REV`): its cluster sweep "
                    "runs too, interleaved with this tree's, for a before/after side by side")
     args = p.parse_args(argv)
     n = args.workers
-    sizes = ",".join(str(1000 + i) for i in range(4 * n))
+    sizes = ",".join(str(args.size_base + i) for i in range(4 * n))
     base = [sys.executable, "-m", "orchestrator", "time", "square", "--device", "cpu", "--size", sizes,
             "--variants", "mul", "--iters", str(args.iters), "--warmup", "1", "--json"]
     env = {**os.environ, "GPROF_NO_PROGRESS": "1"}
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[str, list[float]] = {s: [] for s in sides}
     loads, startups, workers_used = [], [], []
     alone, together = [], []
-    one = base[:base.index("--size")] + ["--size", "1000"] + base[base.index("--size") + 2:]
+    one = base[:base.index("--size")] + ["--size", str(args.size_base)] + base[base.index("--size") + 2:]
     tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     try:
         for rep in range(args.repeat):
@@ -93,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                              text=True).stdout.strip()
         rows.append((f"--cluster local:{n}, baseline {rev or args.baseline}", walls["baseline"], cpu["baseline"]))
     print(f"# --cluster local:{n} against the serial sweep, on the CPU\n")
-    print(f"`python scripts/bench_cluster.py --workers {n} --repeat {args.repeat}`: a sweep of {4 * n} equal points "
+    more = f" --size-base {args.size_base}" if args.size_base != 1000 else ""
+    more += f" --iters {args.iters}" if args.iters != 20 else ""
+    print(f"`python scripts/bench_cluster.py --workers {n} --repeat {args.repeat}{more}`: a sweep of {4 * n} equal points "
           f"(`gprof-orch time square --device cpu --size {sizes} --variants mul --iters {args.iters} --warmup 1`), "
           f"each side a fresh process, alternating; median of {args.repeat}.\n")
     print(f"- date: {info['date']}; commit: {info['commit']}")
