@@ -11,17 +11,30 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.comparison import compare  # noqa: F401  (the API's own: api.compare)
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError
 from orchestrator.execution import conclude, execute, final_status, land_point, point_unavailable
 from orchestrator.request import Request
-# the results are the API's too: `from orchestrator.api import load_run, Run`
-from orchestrator.results import (MultiRun, Run, _build_multi, _write_multi, build_report,  # noqa: F401
-                                  load_run, write_report)
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+
+if TYPE_CHECKING:
+    from orchestrator.results import MultiRun, Run
+
+# The results and compare are the API's too (`from orchestrator.api import load_run, Run`), imported
+# when first asked for: they bring pandas (0.35 s), and a --cluster run starts its workers first
+_LATER = {"MultiRun": "orchestrator.results", "Run": "orchestrator.results", "build_report": "orchestrator.results",
+          "load_run": "orchestrator.results", "write_report": "orchestrator.results",
+          "compare": "orchestrator.comparison"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LATER:
+        import importlib
+
+        return getattr(importlib.import_module(_LATER[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def plan(req: Request) -> Any:
@@ -51,6 +64,8 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
         return each_gpu(req, argv)
     if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
         return _profile_on_cluster(req, argv)
+    from orchestrator.results import build_report
+
     rf, error = execute(req, argv)
     run = None
     try:
@@ -69,6 +84,8 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     """Run each (name, job) into rf/<name> (a job returns a Run, or a string: the reason it is
     skipped), recording each child's status in the parent manifest as it ends. Stops at an
     interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
+    from orchestrator.results import Run
+
     interrupted: InterruptedRunError | None = None
     built: dict[str, Run] = {}
     for name, job in jobs:
@@ -121,6 +138,8 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
         if bad else None)
     # the parent's reports carry its final status: set it first, then write them once
     rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
+    from orchestrator.results import _build_multi, _write_multi
+
     multi = _build_multi(rf, write=False, children_write=False, built=built)
     try:
         _write_multi(multi, drawn)
@@ -177,6 +196,7 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     as it ends, its placement in its manifest and the parent's, the parent manifest saved. Once
     every point is back the session closes, in the background while the parent's report is
     written (its workers' exits take 0.2 s and more)."""
+    from orchestrator.results import Run
     from reports import html
 
     rf.update(cluster=session.info())
