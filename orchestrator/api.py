@@ -196,9 +196,6 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     as it ends, its placement in its manifest and the parent's, the parent manifest saved. Once
     every point is back the session closes, in the background while the parent's report is
     written (its workers' exits take 0.2 s and more)."""
-    from orchestrator.results import Run
-    from reports import html
-
     rf.update(cluster=session.info())
     # the parent page's section of each point, drawn as it lands, while the others still run:
     # the charts are most of the page's cost, and would otherwise all be drawn after the last one
@@ -208,6 +205,10 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     index = {p.name: i for i, p in enumerate(points, first)}
 
     def record(outcome: Any) -> None:
+        # pandas and matplotlib (0.75 s) load here, once the points are submitted and running
+        from orchestrator.results import Run
+        from reports import html
+
         try:
             result = _unpack_outcome(rf.path / outcome.name, outcome)
         except GprofError as exc:  # it could not be written here (disk full): that point failed
