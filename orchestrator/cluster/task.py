@@ -58,9 +58,12 @@ class Outcome:
 
 def pack(folder: Path) -> bytes:
     """A run folder as tar.gz bytes (its paths relative to the folder). gzip, not xz: an nsys
-    SQLite export of a big run is tens of MB, and xz takes seconds a MB."""
+    SQLite export of a big run is tens of MB, and xz takes seconds a MB. Level 1, not 6: on a
+    point's 2 MB workload.json (50,000 samples) 0.017 s against 0.117 s, for 548 KiB against 435;
+    the worker packs while its core could run the next point, and the bytes mostly cross a
+    machine's own loopback or a cluster's fast network."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(folder, arcname=".")
     return buf.getvalue()
 
