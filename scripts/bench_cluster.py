@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# --cluster local:{n} against the serial sweep, on the CPU\n")
     more = f" --size-base {args.size_base}" if args.size_base != 1000 else ""
     more += f" --iters {args.iters}" if args.iters != 20 else ""
+    more += f" --baseline {args.baseline}" if args.baseline else ""
     print(f"`python scripts/bench_cluster.py --workers {n} --repeat {args.repeat}{more}`: a sweep of {4 * n} equal points "
           f"(`gprof-orch time square --device cpu --size {sizes} --variants mul --iters {args.iters} --warmup 1`), "
           f"each side a fresh process, alternating; median of {args.repeat}.\n")
