@@ -180,7 +180,6 @@ def test_a_worker_leaves_the_reports_to_the_client(tmp_path, monkeypatch):
 
     with monkeypatch.context() as m:
         m.setattr("orchestrator.results.build_report", no_report)
-        m.setattr("orchestrator.api.build_report", no_report)
         rf = execution.execute_point(point, tmp_path / "p")
     files = {p.name for p in (tmp_path / "p").iterdir()}
     assert rf.manifest["status"] == "ok" and _json(tmp_path / "p" / "manifest.json")["status"] == "ok"

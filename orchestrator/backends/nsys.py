@@ -242,9 +242,8 @@ def _no_report(res: proc.Result, log: str) -> ToolFailedError:
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
-    from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
-
     from orchestrator.parsers import nsys_sqlite as ns
+    from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)

@@ -208,9 +208,8 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     keeps only what no selected range inside it launched (innermost wins). `export`: the
     read_export(sqlite, lean=True) already read, if the caller has it (its frames are freed
     here once attributed: pass it without keeping a reference)."""
-    from reports.unify import RowMaker, activity_rows
-
     from orchestrator.parsers import nsys_sqlite as ns
+    from reports.unify import RowMaker, activity_rows
 
     if export is None:
         export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not

@@ -110,9 +110,8 @@ class ProtonBackend(Backend):
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of proton's hatchet profile (a compressed one read the same)."""
-        from reports.unify import RowMaker, variant_facts
-
         from orchestrator.parsers import compressed
+        from reports.unify import RowMaker, variant_facts
         from orchestrator.parsers import proton as reader
 
         wman = rf.workload_manifest()

@@ -32,9 +32,8 @@ class TorchTraceBackend(Backend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
-        from reports.unify import RowMaker, variant_facts
-
         from orchestrator.parsers import torch_trace as tt
+        from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
@@ -66,9 +65,8 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     `holds` (an imported trace; see orchestrator.capture.nesting): each range of a variant
     without `iter` ranges inside is one iteration, and a variant named in `holds` counts the GPU
     activity of the ranges nested in it (as nvtx_kern_sum does), every other innermost-wins."""
-    from reports.unify import activity_rows, idle_gap_rows
-
     from orchestrator.parsers import torch_trace as tt
+    from reports.unify import activity_rows, idle_gap_rows
 
     s = tt.summarize(trace, prefix)
     if holds is not None:
