@@ -9,8 +9,9 @@
 A task (run_point_task) runs orchestrator.execution.execute_point, so the same child process as a
 serial run, into a fresh folder on the worker, and sends that folder back packed (tar.gz) with
 where it ran (worker, host, pid, GPU name and UUID). The client unpacks it where the serial run
-would have written it and builds its report there, once (execution.land_point). A point that fails on its own comes back as failed, never raised (Dask would retry
-it); a point whose worker is lost is submitted again, up to --retries times.
+would have written it and builds its report there, once (execution.land_point). A point that
+fails on its own comes back as failed, never raised (Dask would retry it); a point whose worker
+is lost is submitted again, up to --retries times.
 
 The modules: spec (where the points run), gpus (this machine's GPUs, without CUDA), task (a
 point, its task on the worker and what comes back), session (the client), builders (the

@@ -117,11 +117,11 @@ def _watch_stop(stop_event, stop: threading.Event, done: threading.Event, worker
 
 
 def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> dict[str, Any]:
-    """The Dask task of one point: run it (execution.execute_point, the same child process as a serial
-    run, no report) into a fresh folder on this worker and return that folder packed, with its
-    status and where it ran. A GprofError (the point failed, exit 1, 2, 4 ...) is returned, not raised: raised, Dask
-    would count it against the task and could run it again. Logs a start event on `topic`, which
-    the client counts as attempts."""
+    """The Dask task of one point: run it (execution.execute_point, the same child process as a
+    serial run, no report) into a fresh folder on this worker and return that folder packed, with
+    its status and where it ran. A GprofError (the point failed, exit 1, 2, 4 ...) is returned,
+    not raised: raised, Dask would count it against the task and could run it again. Logs a start
+    event on `topic`, which the client counts as attempts."""
     from distributed import Event, get_client, get_worker
 
     from orchestrator import execution
