@@ -201,12 +201,11 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
     # the charts are most of the page's cost, and would otherwise all be drawn after the last one
     drawn: dict = {}
     built: dict[str, Run] = {}
-    first = 2 if rf.manifest.get("kind") in ("all", "each-gpu") else 1  # those pages open with the merged table
-    index = {p.name: i for i, p in enumerate(points, first)}
+    position = {p.name: i for i, p in enumerate(points)}
 
     def record(outcome: Any) -> None:
         # pandas and matplotlib (0.75 s) load here, once the points are submitted and running
-        from orchestrator.results import Run
+        from orchestrator.results import MERGED_FIRST, Run
         from reports import html
 
         try:
@@ -216,7 +215,8 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
         _record_child(rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS})
         if isinstance(result, Run):
             built[outcome.name] = result
-            html.draw_section(drawn, index[outcome.name], outcome.name, result.table)
+            first = 2 if rf.manifest.get("kind") in MERGED_FIRST else 1  # that page's section 1 is the merged table
+            html.draw_section(drawn, first + position[outcome.name], outcome.name, result.table)
 
     interrupted = session.run(points, retries=retries, on_result=record)
     # the children in the points' order, as the serial run lists them, whatever order they ended in

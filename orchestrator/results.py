@@ -168,6 +168,8 @@ def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
 
 # the kinds of parent folder: every backend, every size/dtype, the one point on every worker's GPU
 MULTI_KINDS = ("all", "sweep", "each-gpu")
+# the kinds whose page opens with the merged table, before a section per child
+MERGED_FIRST = ("all", "each-gpu")
 
 
 @dataclass
@@ -333,7 +335,7 @@ def _write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
     from reports import html, render
 
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
-    if multi.kind in ("all", "each-gpu"):
+    if multi.kind in MERGED_FIRST:
         sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
     meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
     try:

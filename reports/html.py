@@ -117,8 +117,10 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
     if len(toc) > 1:
         body.append("<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>")
     for i, (name, table) in enumerate(sections, 1):
-        key = _section_key(f"section-{i}", str(name), table)
-        body.append((drawn or {}).get(key) or _section_html(*key[:2], table))
+        anchor = f"section-{i}"
+        # the table's every value is the key (a few ms a section): only where some were drawn ahead
+        ahead = drawn.get(_section_key(anchor, str(name), table)) if drawn else None
+        body.append(ahead or _section_html(anchor, str(name), table))
     if sweep is not None:
         body.append(_sweep_html(sweep))
     if kernels is not None:

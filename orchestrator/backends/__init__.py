@@ -59,5 +59,5 @@ def of_all() -> list[str]:
 
 
 def merged_sources(names) -> dict:
-    """backend -> its reports.merge.MergedTime, for the named backends that have one."""
+    """backend -> its reports.schema.MergedTime, for the named backends that have one."""
     return {n: backend_class(n).merged for n in names if n in BACKENDS and backend_class(n).merged is not None}

@@ -22,10 +22,11 @@ from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_
 from reports.schema import MergedTime
 from workloads.spec import SPEC_FILE, RunSpec
 
-if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
+if TYPE_CHECKING:  # pandas at run time only where a report is built (parse)
     import pandas as pd
 
 RUNNER_MODULE = "workloads"
+
 
 @dataclass
 class Step:
@@ -61,7 +62,7 @@ class Backend:
     default_warmup = 3          # warm-up iterations without --warmup
     description = ""            # one line for `doctor` and the docs
     # its median's column in the merged table of `all`, what it measures and why it may disagree
-    # (reports.merge.MergedTime); None: not one of `all`'s backends
+    # (reports.schema.MergedTime); None: not one of `all`'s backends
     merged: MergedTime | None = None
     # it measures only on an NVIDIA GPU: elsewhere `all` skips it, saying so
     needs_gpu = False

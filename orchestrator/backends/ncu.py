@@ -9,20 +9,20 @@ import importlib.util
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from reports.schema import MergedTime
 from orchestrator.errors import GprofError, ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.parsers import ncu_rep
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import MergedTime, NOT_IN_REPORT, NO_RANGE
+from reports.schema import NO_RANGE, NOT_IN_REPORT
+from reports.unify import RowMaker, variant_facts
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX as PREFIX
 from workloads.spec import RunSpec
-
-if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
-    import pandas as pd
 
 REPORT = "report.ncu-rep"
 LOG = "ncu.log"
@@ -56,12 +56,14 @@ KERNEL_METRICS = {
     **{r.column: (r.column, r.unit) for r in ncu_rep.ROOFLINE_RATES},
 }
 
+
 def table_metrics() -> list[str]:
     """The ncu metrics the report's columns are read from (reports/schema.py, sources `ncu:...`):
     collected on every run, so a column declared there is filled."""
     from reports import schema
 
     return [c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)]
+
 
 # the program of `doctor --check`'s ncu run: one real kernel
 _SELF_TEST_PROGRAM = "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item())"
@@ -300,9 +302,6 @@ def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, p
 
 def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
     """The unified rows of one read report (`ncu_rep.NcuReport`)."""
-    import pandas as pd
-    from reports.unify import RowMaker, variant_facts
-
     rows = RowMaker(run, "ncu", wman["workload"])
     variant_facts(rows, wman)
     k = rep.kernels.copy()

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
@@ -22,12 +24,7 @@ from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
-
-if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
-    import numpy as np
-    import pandas as pd
-
-    from reports.unify import RowMaker
+from reports.unify import RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
@@ -160,8 +157,6 @@ class LaunchTimes:
     kernels from autograd's device thread, never from the thread that opened "backward"."""
 
     def __init__(self, attributed: pd.DataFrame) -> None:
-        import numpy as np
-
         ls = attributed["launch_start"].to_numpy(dtype=np.float64, na_value=np.nan)
         tid = attributed["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
         keep = ~np.isnan(ls)
@@ -171,16 +166,12 @@ class LaunchTimes:
         self._per_tid: dict[float, np.ndarray] = {}
 
     def _of(self, t: float) -> np.ndarray:
-        import numpy as np
-
         if t not in self._per_tid:
             self._per_tid[t] = np.sort(self._ls[self._tid == t])
         return self._per_tid[t]
 
     def by_other_threads(self, ranges: pd.DataFrame) -> int:
         """Launches inside the ranges' spans made by threads other than each range's own."""
-        import numpy as np
-
         starts = ranges["start"].to_numpy(dtype=np.float64)
         ends = ranges["end"].to_numpy(dtype=np.float64)
         rtid = ranges["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -194,8 +185,6 @@ class LaunchTimes:
 
 def _inside(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """For each [lo, hi]: how many of the sorted `times` fall in it."""
-    import numpy as np
-
     return np.searchsorted(times, hi, "right") - np.searchsorted(times, lo, "left")
 
 
@@ -209,7 +198,6 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     read_export(sqlite, lean=True) already read, if the caller has it (its frames are freed
     here once attributed: pass it without keeping a reference)."""
     from orchestrator.parsers import nsys_sqlite as ns
-    from reports.unify import RowMaker, activity_rows
 
     if export is None:
         export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
@@ -263,9 +251,6 @@ def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k:
     """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
     idle gaps and cpu_time_ns. `launches`: every attributed launch where the capture has any
     kernel (None: none), to count those other threads launched inside the variant's ranges."""
-    import numpy as np
-    from reports.unify import idle_gap_rows
-
     wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
     if len(act):
         samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
@@ -291,9 +276,6 @@ def per_range_iterations(rid: np.ndarray, durations: np.ndarray, range_ids: np.n
     in launch order), zeros for an instance without any. None when an instance's launches do not
     split into its `k` iterations. One pass over all launches: a variant may have tens of
     thousands of instances."""
-    import numpy as np
-    import pandas as pd
-
     pos = pd.Index(range_ids).get_indexer(rid)
     if (pos < 0).any():  # rows of a range not in range_ids: never part of a sample
         keep = pos >= 0
