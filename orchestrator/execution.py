@@ -78,6 +78,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
 
     rf.set_status(status, error.message if error else None)
     if run is not None:
+        t0 = time.monotonic()
         try:
             write_report(run)
         except GprofError as exc:
@@ -89,6 +90,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
                 error.message += f"; {exc.message}"
             error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
             rf.set_status("failed", error.message)
+        rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
     rf.finish()

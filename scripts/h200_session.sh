@@ -104,9 +104,17 @@ PY
 fi
 if has square-wall; then
   # issue 15's goal: the default `time square` takes no longer than 16 s; the clock on and off, interleaved
-  for i in 1 2; do for kc in --kernel-clock --no-kernel-clock; do
+  # and where it goes: the runner's phases and each variant's warm-up and measurement (workload.json)
+  for i in $(seq "${WALL_RUNS:-2}"); do for kc in --kernel-clock --no-kernel-clock; do
     s=$(date +%s%N); g time square "$kc" -o "$RUNS/wall-$i$kc" >/dev/null 2>&1; e=$(date +%s%N)
     echo "time square $kc wall: $(( (e - s) / 1000000 )) ms" | tee -a "$OUT/square-wall.txt"
+    python3 - "$RUNS/wall-$i$kc" <<'PY' | tee -a "$OUT/square-wall.txt"
+import json, sys
+w = json.load(open(sys.argv[1] + "/workload.json")); m = json.load(open(sys.argv[1] + "/manifest.json"))
+print("  gprof-orch", m.get("wall_s"), "s (report", m.get("report_s"), "s); runner", w.get("phases_s"))
+for v in w["variants"]:
+    print("   ", v["name"], "setup", v.get("setup_s"), "warm_up", v.get("warm_up_s"), "measure", v.get("measure_s"), "samples", v.get("samples"))
+PY
   done; done
 fi
 if has goals; then

@@ -154,6 +154,7 @@ def _time_all(timing: _Timing, variants, x, entries, man) -> None:
     for v in variants:
         e = entries[v.name]
         measuring(e, man)
+        t0 = time.perf_counter()
         samples = Samples(e, man, cuda=cuda, clock=timing.clock)
         reads = [watch.read()] if watch else []
         try:
@@ -174,6 +175,7 @@ def _time_all(timing: _Timing, variants, x, entries, man) -> None:
                 # the first, the last and at most 40 between: enough to see a clock fall
                 e["clocks"] = reads if len(reads) <= 42 else reads[:1] + reads[1:-1:max(1, len(reads) // 40)] + reads[-1:]
                 e["clock_note"] = clocks.verdict(reads)
+            e["measure_s"] = round(time.perf_counter() - t0, 3)
         man.save()
 
 
