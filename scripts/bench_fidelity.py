@@ -156,7 +156,7 @@ def main() -> None:
     by_dtype: dict[str, list[str]] = {}
     for size, dtype in points:
         by_dtype.setdefault(dtype, []).append(size)
-    rows = []
+    rows, md = [], ""
     for wl in a.workloads.split(","):
         extra = ["--workload-file", str(SLOW_HOST)] if wl.startswith("slow-host") else []
         results: dict[str, dict] = {}
@@ -164,7 +164,9 @@ def main() -> None:
             for method in [t for t in a.timers.split(",") if t] + ([] if a.no_nsys else ["nsys"]):
                 out = a.out / "runs" / f"{wl}-{dtype}-{method}"
                 args = ["nsys", wl, "--iters", "50"] if method == "nsys" else ["time", wl, *TIME_ARGS[method]]
+                t0 = time.monotonic()
                 got = _cli(args + ["--size", ",".join(sizes), "--dtype", dtype] + extra, out)
+                print(f"{wl} {dtype} {method}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
                 for point, table in got.items():
                     size = point.split("-")[0] if point else _norm(sizes[0])
                     results.setdefault((size, dtype), {})[method] = table
@@ -191,12 +193,18 @@ def main() -> None:
                         row["samples"] = val.get("samples")
                         row["note"] = val.get("note")
                 rows.append(row)
+        md = _save(a.out, rows)  # after each workload: a run cut short by its time limit keeps these
+    print(md)
+
+
+def _save(out: Path, rows: list[dict]) -> str:
+    """fidelity.json and fidelity.md of the rows so far; the markdown."""
     meta = {"device": _device(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": os.environ.get("GPROF_COMMIT", "unknown")}
-    (a.out / "fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (out / "fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = _markdown(meta, rows)
-    (a.out / "fidelity.md").write_text(md)
-    print(md)
+    (out / "fidelity.md").write_text(md)
+    return md
 
 
 def _norm(size: str) -> str:
