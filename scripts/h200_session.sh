@@ -17,7 +17,8 @@
 # measured roof, ncu tests, launch bench x2), launch (launch GPU tests, launch bench x LAUNCH_RUNS),
 # kclock (the kernel clock: cupti-python, its tests, CUPTI's host cost; KCLOCK_TESTS_ONLY=1: the time GPU
 # tests on it), cupti (cupti-python installed first: every later stage on the kernel clock), square-wall (the default
-# time square's wall time, the clock on and off), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# time square's wall time, the clock on and off), wall-ab (the same, an older commit's copy
+# (WALL_OLD) against this tree, interleaved), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -115,6 +116,18 @@ print("  gprof-orch", m.get("wall_s"), "s (report", m.get("report_s"), "s); runn
 for v in w["variants"]:
     print("   ", v["name"], "setup", v.get("setup_s"), "warm_up", v.get("warm_up_s"), "measure", v.get("measure_s"), "samples", v.get("samples"))
 PY
+  done; done
+fi
+if has wall-ab; then
+  # issue 15's wall-time goal side by side: the default `time square` on the old code (WALL_OLD, a
+  # copy of an earlier commit's orchestrator/, workloads/ and reports/, carried) and on this tree,
+  # interleaved, WALL_RUNS times each; warm caches (one untimed run of each first)
+  old=${WALL_OLD:-ab-old}
+  for i in 0 $(seq "${WALL_RUNS:-3}"); do for which in old new; do
+    dir=.; [[ $which == old ]] && dir=$old
+    s=$(date +%s%N); (cd "$dir" && python3 -m orchestrator time square -o "$RUNS/ab-$i-$which" >/dev/null 2>&1); rc=$?; e=$(date +%s%N)
+    [[ $i == 0 ]] && continue
+    echo "run $i $which: rc $rc, wall $(( (e - s) / 1000000 )) ms" | tee -a "$OUT/wall-ab.txt"
   done; done
 fi
 if has goals; then

@@ -99,7 +99,8 @@ def _since_process_start() -> float | None:
     """Seconds since this process started (Linux: /proc/self/stat's start time against the
     boot-time clock it counts from); None where that cannot be read."""
     try:
-        fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22, starttime, in clock ticks since boot
         return round(time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"), 3)
     except (OSError, ValueError, IndexError, AttributeError):
