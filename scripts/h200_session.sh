@@ -129,7 +129,9 @@ if has wall-ab; then
     s=$(date +%s%N); (cd "$dir" && PYTHONPATH=$PWD:$PYTHONPATH python3 -m orchestrator time square -o "$RUNS/ab-$i-$which" \
       >/dev/null 2>&1); rc=$?; e=$(date +%s%N)
     [[ $i == 0 ]] && continue
-    echo "run $i $which: rc $rc, wall $(( (e - s) / 1000000 )) ms" | tee -a "$OUT/wall-ab.txt"
+    # phases_s is in the new runner's workload.json only: proof of which code ran
+    ph=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('phases_s'))" "$RUNS/ab-$i-$which/workload.json" 2>&1 | tail -1)
+    echo "run $i $which: rc $rc, wall $(( (e - s) / 1000000 )) ms, phases $ph" | tee -a "$OUT/wall-ab.txt"
   done; done
 fi
 if has goals; then
