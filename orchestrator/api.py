@@ -278,6 +278,11 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     argv = options.pop("argv", None)
     sizes = [parse_size(s) for s in sizes] or [None]
     dtypes = dtypes or ["float32"]
+    for flag, given in (("--size", sizes), ("--dtype", dtypes)):
+        # a point named twice ran once, then failed on its own folder (exit 1) part-way
+        twice = list(dict.fromkeys(x for x in given if given.count(x) > 1))
+        if twice:
+            raise UsageError(f"{flag} names {', '.join(map(str, twice))} more than once: each point runs once")
     base = Request(workload=workload, backend=backend, size=sizes[0], dtype=dtypes[0], **options)
     for d in dtypes:
         Request(**{**base.__dict__, "dtype": d}).validate()

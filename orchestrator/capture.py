@@ -34,7 +34,8 @@ from orchestrator import proc
 from orchestrator.capture_ncu import NCU_SUFFIXES, import_ncu
 from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
 from orchestrator.capture_ranges import RangeFilter
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, UsageError
+from orchestrator.errors import (GprofError, InterruptedRunError, ParseError, ToolTimeoutError, UsageError,
+                                 check_seconds)
 
 SQLITE = "report.sqlite"
 REPORT = "report.nsys-rep"
@@ -107,8 +108,7 @@ class ProgramRequest:
             raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
         if self.iters is not None and self.iters < 1:
             raise UsageError(f"--iters must be at least 1, not {self.iters}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, not {self.timeout}")
+        check_seconds(self.timeout, "--timeout")
         return self
 
     @property
@@ -265,6 +265,16 @@ def capture_kind(src: Path) -> str:
     raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
 
 
+def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> None:
+    """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
+    the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's."""
+    stop = "timed out" if isinstance(error, ToolTimeoutError) else \
+        "interrupted" if isinstance(error, InterruptedRunError) else None
+    for v in wman.get("variants", []):
+        if stop and v.get("unclosed"):
+            v["status"] = stop
+
+
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
                 manifest=None):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
@@ -304,6 +314,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     if manifest is not None and (error is None or located is not None):
         try:
             wman = manifest()
+            _stopped_inside(wman, error)
             write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
             frame = None
             if handed:  # the rows from the export already in memory, by workload.json as written

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting
+from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting, unclosed
 from orchestrator.errors import ParseError, UsageError
 from workloads.nvtx_ranges import RANGE_PREFIX
 
@@ -29,6 +29,19 @@ def capture_device(sqlite: Path, export) -> tuple[str, str]:
     return ("cuda" if gpu else "cpu"), name
 
 
+def session_end(sqlite: Path, export) -> int | None:
+    """The capture's end on its own clock (ANALYSIS_DETAILS.duration), where nsys ends the
+    push/pop ranges still open when the program was stopped; None where the export has none."""
+    if "ANALYSIS_DETAILS" not in export.tables:
+        return None
+    try:
+        with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as con:
+            row = con.execute("SELECT duration FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and isinstance(row[0], int) else None
+
+
 def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
                       iters_per_range: int = 1, borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
     """The synthetic workload.json of a capture: one variant (status ok) per range name the
@@ -43,7 +56,7 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
         raise ParseError(source, f"no NVTX range matches {filt.spec}",
                          hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""))
     counts = ranges.groupby("variant", sort=False).size()
-    holds = nesting(ranges)
+    holds, cut = nesting(ranges), unclosed(export, ranges, session_end(sqlite, export))
     device, device_name = capture_device(sqlite, export)
     borrowed = borrowed or {}
     known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
@@ -54,6 +67,9 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
                          "bytes_moved": b.get("bytes_moved"), "ranges": int(n), "iters": int(n) * iters_per_range})
         if v in holds:  # reported with its nested ranges' activity included, never as the baseline
             variants[-1]["holds"] = holds[v]
+        if v in cut:  # its time holds the rest of the capture: the finished run says why (capture.py)
+            variants[-1].update(unclosed=int(cut[v]), reason=(
+                f"{cut[v]} of its {n} instance(s) never closed: timed to the end of the capture"))
     iters = {v["iters"] for v in variants}
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", device)

@@ -84,6 +84,22 @@ class RangeFilter:
         return out[ns.RANGE_COLUMNS]
 
 
+def unclosed(export, ranges: pd.DataFrame, session_end: int | None) -> pd.Series:
+    """Per variant of `ranges` (select()'s), how many of its instances were never closed: the
+    program was stopped inside them, or never ended them; each runs to the end of the capture.
+    nsys (2023.4.4) leaves a start/end range's end empty, and ends a push/pop range at the
+    session's end (ANALYSIS_DETAILS.duration, `session_end`), to the nanosecond."""
+    from orchestrator.parsers import nsys_sqlite as ns
+
+    n = export.nvtx
+    open_ = n[n["event_type"].isin(ns.RANGE_EVENT_TYPES) & n["end"].isna()]
+    keys = set(zip(open_["start"].astype("int64").tolist(), open_["global_tid"].astype("int64").tolist()))
+    hit = [(s, t) in keys for s, t in zip(ranges["start"].tolist(), ranges["global_tid"].tolist())]
+    if session_end is not None:
+        hit = [h or e == session_end for h, e in zip(hit, ranges["end"].tolist())]
+    return ranges.loc[hit, "variant"].value_counts() if any(hit) else pd.Series(dtype="int64")
+
+
 def all_ranges(export) -> pd.DataFrame:
     """Every push/pop and start/end range of the export, any domain, in start order: text,
     domain (None: default), start, end (a range never closed ends at the last timestamp),

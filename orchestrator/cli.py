@@ -255,11 +255,10 @@ def list_cmd(workload_file, timeout, as_json) -> None:
       gprof-orch list
       gprof-orch list --workload-file mine.py
     """
-    from orchestrator.errors import UsageError
+    from orchestrator.errors import check_seconds
     from orchestrator.request import workload_catalog
 
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout must be positive, not {timeout}")
+    check_seconds(timeout, "--timeout")
     data = workload_catalog(workload_file, timeout)
     if as_json:
         click.echo(json.dumps(data, indent=1))

@@ -26,7 +26,7 @@ def _percent_limit(ctx, param, value):
 @click.argument("run_b", type=click.Path(path_type=Path))
 @click.option("--fail-if-slower", type=float, default=None, metavar="PCT", callback=_percent_limit,
               help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
-                   ">= 0), beyond the runs' spread.")
+                   ">= 0), beyond the runs' spread, or if one A measured failed, was skipped or is absent in B.")
 @click.option("--allow-mismatch", is_flag=True,
               help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
                    "footer; --fail-if-slower is then refused).")
@@ -53,17 +53,20 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
         raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
     footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
-    slower = None
+    slower, kind = None, "SlowerError"
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
-        if not worse.empty:
-            slower = f"slower than {fail_if_slower:g}%: " + ", ".join(
-                f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())
+        why = ([f"slower than {fail_if_slower:g}%: " + ", ".join(
+            f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())] if not worse.empty else []) + \
+            ([f"measured in A, not in B: {'; '.join(table.attrs['lost'])}"] if table.attrs.get("lost") else [])
+        # a variant that crashed or vanished in B is a regression a gate must not pass
+        slower = "; ".join(why) or None
+        kind = "SlowerError" if not worse.empty else "MissingInBError"
     fmt = "json" if as_json else fmt
     if fmt == "json":
         meta = {"a": str(run_a), "b": str(run_b), "a_backend": a.backend, "b_backend": b.backend, "notes": footer}
         doc = {"status": "failed" if slower else "ok", "exit_code": EXIT_RUN_FAILED if slower else 0,
-               "error": {"kind": "SlowerError", "message": slower} if slower else None,
+               "error": {"kind": kind, "message": slower} if slower else None,
                **json.loads(render.to_json(table, meta))}
         click.echo(json.dumps(doc, indent=1))
     else:
@@ -87,11 +90,20 @@ def report(runs, fmt, as_json, per_kernel) -> None:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
     """
     from orchestrator import api
+    from orchestrator.errors import GprofError
 
     fmt = "json" if as_json else fmt
-    docs, unreadable = [], []
+    docs, unreadable, codes = [], [], []
     for path in runs:
-        run = api.load_run(path, write=True)
+        try:
+            run = api.load_run(path, write=True)
+        except GprofError as exc:
+            if len(runs) == 1:
+                raise
+            # one bad folder of several: named at the end; the others are still reported
+            unreadable.append(exc.message.removeprefix("cannot read "))
+            codes.append(exc.exit_code)
+            continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
         if fmt == "json":  # one document on stdout: printed once every folder is read
             docs.append(run_doc(run, per_kernel=per_kernel))
@@ -101,14 +113,15 @@ def report(runs, fmt, as_json, per_kernel) -> None:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
     # the others' tables are printed; the exit code says that a result could not be read
     message = "could not read " + "; ".join(unreadable) if unreadable else None
-    if docs:
-        doc = docs[0] if len(docs) == 1 else {
+    code = (codes or [EXIT_PARSE])[0]
+    if fmt == "json":
+        doc = docs[0] if len(runs) == 1 else {
             "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
             "error": None, "runs": docs}
         if message:
-            doc = {**doc, "status": "failed", "exit_code": EXIT_PARSE,
-                   "error": {"kind": "ParseError", "message": message}}
+            doc = {**doc, "status": "failed", "exit_code": code,
+                   "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
         click.echo(json.dumps(doc, indent=1))
     if message:
         click.echo(f"gprof-orch: error: {message}", err=True)
-        sys.exit(EXIT_PARSE)
+        sys.exit(code)

@@ -19,7 +19,8 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     refused (UsageError naming what differs) unless `allow_mismatch`. Sweeps are compared point
     by point on (size, dtype); a single run against a sweep, with the sweep's point of its size
     and dtype. On different GPUs each run's % of its GPU's peak bandwidth is compared too. The
-    table's `attrs["notes"]` says so, and what was allowed to differ.
+    table's `attrs["notes"]` says so, and what was allowed to differ; `attrs["lost"]` names the
+    variants A measured and B did not (failed, skipped, absent), with why.
 
     Example:
         >>> table, a, b = compare("gprof-runs/before", "gprof-runs/after")
@@ -37,7 +38,7 @@ def compare(path_a: str | Path, path_b: str | Path, *,
             notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
                          f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
     sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
-    parts = []
+    parts, lost = [], []
     for (numel, dtype), ra, rb in pairs:
         at = f" at size {numel} {dtype}" if sweep else ""
         differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame)
@@ -49,6 +50,7 @@ def compare(path_a: str | Path, path_b: str | Path, *,
         if gpu and gpu not in notes:
             notes.append(gpu)
         t = merge.compare_runs(ra.frame, rb.frame, ra.table, rb.table, peak_bw=gpu is not None)
+        lost += [f"{v}{at}: {why}" for v, why in t.attrs["lost"]]
         if sweep and not t.empty:
             t.insert(0, "dtype", rb.workload.get("dtype"))
             t.insert(0, "numel", rb.workload.get("numel"))
@@ -58,6 +60,7 @@ def compare(path_a: str | Path, path_b: str | Path, *,
         raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
     table.attrs["notes"] = [f"warning: compared despite a mismatch: {d}" for d in allowed] + notes
     table.attrs["mismatches"] = allowed
+    table.attrs["lost"] = lost  # measured in A, not in B: what a gate must not pass
     a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
     return table, a, b
 

@@ -80,3 +80,12 @@ class RunFailedError(GprofError):
     """The run finished but something in it failed (a variant raised, a check failed)."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+def check_seconds(value: float | None, flag: str) -> None:
+    """A time limit from the command line: None (none), or a positive, finite number of seconds
+    (NaN compares false with everything: `--timeout nan` would turn the limit off)."""
+    import math
+
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number of seconds, not {value}")

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError
+from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError, check_seconds
 from workloads import timers
 from workloads.shapes import parse_size
 from workloads.stopping import StopRule
@@ -179,13 +179,10 @@ class Request:
         Changes nothing: the values the run takes are settled by resolve_spec()."""
         from workloads import registry
 
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive, not {self.timeout}")
+        check_seconds(self.timeout, "--timeout")
         if type(self.retries) is not int or self.retries < 0:
             raise UsageError(f"--retries must be a whole number >= 0, not {self.retries}")
-        if not (isinstance(self.connect_timeout, (int, float)) and math.isfinite(self.connect_timeout)
-                and self.connect_timeout > 0):
-            raise UsageError(f"--connect-timeout must be a positive number of seconds, not {self.connect_timeout}")
+        check_seconds(self.connect_timeout, "--connect-timeout")
         self.cluster_spec()
         if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
             raise UsageError(f"--out {self.out} exists and is a file, not a folder; choose a new folder")

@@ -310,6 +310,10 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
                 runs[name] = build_report(child, write=children_write and child.writable())
             except ParseError as exc:  # one damaged result does not take the others' table with it
                 unreadable[name] = exc.render().splitlines()[0]
+        elif child.get("status") == "ok":
+            # the parent saw it end with results: its folder was moved or deleted since
+            what = "is missing" if not folder.exists() else f"holds no {WORKLOAD_MANIFEST}"
+            unreadable[name] = f"its folder {what}, though it ended ok"
         else:
             skipped[name] = child.get("error", "no results")
     if kind == "all":

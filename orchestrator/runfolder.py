@@ -13,6 +13,7 @@ manifest, and the report.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -290,9 +291,14 @@ def _variant_problem(v: dict[str, Any]) -> str | None:
         return f'"bytes_moved" is {moved!r}, not a count of bytes'
     for key in ("time_samples_ns", "cpu_samples_ns"):
         samples = v.get(key)
-        if samples is not None and (not isinstance(samples, list) or not all(map(_is_number, samples))):
-            return f'"{key}" is not a list of numbers'
+        if key in v and (not isinstance(samples, list) or not all(map(_is_duration, samples))):
+            return f'"{key}" is not a list of durations (finite numbers >= 0)'
     return None
+
+
+def _is_duration(x: Any) -> bool:
+    # a time is never negative nor NaN: such a sample is damage, never a median to print
+    return _is_number(x) and math.isfinite(x) and x >= 0
 
 
 def _workload_manifest_problem(data: Any) -> str | None:

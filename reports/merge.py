@@ -110,17 +110,20 @@ def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataF
                  table_b: pd.DataFrame, *, peak_bw: bool = False) -> pd.DataFrame:
     """Per variant of either run: medians, B/A ratio, and whether the difference is larger than
     the runs' own spread (|mB - mA| > IQR_A + IQR_B, the samples' interquartile ranges). A variant
-    that one run skipped, failed or lacks is `missing` (never "same"), with why in `note`.
+    that one run skipped, failed or lacks is `missing` (never "same"), with why in `note`; those
+    A measured and B did not are in `attrs["lost"]` (variant, why): a gate fails on them.
     `peak_bw` (the runs are on different GPUs): each run's % of its own GPU's peak bandwidth too."""
     rows_a = {r["variant"]: r for _, r in table_a.iterrows()}
     rows_b = {r["variant"]: r for _, r in table_b.iterrows()}
-    rows = []
+    rows, lost = [], []
     for v in list(rows_a) + [v for v in rows_b if v not in rows_a]:
         a = frame_a.loc[(frame_a.variant == v) & (frame_a.metric == "time_ns"), "value"].to_numpy()
         b = frame_b.loc[(frame_b.variant == v) & (frame_b.metric == "time_ns"), "value"].to_numpy()
         sa, sb = sample_stats(a), sample_stats(b)
-        gone = [why for side, r, s in (("A", rows_a.get(v), sa), ("B", rows_b.get(v), sb))
-                if (why := _missing(side, r, s))]
+        gone_a, gone_b = _missing("A", rows_a.get(v), sa), _missing("B", rows_b.get(v), sb)
+        gone = [why for why in (gone_a, gone_b) if why]
+        if gone_b and not gone_a:
+            lost.append((v, gone_b))
         row: dict[str, Any] = {"variant": v, "a_median_us": sa["median"] / 1e3, "b_median_us": sb["median"] / 1e3,
                                "a_iqr_us": sa["iqr"] / 1e3, "b_iqr_us": sb["iqr"] / 1e3}
         if gone:
@@ -142,7 +145,9 @@ def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataF
             row.update(a_pct_of_peak_bw=pa, b_pct_of_peak_bw=pb,
                        peak_bw_change_pct=(pb / pa - 1) * 100 if pa and np.isfinite(pa) and not gone else np.nan)
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["lost"] = lost
+    return table
 
 
 def _num(row: Mapping[str, Any] | None, col: str) -> float:

@@ -19,6 +19,9 @@ SCHEMA_VERSION = 1
 
 COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
 
+# a workload.json variant's statuses whose numbers are reported: stopped part-way (interrupted,
+# timed out), it keeps what it took, and its row says so
+SAMPLED = ("ok", "interrupted", "timed out")
 # kernel value for rows that describe a whole variant, not one kernel
 ALL_KERNELS = "*"
 # variant value for GPU work outside every variant's range (input creation, warm-up, checks)

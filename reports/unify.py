@@ -7,7 +7,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.schema import ALL_KERNELS, COLUMNS, concat, empty_frame
+from reports.schema import ALL_KERNELS, COLUMNS, SAMPLED, concat, empty_frame
 
 
 # GPU activity kind -> the metric of each instance's duration
@@ -95,7 +95,7 @@ def _floats(values: Any) -> np.ndarray:
 def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
     """What the workload itself says of each variant that ran: bytes it must move, iterations."""
     for v in wman.get("variants", []):
-        if v.get("status") != "ok":
+        if v.get("status") not in SAMPLED:
             continue
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
         rows.add(v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -138,6 +139,32 @@ def test_import_cli_json_and_unknown_files(cli, tmp_path):
     assert cli("import", str(tmp_path / "missing.sqlite")).exit_code == EXIT_PARSE
 
 
+@pytest.mark.nsys
+@needs_nsys
+@pytest.mark.parametrize("content, said", [
+    (b"", "Cannot read from stream."),
+    (random.Random(0).randbytes(5000), "Exportation error:"),
+    ("cut", "Exportation error:"),
+], ids=["empty", "random", "cut"])
+def test_import_of_a_damaged_nsys_rep_is_unreadable_input(tmp_path, monkeypatch, content, said):
+    """nsys export cannot read it: the input is damaged, exit 4 with nsys's own words (it was
+    exit 1, "nsys export exited with status 1", as if the tool were broken)."""
+    monkeypatch.setenv("GPROF_NSYS", str(NSYS))
+    src = tmp_path / "bad.nsys-rep"
+    if content == "cut":  # the first half of a real capture
+        pytest.importorskip("nvtx")
+        run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "1"], "nsys", ranges="*@",
+                                      out=tmp_path / "whole", cuda=False)
+        whole = (run.path / "report.nsys-rep").read_bytes()
+        content = whole[: len(whole) // 2]
+    src.write_bytes(content)
+    with pytest.raises(ParseError) as info:
+        capture.import_capture(src, out=tmp_path / "r")
+    assert info.value.exit_code == EXIT_PARSE and said in info.value.message
+    assert info.value.message.startswith(f"cannot read {src}: Exportation error: ")
+    assert info.value.log is not None and info.value.log.exists()
+
+
 # ------------------------------------------------------------------------------ exec nsys (real nsys, CPU)
 
 def _program_env(tmp_path: Path) -> dict[str, str]:
@@ -206,6 +233,14 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
                   sys.executable, str(PROGRAM), "--sleep", "60", env=env, cwd=tmp_path)
     assert res.returncode == 124, res.stderr
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["status"] == "failed"
+    # the range it was stopped inside is timed to the stop, and says so (it read `ok`)
+    row = {r["variant"]: r for r in json.loads((tmp_path / "a" / "report.json").read_text())["variants"]}["sleep"]
+    assert row["status"] == "timed out" and 1e6 < row["time_median_us"] < 6.5e6
+    assert row["note"].startswith("1 of its 1 instance(s) never closed: timed to the end of the capture")
+    # the same capture imported: no stop to blame, the note alone
+    imported = capture.import_capture(tmp_path / "a" / "report.sqlite", out=tmp_path / "b")
+    assert imported.table.set_index("variant").loc["sleep", "status"] == "ok"
+    assert imported.workload["variants"][0]["unclosed"] == 1
 
 
 def test_exec_dry_run_and_usage(cli):

@@ -366,3 +366,25 @@ def test_readme_exit_code_row(code, tmp_path):
     assert "Traceback" not in res.stderr
     if code:
         assert "gprof-orch" in res.stderr
+
+
+@pytest.mark.parametrize("cmd", [["time", "square", *_cpu("--size", "100"), "--timeout", "{}"],
+                                 ["list", "--timeout", "{}"],
+                                 ["exec", "nsys", "--no-cuda", "--timeout", "{}", "--", "true"]],
+                         ids=["time", "list", "exec"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_a_timeout_is_a_positive_finite_number_of_seconds(cli, cmd, value):
+    # `--timeout nan` compared false with everything and ran with no limit at all
+    res = cli(*[a.format(value) for a in cmd])
+    assert res.exit_code == 2, res.output
+    assert f"--timeout must be a positive number of seconds, not {float(value)}" in res.output
+
+
+@pytest.mark.parametrize("flag, values, named", [("--size", "1e3,2000,1000", "1000"),
+                                                  ("--dtype", "float32,bfloat16,float32", "float32")])
+def test_a_point_named_twice_is_refused_before_anything_runs(cli, tmp_path, flag, values, named):
+    # the first of the two ran, then the second failed on its folder (exit 1) part-way through
+    res = cli("time", "square", *_cpu(), flag, values, "-o", str(tmp_path / "s"))
+    assert res.exit_code == 2, res.output
+    assert f"{flag} names {named} more than once: each point runs once" in res.output
+    assert not (tmp_path / "s").exists()

@@ -64,6 +64,9 @@ def test_a_skipped_variant_is_missing_not_same(cpu_runs):
     assert t.loc["mul", "verdict"] == "same within spread" and t.loc["mul", "ratio_b_over_a"] == 1.0
     assert t.loc["numba", "verdict"] == "missing" and not t.loc["numba", "beyond_spread"]
     assert t.loc["numba", "note"].startswith("skipped in A (") and "skipped in B (" in t.loc["numba", "note"]
+    # skipped in both: nothing lost, the gate judges the rest
+    assert table.attrs["lost"] == []
+    assert run_cli("compare", str(cpu_runs / "big"), str(cpu_runs / "big"), "--fail-if-slower", "5").returncode == 0
 
 
 def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
@@ -72,8 +75,14 @@ def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
     t = api.compare(a, b)[0].set_index("variant")
     assert t.loc["triton", "verdict"] == "missing" and t.loc["triton", "note"] == "failed in B (RuntimeError: boom)"
     assert t.loc["mul", "verdict"] == "same within spread"
-    res = run_cli("compare", str(a), str(b), "--fail-if-slower", "0")
-    assert res.returncode == 0 and "missing" in res.stdout
+    # a gate does not pass a variant that crashed in B (it did: exit 0 with the row `missing`)
+    res = run_cli("compare", str(a), str(b), "--fail-if-slower", "5")
+    assert res.returncode == 1 and "missing" in res.stdout
+    assert "measured in A, not in B: triton: failed in B (RuntimeError: boom)" in res.stderr
+    doc = json.loads(run_cli("compare", str(a), str(b), "--fail-if-slower", "5", "--json").stdout)
+    assert doc["exit_code"] == 1 and doc["error"]["kind"] == "MissingInBError"
+    # one B has and A has not is no regression
+    assert run_cli("compare", str(b), str(a), "--fail-if-slower", "5").returncode == 0
 
 
 @pytest.mark.parametrize("change, message", [

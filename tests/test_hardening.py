@@ -179,7 +179,8 @@ def test_runner_crash(slow_file, tmp_path):
     out = tmp_path / "r"
     res = run_cli("time", "badinput", "--workload-file", str(slow_file), "--device", "cpu", "-o", str(out))
     assert res.returncode == 1
-    assert "the workload runner crashed: ZeroDivisionError: division by zero" in res.stderr
+    assert ("the workload runner crashed: WorkloadCodeError: workload badinput: its make_input raised "
+            "ZeroDivisionError: division by zero") in res.stderr
     # where it failed (the user's file), not the whole traceback: that stays in the log
     assert f'File "{slow_file}"' in res.stderr and "Traceback" not in res.stderr
     assert "Traceback" in (out / "logs" / "workload.stderr.log").read_text()
@@ -207,6 +208,10 @@ def _edit_manifest(path, **fields):
     ("newer_schema", "written by a newer gprof-orch"),
     ("no_workload", "the workload never started"),
     ("corrupt_workload", "corrupt"),
+    # a null, negative or NaN sample read as an `ok` row (median -0.01 us, exit 0) or crashed
+    ("null_samples", '"time_samples_ns" is not a list of durations'),
+    ("negative_sample", '"time_samples_ns" is not a list of durations'),
+    ("nan_sample", '"cpu_samples_ns" is not a list of durations'),
 ])
 def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
     path = _good_run(h200_run)
@@ -224,9 +229,41 @@ def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
         (path / "workload.json").unlink()
     elif damage == "corrupt_workload":
         (path / "workload.json").write_text("{nope")
+    elif damage in ("null_samples", "negative_sample", "nan_sample"):
+        wman = json.loads((path / "workload.json").read_text())
+        v = wman["variants"][1]
+        if damage == "null_samples":
+            v["time_samples_ns"] = None
+        elif damage == "negative_sample":
+            v["time_samples_ns"][3] = -10.0
+        else:
+            v["cpu_samples_ns"][0] = float("nan")
+        (path / "workload.json").write_text(json.dumps(wman))
     res = run_cli("report", str(path))
     assert res.returncode == 4, res.stderr
     assert message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_report_of_several_folders_reports_every_readable_one(h200_run, tmp_path):
+    """One bad folder among several: the others are reported (the command used to stop at the
+    bad one, and the JSON held only the error), the bad one named, exit 4."""
+    good, other = _good_run(h200_run), h200_run("nsys-mean")
+    bad = tmp_path / "bad"
+    shutil.copytree(good, bad)
+    (bad / "workload.json").write_text("{nope")
+    res = run_cli("report", str(good), str(bad), str(other))
+    assert res.returncode == 4, res.stderr
+    assert f"| {good}\n" in res.stdout and f"| {other}\n" in res.stdout  # each one's table, under its title
+    assert f"could not read {bad}/workload.json: corrupt" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("report", str(good), str(bad), str(other), "--json")
+    doc = json.loads(res.stdout)
+    assert res.returncode == 4 and doc["exit_code"] == 4 and doc["status"] == "failed"
+    assert [d["meta"]["backend"] for d in doc["runs"]] == ["time", "nsys"]
+    assert f"{bad}/workload.json" in doc["error"]["message"]
+    # a missing folder among others: its own exit code (2), the others still reported
+    res = run_cli("report", str(good), str(tmp_path / "gone"))
+    assert res.returncode == json.loads(run_cli("report", str(tmp_path / "gone"), "--json").stdout)["exit_code"]
+    assert f"| {good}\n" in res.stdout and "no such run folder" in res.stderr
 
 
 def test_report_never_follows_a_path_outside_the_folder(h200_run, tmp_path):

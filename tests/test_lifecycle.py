@@ -234,6 +234,10 @@ def test_a_stopped_time_run_keeps_the_samples_it_took(sig, stopped_runs):
     row = _rows(out)["slow"]
     assert row["status"] == "interrupted" and 45_000 < row["time_median_us"] < 500_000
     assert f"interrupted part-way: {n} of 2000 samples taken" in row["note"]
+    # what the variant's own entry says of its time reaches the folder (it was set after the
+    # last save), and its median its GB/s (2 x 1000 floats in 50 ms)
+    assert slow["measure_s"] >= 0.5
+    assert row["achieved_gb_s"] == pytest.approx(8000 / row["time_median_us"] / 1e3, rel=1e-3)
     assert _rows(out)["fast"]["status"] == "ok"
     _assert_reports_say(out, "interrupted")
 
@@ -255,6 +259,7 @@ def test_a_timeout_names_the_variant_and_keeps_its_samples(wfile, tmp_path):
     assert len(stuck["time_samples_ns"]) == 28  # calls 2..29 (call 1 is the warm-up, 30 hangs)
     rows = _rows(out)
     assert rows["stuck"]["status"] == "timed out" and 9_000 < rows["stuck"]["time_median_us"] < 200_000
+    assert rows["stuck"]["achieved_gb_s"] == pytest.approx(8000 / rows["stuck"]["time_median_us"] / 1e3, rel=1e-3)
     assert "timed out part-way: 28 of 100 samples taken" in rows["stuck"]["note"]
     assert rows["after"]["status"] == "skipped" and rows["after"]["note"] == "not run: the run timed out before it"
     _assert_reports_say(out, "failed")

@@ -122,6 +122,21 @@ def test_sweep_captured_on_the_h200(h200_run):
     assert 'data-plot="sweep_time"' in (multi.path / "report.html").read_text()
 
 
+def test_a_sweep_point_whose_folder_is_gone_is_unreadable_not_skipped(h200_run):
+    """A point the parent saw end ok, its folder deleted since: `report` said "skipped: no
+    results" and exited 0; the others are reported, the point named, exit 4."""
+    import shutil
+
+    folder = h200_run("sweep-triton-mean")
+    shutil.rmtree(folder / "1000000-float32")
+    res = run_cli("report", str(folder))
+    assert res.returncode == 4, res.stderr
+    assert "1000000-float32: unreadable, left out of the table: its folder is missing, though it ended ok" in res.stdout
+    assert "could not read" in res.stderr and "1000000-float32" in res.stderr
+    multi = load_run(folder, write=False)
+    assert sorted(multi.runs) == ["10000000-float32", "100000000-float32"] and not multi.skipped
+
+
 def test_report_on_an_all_folder_with_one_damaged_result_keeps_the_others(h200_run):
     """Issue 14: one unreadable backend result in an `all` folder (its ncu report cut short)
     used to make `report` exit with no merged table. Now the others' merged table is printed,

@@ -263,6 +263,32 @@ def test_the_median_is_the_kernel_clocks_where_every_call_has_a_reading():
     assert entry["kernel_samples_ns"] == [250.0] * 4 + [None]
 
 
+def test_an_event_read_cut_off_by_an_interrupt_is_read_once():
+    """SIGTERM (a KeyboardInterrupt here) while the events are read: the interrupt's own keep
+    reads the rest, and none twice (the events read before it used to stay queued)."""
+    from types import SimpleNamespace as R
+
+    from workloads.timed import Samples
+
+    entry: dict = {}
+    samples = Samples(entry, R(save=lambda: None), cuda=True)
+    reads = iter(range(1, 100))
+
+    def elapsed_ms(start, end):
+        n = next(reads)
+        if n == 3:
+            raise KeyboardInterrupt
+        return end.ms
+
+    samples._elapsed_ms = elapsed_ms
+    for i in range(5):
+        samples.add(1000, (R(ms=0.0), R(ms=float(i + 1), query=lambda: True)))
+    with pytest.raises(KeyboardInterrupt):
+        samples.keep(wait=False)
+    samples.keep("interrupted", wait=False)
+    assert entry["time_samples_ns"] == [1e6, 2e6, 3e6, 4e6, 5e6] and entry["status"] == "interrupted"
+
+
 def test_the_check_reduces_in_slices_to_the_whole_norm(monkeypatch):
     # the check runs where the reference lies, a slice at a time; slices must not change it
     import torch
@@ -293,3 +319,22 @@ def test_workload_json_says_where_the_runners_time_went(tmp_path):
     assert sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "measure")) <= phases["total"] + 0.01
     for v in _by_name(man).values():
         assert v["warm_up_s"] >= v["setup_s"] >= 0 and v["measure_s"] >= 0
+
+
+def test_a_reference_that_raises_fails_the_run_and_says_whose_code_it_was(tmp_path):
+    """A ValueError in the workload's own reference used to be a usage error (exit 2, the bare
+    message, workload.json left `running`): it is the workload's failure (exit 1), marked."""
+    from conftest import run_cli
+
+    wfile = tmp_path / "refboom.py"
+    wfile.write_text("from workloads import Variant, Workload\n"
+                     "def ref(x):\n    raise ValueError('ref broke')\n"
+                     "w = Workload('rb', 'x', [Variant('v', lambda a: a * 3)], reference=ref,\n"
+                     "             bytes_moved=lambda n, i: 2 * n * i)\n")
+    out = tmp_path / "run"
+    res = run_cli("time", "rb", "--workload-file", str(wfile), "--device", "cpu", "--iters", "3", "-o", str(out),
+                  env={"GPROF_NO_PROGRESS": "1"})
+    assert res.returncode == 1, res.stderr
+    assert "workload rb: its reference raised ValueError: ref broke" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert json.loads((out / "workload.json").read_text())["status"] == "failed"

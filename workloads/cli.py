@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads import registry, runner, timers
-from workloads.errors import GprofError, RunnerUsageError
+from workloads.errors import GprofError, RunnerUsageError, WorkloadCodeError
 from workloads.manifest import mark
 from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MODES, RunSpec
 from workloads.shapes import parse_shape
@@ -144,7 +144,8 @@ def _run(args: argparse.Namespace) -> int:
             return exc.exit_code
         if out is not None:
             mark(out, "failed", f"{type(exc).__name__}: {exc}")
-        traceback.print_exc()
+        # the workload's own code raised: its traceback alone, ending in the user's file
+        traceback.print_exception(exc.__cause__ if isinstance(exc, WorkloadCodeError) and exc.__cause__ else exc)
         print(f"gprof-orch runner: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_CRASHED
 

@@ -47,3 +47,8 @@ class UnknownNameError(UsageError):
 
 class RunnerUsageError(Exception):
     """Bad input found in the runner process (e.g. a size too large for the device): exit 2."""
+
+
+class WorkloadCodeError(RuntimeError):
+    """The workload's own code (its input or its reference) raised: the run fails (exit 1) and
+    says whose code it was; a ValueError there is no usage error of the command line."""

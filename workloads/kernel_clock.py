@@ -4,9 +4,10 @@ cupti-python.
 
 Why: the CUDA events around a call hold, beside its kernels, the GPU's processing of the launch,
 about 2.4 to 3.2 us a launch on the H200, measured on the very same calls under nsys
-(docs/time-fidelity-h200.md, point 7). That is the call as the stream sees it, and stays the
-`time` median; but at 1e7 elements and below it is more than the 0.5 us issue 15 allows against
-nsys. CUPTI's kernel records are what nsys reports, so `kernel us` is nsys's figure without nsys.
+(docs/time-fidelity-h200.md, point 7). That is the call as the stream sees it, kept beside the
+median as `events us`; but at 1e7 elements and below it is more than the 0.5 us issue 15 allows against
+nsys. CUPTI's kernel records are what nsys reports, so the clock's median is nsys's figure
+without nsys.
 
 How a record finds its call: the runner notes CUPTI's clock just before and after each timed
 call (`window`). CUPTI's runtime and driver API records carry their host start time and a
@@ -17,9 +18,9 @@ Probed on the H200 first (scripts/probe_cupti_clock.py): with the records on, th
 what they read without them (within 0.07 us), and torch.square's kernel read 1.63, 3.58, 21.15
 and 189.89 us at 1e5 to 1e8, where nsys read 1.63, 3.55, 20.90 and 189.15 us.
 
-Asked for with `time --kernel-clock` (not the default: CUPTI's runtime and driver API records
-add host time to every call, and `CPU us` would hold it). Off even then where it cannot be
-exact: under nsys or ncu (they hold CUPTI; GPROF_MARK_CALLS, or their injection in the
+On by default wherever it can be (`--no-kernel-clock` turns it off; CUPTI's runtime and driver
+API records add 1 to 3 us of host time to every call, which `CPU us` holds). Off, even when asked
+for, where it cannot be exact: under nsys or ncu (they hold CUPTI; GPROF_MARK_CALLS, or their injection in the
 environment), without cupti-python (`gprof-orch doctor` names the version for this CUDA), or
 when CUPTI refuses. The manifest's `kernel_clock` says which.
 """

@@ -20,7 +20,7 @@ from typing import Any
 
 from workloads import registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
-from workloads.errors import RunnerUsageError
+from workloads.errors import RunnerUsageError, WorkloadCodeError
 from workloads.manifest import MANIFEST, Manifest, record_failure, started
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.profiled import run_profiled, run_torch_trace
@@ -218,8 +218,14 @@ def _warm_up(spec: RunSpec, workload: registry.Workload, runnable: list[registry
     reference before anything is measured; (the variants ready, the input)."""
     import torch
 
-    x = workload.make_input(spec.shape, spec.dtype, spec.device, spec.seed)
-    ref = workload.reference(x.to(torch.float64))
+    try:
+        x = workload.make_input(spec.shape, spec.dtype, spec.device, spec.seed)
+    except Exception as exc:
+        raise WorkloadCodeError(f"workload {workload.name}: its make_input raised {type(exc).__name__}: {exc}") from exc
+    try:
+        ref = workload.reference(x.to(torch.float64))
+    except Exception as exc:
+        raise WorkloadCodeError(f"workload {workload.name}: its reference raised {type(exc).__name__}: {exc}") from exc
     sync(spec.device)
     ready = []
     for v in runnable:

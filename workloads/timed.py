@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,7 +45,7 @@ class Samples:
         self.kernel_ns: list[float | None] = []  # the kernel clock's, per sample (workloads/kernel_clock.py)
         if clock is not None:
             clock.reset()  # one window per sample of this variant, from here
-        self._pending: list = []  # (start, end) CUDA events recorded, not read yet
+        self._pending: deque = deque()  # (start, end) CUDA events recorded, not read yet
         self._elapsed_ms = timers.event_reader() if cuda else None
         self._saved = time.monotonic()
 
@@ -84,13 +85,12 @@ class Samples:
 
             if wait and self._pending:
                 torch.cuda.synchronize()
-            done = 0
-            for start, end in self._pending:
-                if not end.query():
-                    break
-                self.gpu_ns.append(self._elapsed_ms(start, end) * 1e6)
-                done += 1
-            del self._pending[:done]
+            while self._pending and self._pending[0][1].query():
+                ns = self._elapsed_ms(*self._pending[0]) * 1e6
+                # off the queue as it is read: an interrupt in this loop (SIGTERM) leaves the
+                # ones not read yet to the next keep, none read twice
+                self._pending.popleft()
+                self.gpu_ns.append(ns)
             if wait and self.clock is not None:
                 self.kernel_ns.extend(self.clock.take())  # the GPU is done: every record is in
             if self.clock is not None:
@@ -158,37 +158,36 @@ def _time_all(timing: _Timing, variants, x, entries, man) -> None:
         samples = Samples(e, man, cuda=cuda, clock=timing.clock)
         reads = [watch.read()] if watch else []
         try:
-            if not _time_variant(timing, v, x, samples, reads):
-                man.save()
-                continue
+            _time_variant(timing, v, x, samples, reads)
         except KeyboardInterrupt:
             # Ctrl-C, SIGTERM, or --timeout's SIGTERM: what was taken is kept, then the run stops
             samples.keep("interrupted")
             _noise(e, spec.stop)
-            man.save()
             raise
         except Exception as exc:
             record_failure(e, exc)
         finally:
+            # saved here, an interrupted variant too: its clocks (a throttle it ran under) and time
             if watch is not None:
                 reads.append(watch.read())
                 # the first, the last and at most 40 between: enough to see a clock fall
-                e["clocks"] = reads if len(reads) <= 42 else reads[:1] + reads[1:-1:max(1, len(reads) // 40)] + reads[-1:]
+                step = -(-(len(reads) - 2) // 40)
+                e["clocks"] = reads if len(reads) <= 42 else reads[:1] + reads[1:-1:step] + reads[-1:]
                 e["clock_note"] = clocks.verdict(reads)
             e["measure_s"] = round(time.perf_counter() - t0, 3)
-        man.save()
+            man.save()
 
 
-def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> bool:
-    """Time variant `v` into its entry (samples.entry) inside its NVTX range; False when it is
-    skipped instead (it cannot be captured in a CUDA graph; the entry says why)."""
+def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> None:
+    """Time variant `v` into its entry (samples.entry) inside its NVTX range, or mark it skipped
+    (it cannot be captured in a CUDA graph; the entry says why)."""
     spec, e, hold = timing.spec, samples.entry, timing.hold
     call = lambda: v.fn(x)  # noqa: E731
     if spec.cuda_graph and samples.cuda:
         call, reason = capture_graph(v, x)
         if call is None:
             e.update(status="skipped", reason=f"cannot be captured in a CUDA graph: {reason}")
-            return False
+            return
     if os.environ.get(timers.MARK_CALLS_ENV):
         call = _marked(call, timing.ranges, "call:" + v.name)
     if timing.clock is not None:
@@ -212,7 +211,6 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> bool:
         timing.ranges.pop()
     samples.keep("ok")
     _noise(e, spec.stop)
-    return True
 
 
 def capture_graph(v, x):
@@ -257,7 +255,6 @@ def _sample(spec, call, flush, hold, samples: Samples, watch=None, reads: list |
         event = torch.cuda.Event
 
     def take(n: int) -> list[float]:
-        first = len(samples.times)
         for _ in range(n):
             if flush is not None:
                 flush()
@@ -280,7 +277,7 @@ def _sample(spec, call, flush, hold, samples: Samples, watch=None, reads: list |
         samples.keep()
         if watch is not None and reads is not None and watch.due():
             reads.append(watch.read())
-        return samples.times[first:]
+        return list(samples.times)
 
     measure(spec.stop, take, time.monotonic)
 

@@ -21,13 +21,17 @@ from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, VariantRows, _kernel_label, _no_report, _sets_flush
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY
+from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
+                            WALL_TIME_ONLY)
 from reports.unify import RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
+# how `nsys export` (2023.4.4, the one CI runs) begins the line that says a report cannot be read: an empty,
+# cut-short or foreign file ("Cannot read from stream.", "Version tag is not found in the stream.")
+UNREADABLE_REPORT = "Exportation error:"
 
 
 class ProgramBackend(ToolBackend):
@@ -94,7 +98,18 @@ class ProgramBackend(ToolBackend):
         if kind == "nsys-rep":
             dest = rf.path / REPORT
             shutil.copyfile(src, dest)
-            self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
+            try:
+                self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
+            except ToolFailedError as exc:
+                # nsys's own word for a report it cannot read (empty, cut short, not a report):
+                # the input is damaged (exit 4), not the tool
+                said = [ln.strip() for ln in exc.log_tail.splitlines() if ln.startswith(UNREADABLE_REPORT)]
+                if not said:
+                    raise
+                err = ParseError(src, said[-1], hint="a damaged or cut-short .nsys-rep; its .sqlite export, "
+                                 "where one was made, imports too")
+                err.log = exc.log
+                raise err from exc
             return
         name = SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
         shutil.copyfile(src, rf.path / name)
@@ -212,7 +227,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
     for v in wman.get("variants", []):
-        if v.get("status") != "ok":
+        if v.get("status") not in SAMPLED:  # one stopped inside (capture._stopped_inside) keeps its rows
             continue
         name = v["name"]
         r = ranges[ranges["variant"] == name]

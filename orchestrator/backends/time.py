@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
-from reports.schema import EVENT_CALL, MergedTime
+from reports.schema import EVENT_CALL, SAMPLED, MergedTime
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
     import pandas as pd
@@ -85,7 +85,7 @@ class TimeBackend(Backend):
         variant_facts(rows, wman)
         for v in wman["variants"]:
             # a variant stopped part-way keeps the samples it took (its status says so)
-            if v.get("status") not in ("ok", "interrupted", "timed out"):
+            if v.get("status") not in SAMPLED:
                 continue
             rows.samples(v["name"], "time_ns", v.get("time_samples_ns", []), "ns")
             rows.samples(v["name"], "cpu_time_ns", v.get("cpu_samples_ns", []), "ns")
