@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting, unclosed
 from orchestrator.errors import ParseError, UsageError
+from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 TRACE = "trace.json"
@@ -78,7 +79,7 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
     flat = [v["name"] for v in variants if v["name"] not in holds]
     baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
     return {
-        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"NVTX ranges ({filt.spec}) of {source}",
         "baseline": baseline, "mode": "capture",
         "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
@@ -153,7 +154,7 @@ def trace_manifest(trace, prefix: str, *, name: str, source: str,
     baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
     n_iters = {v["iters"] for v in variants}
     return {
-        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"record_function ranges ({prefix}*) of {source}",
         "baseline": baseline, "mode": "capture",
         "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",

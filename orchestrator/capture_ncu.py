@@ -17,6 +17,7 @@ from typing import Any
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.errors import ParseError, UsageError
 from orchestrator.backends.ncu import REPORT
+from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
@@ -93,7 +94,7 @@ def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", "cuda")
     return {
-        "schema_version": 1, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
         "baseline": baseline, "mode": "capture", "shape": borrowed.get("shape") or [],
         "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "", "device": "cuda",

@@ -53,7 +53,7 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
         raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
     footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
-    slower, kind = None, "SlowerError"
+    slower = kind = None
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
         why = ([f"slower than {fail_if_slower:g}%: " + ", ".join(

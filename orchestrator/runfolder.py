@@ -22,10 +22,11 @@ from typing import Any
 
 from orchestrator.errors import GprofError, ParseError, UsageError
 from reports.schema import SCHEMA_VERSION
+from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
+from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
-WORKLOAD_MANIFEST = "workload.json"  # written by the runner (workloads/runner.py)
 STATUSES = ("running", "ok", "failed", "interrupted")
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
@@ -314,6 +315,9 @@ def _workload_manifest_problem(data: Any) -> str | None:
             return f'"{key}" is missing or not a string'
     if "iters" not in data:
         return '"iters" is missing'
+    version = data.get("schema_version", WORKLOAD_SCHEMA)
+    if type(version) is not int or version > WORKLOAD_SCHEMA:
+        return f'"schema_version" is {version!r}: written by a newer gprof-orch (this one reads up to {WORKLOAD_SCHEMA})'
     for i, v in enumerate(variants):
         if not isinstance(v, dict) or not isinstance(v.get("name"), str):
             return f'"variants"[{i}] is not an object with a "name" string'

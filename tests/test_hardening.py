@@ -212,6 +212,7 @@ def _edit_manifest(path, **fields):
     ("null_samples", '"time_samples_ns" is not a list of durations'),
     ("negative_sample", '"time_samples_ns" is not a list of durations'),
     ("nan_sample", '"cpu_samples_ns" is not a list of durations'),
+    ("newer_workload_schema", '"schema_version" is 99: written by a newer gprof-orch'),  # read as if it were 1
 ])
 def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
     path = _good_run(h200_run)
@@ -229,10 +230,12 @@ def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
         (path / "workload.json").unlink()
     elif damage == "corrupt_workload":
         (path / "workload.json").write_text("{nope")
-    elif damage in ("null_samples", "negative_sample", "nan_sample"):
+    elif damage in ("null_samples", "negative_sample", "nan_sample", "newer_workload_schema"):
         wman = json.loads((path / "workload.json").read_text())
         v = wman["variants"][1]
-        if damage == "null_samples":
+        if damage == "newer_workload_schema":
+            wman["schema_version"] = 99
+        elif damage == "null_samples":
             v["time_samples_ns"] = None
         elif damage == "negative_sample":
             v["time_samples_ns"][3] = -10.0

@@ -75,9 +75,10 @@ class KernelClock:
         """The GPU ns of each window noted since the last take, in order (None: no GPU record
         in it). Call once the GPU has finished the calls (after a synchronize)."""
         self._cupti.activity_flush_all(1)
-        windows, records = self._windows[:], self._records[:]
+        windows = self._windows[:]
         self._windows.clear()
-        self._records.clear()
+        # swapped, not copied and cleared: a buffer CUPTI's thread hands in between lands in the new list
+        records, self._records = self._records, []
         if not windows:
             return []
         starts = [w[0] for w in windows]

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "workload.json"
+# the shape of workload.json, which the runner and the capture importers write and the reports read
+SCHEMA_VERSION = 1
 
 
 class Manifest:

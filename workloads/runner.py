@@ -21,7 +21,7 @@ from typing import Any
 from workloads import registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
-from workloads.manifest import MANIFEST, Manifest, record_failure, started
+from workloads.manifest import MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.profiled import run_profiled, run_torch_trace
 from workloads.spec import MODES, RunSpec, resolve
@@ -162,7 +162,7 @@ def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[reg
     env = describe_device(spec.device, measure_roof=spec.measure_roof)
     env["triton_interpret"] = _interpreting(spec)
     return Manifest(spec.out / MANIFEST, {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "workload": workload.name,
         "workload_source": workload.source,
         "description": workload.description,
