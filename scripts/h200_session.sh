@@ -140,9 +140,18 @@ if has goals; then
   rows() { python3 - "$@" <<'PY'
 import json, sys
 tag = sys.argv[2]
+# each clock's step as its samples show it (the smallest gap between two readings): the floor
+# of noise_pct (workloads/stopping.py) is half of it
+steps = {}
+for v in json.load(open(sys.argv[1] + "/workload.json"))["variants"]:
+    for key in ("kernel_samples_ns", "event_samples_ns", "time_samples_ns"):
+        xs = sorted({x for x in v.get(key) or [] if x is not None})
+        gaps = [b - a for a, b in zip(xs, xs[1:])]
+        steps.setdefault(v["name"], []).append(f"{key.split('_')[0]} step {min(gaps):.1f} ns" if gaps else f"{key.split('_')[0]} -")
 for r in json.load(open(sys.argv[1] + "/report.json"))["variants"]:
     print(tag, r["variant"], r.get("status"), r.get("time_median_us"), r.get("events_median_us"),
-          r.get("noise_pct"), r.get("samples"), r.get("cpu_median_us"), (r.get("note") or "")[:90], sep=" | ")
+          r.get("noise_pct"), r.get("samples"), r.get("cpu_median_us"), ", ".join(steps.get(r["variant"], [])),
+          (r.get("note") or "")[:90], sep=" | ")
 PY
   }
   for i in 1 2 3; do
