@@ -247,7 +247,8 @@ class MultiRun:
         if self.kind == "all":
             from reports import merge
 
-            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda"))
+            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda",
+                                      table=self.table))
         if self.kind == "each-gpu" and not self.table.empty:
             from orchestrator.cluster.each_gpu import slow_lines
 

@@ -51,8 +51,8 @@ def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Merge
     mine = {src.column for src in sources.values()}
     out = pd.DataFrame(rows, columns=[c.name for c in schema.columns(schema.MERGED)
                                       if c.name in mine or c.name not in schema.REGISTERED])
-    order = sorted(sources.values(), key=lambda s: s.rank)
-    ref_col = next((s.column for s in order if s.column in out and out[s.column].notna().any()), None)
+    ref = speedup_source(sources, out)
+    ref_col = ref.column if ref else None
     out["agreement"] = [a if isinstance(a, str) else agreement(row, sources) if on_gpu else "-"
                          for a, (_, row) in zip(out["agreement"], out.iterrows())]
     if ref_col:
@@ -60,6 +60,13 @@ def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Merge
         if len(base) and pd.notna(base.iloc[0]):
             out["speedup_vs_baseline"] = base.iloc[0] / out[ref_col]
     return out
+
+
+def speedup_source(sources: Mapping[str, MergedTime], table: pd.DataFrame) -> MergedTime | None:
+    """The backend whose medians the merged table's speedup is over: the first by rank (the
+    events first) that timed any variant."""
+    order = sorted(sources.values(), key=lambda s: s.rank)
+    return next((s for s in order if s.column in table and table[s.column].notna().any()), None)
 
 
 def agreement(row: Mapping[str, Any], sources: Mapping[str, MergedTime]) -> str:
@@ -75,16 +82,19 @@ def agreement(row: Mapping[str, Any], sources: Mapping[str, MergedTime]) -> str:
     return f"DISAGREE: {hi_b} {hi / lo - 1:+.0%} over {lo_b} ({why})"
 
 
-def legend(sources: Mapping[str, MergedTime], on_gpu: bool) -> str:
+def legend(sources: Mapping[str, MergedTime], on_gpu: bool, table: pd.DataFrame | None = None) -> str:
     """What each time column of the merged table measured (the `all` footer), backends that
-    measure the same thing named together. On the CPU `time` reads the host clock: there are
-    no CUDA events."""
+    measure the same thing named together, and which one the speedup is over. On the CPU
+    `time` reads the host clock: there are no CUDA events."""
     groups: dict[str, list[str]] = {}
     for s in sources.values():
         what = s.on_gpu if on_gpu else s.on_cpu
         if what:
             groups.setdefault(what, []).append(s.label)
     text = "; ".join(f"{' / '.join(labels)} = {what}" for what, labels in groups.items())
+    ref = speedup_source(sources, table) if table is not None else None
+    if ref is not None:  # the kernel-time backends can rank variants otherwise (launch costs)
+        text += f"; speedup from the {ref.label} medians"
     if on_gpu:
         return f"{text}. agreement flags medians >{DISAGREE:.0%} apart."
     return f"{text}. agreement is not judged on the CPU."

@@ -102,6 +102,11 @@ def test_all_square_captured_on_the_h200(h200_run):
     assert m.loc["numba", "agreement"].startswith("DISAGREE: time +46% over ncu")
     assert m.loc["pow", "same_kernel_as"] == "torch_square"
     assert (multi.path / "report.html").read_text().count('class="gprof-plot"') >= 5
+    # numba's 0.68x is the events' (its launch is slow); nsys's kernels alone would say 0.95x
+    assert m.loc["numba", "speedup_vs_baseline"] == pytest.approx(m.loc["torch_square", "events_us"]
+                                                                   / m.loc["numba", "events_us"])
+    assert any(line.endswith("speedup from the events medians. agreement flags medians >10% apart.")
+               for line in multi.footer())
 
 
 def test_all_mean_captured_on_the_h200_flags_the_event_overhead(h200_run):
