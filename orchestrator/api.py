@@ -37,12 +37,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def plan(req: Request) -> Any:
+def plan(req: Request, sub: str | None = None) -> Any:
     """What a request would run, without running it or writing anything (--dry-run): a
     backends.base.Plan, `.spec` the runner's resolved spec (what spec.json would hold, the shape
-    included) and `.steps` the exact commands."""
+    included) and `.steps` the exact commands; `sub`: the child folder it would run in (a sweep's
+    point, a backend of `all`)."""
     req.validate()
-    return backends.get(req.backend).plan(req, Path(req.out).resolve() if req.out else Path("<run-folder>"))
+    folder = Path(req.out).resolve() if req.out else Path("<run-folder>")
+    return backends.get(req.backend).plan(req, folder / sub if sub else folder)
 
 
 def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":
@@ -273,16 +275,9 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
     one task each."""
     from orchestrator import envinfo
     from orchestrator.cluster import Point
-    from workloads.shapes import parse_size
 
     argv = options.pop("argv", None)
-    sizes = [parse_size(s) for s in sizes] or [None]
-    dtypes = dtypes or ["float32"]
-    for flag, given in (("--size", sizes), ("--dtype", dtypes)):
-        # a point named twice ran once, then failed on its own folder (exit 1) part-way
-        twice = list(dict.fromkeys(x for x in given if given.count(x) > 1))
-        if twice:
-            raise UsageError(f"{flag} names {', '.join(map(str, twice))} more than once: each point runs once")
+    sizes, dtypes = sweep_axes(sizes, dtypes)
     base = Request(workload=workload, backend=backend, size=sizes[0], dtype=dtypes[0], **options)
     for d in dtypes:
         Request(**{**base.__dict__, "dtype": d}).validate()
@@ -296,10 +291,29 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
         return rf
 
     opts = _point_options(base, "size", "dtype")
-    # a point without --size runs the workload's default shape (which depends on the device)
-    points = [Point(f"{s or 'default'}-{d}", workload, backend, {**opts, "size": s, "dtype": d})
+    points = [Point(point_name(s, d), workload, backend, {**opts, "size": s, "dtype": d})
               for d in dtypes for s in sizes]
     return _run_points(create, points, "points", base)
+
+
+def sweep_axes(sizes: list[str], dtypes: list[str]) -> tuple[list[str | None], list[str]]:
+    """A sweep's sizes (normalised; [None]: the workload's default shape) and dtypes; a point
+    named twice is a UsageError (it ran once, then failed on its own folder, part-way)."""
+    from workloads.shapes import parse_size
+
+    sizes_ = [parse_size(s) for s in sizes] or [None]
+    dtypes = dtypes or ["float32"]
+    for flag, given in (("--size", sizes_), ("--dtype", dtypes)):
+        twice = list(dict.fromkeys(x for x in given if given.count(x) > 1))
+        if twice:
+            raise UsageError(f"{flag} names {', '.join(map(str, twice))} more than once: each point runs once")
+    return sizes_, dtypes
+
+
+def point_name(size: str | None, dtype: str) -> str:
+    """A sweep point's folder: `<size>-<dtype>`; without --size the workload's default shape
+    (which depends on the device)."""
+    return f"{size or 'default'}-{dtype}"
 
 
 def each_gpu(req: Request, argv: list[str] | None = None) -> MultiRun:

@@ -16,7 +16,7 @@ from orchestrator import __version__
 from orchestrator.cli_capture import exec_group, import_cmd
 from orchestrator.cli_reports import compare, report
 from orchestrator.cli_output import _gprof_error_doc, _run_and_print, error_doc
-from orchestrator.errors import EXIT_RUN_FAILED, GprofError
+from orchestrator.errors import EXIT_BROKEN_PIPE, EXIT_RUN_FAILED, GprofError
 from reports.formats import FORMATS
 
 EPILOG_RUN = """\b
@@ -81,6 +81,13 @@ class Group(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:
+            # stdout's reader went away (`| head`): stop quietly, as a tool killed by SIGPIPE
+            # does (the run folder is written before its table is printed); stdout is pointed
+            # at /dev/null first, so the interpreter's own flush at exit does not fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            click.echo("gprof-orch: stdout was closed early; the rest was not printed", err=True)
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:  # a bug: say so in one line, the traceback only when asked
             if debug():
                 traceback.print_exc()
@@ -196,29 +203,44 @@ def _entry(workload: str, backend: str, kw: dict):
 
 
 def _execute(ctx: click.Context, backend: str, **kw) -> None:
-    from orchestrator import api
-    from orchestrator.proc import format_argv
-    from orchestrator.request import Request
-
     per_kernel = ctx.meta["gprof.per_kernel"] = kw.pop("per_kernel", False)
     kw = _request_kwargs(kw)
     fmt = kw.pop("fmt")
     workload = kw.pop("workload")
     if kw.pop("dry_run"):
-        req = Request(workload=workload, backend=backend, **kw)
+        _dry_run(workload, backend, kw)
+        return
+    _run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
+
+
+def _dry_run(workload: str, backend: str, kw: dict) -> None:
+    """--dry-run: the exact commands of every run the command would make (each backend of `all`,
+    each point of a sweep, under a `# <folder>` line), and each runner's spec; nothing runs."""
+    from orchestrator import api, backends
+    from orchestrator.proc import format_argv
+    from orchestrator.request import Request, parse_list
+
+    names = backends.of_all() if backend == "all" else [backend]
+    sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
+    if len(sizes) > 1 or len(dtypes) > 1:  # a sweep: its points, as api.sweep names their folders
+        sizes, dtypes = api.sweep_axes(sizes, dtypes)
+    runs = [(n, s, d) for n in names for d in dtypes or [kw.get("dtype")] for s in sizes or [kw.get("size")]]
+    for i, (name, size, dtype) in enumerate(runs):
+        sub = name if backend == "all" else api.point_name(size, dtype) if len(runs) > 1 else None
+        req = Request(workload=workload, backend=name, **{**kw, "size": size, "dtype": dtype})
         spec = req.cluster_spec()
-        if spec is not None:
+        if i == 0 and spec is not None:
             from orchestrator import cluster
 
             what = "on every worker's GPU of " if req.each_gpu else "each point a task (resource GPU=1) on "
             click.echo(f"# would run {what}{cluster.describe(spec)}")
-        planned = api.plan(req)
+        if sub:
+            click.echo(f"# {sub}")
+        planned = api.plan(req, sub)
         for step in planned.steps:
             click.echo(format_argv(step.argv, step.env))
         # what the runner's --spec file holds: every default settled, the shape and device included
         click.echo(f"# spec: {json.dumps(planned.spec.to_json())}")
-        return
-    _run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

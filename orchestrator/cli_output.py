@@ -42,24 +42,23 @@ def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_c
             **json.loads(render.to_json(run.table, meta, kernels=kernels))}
 
 
-def _print_run(run, fmt: str, to_err: bool = False, per_kernel: bool = False) -> None:
+def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
     from reports import render, term
 
     title, footer = run.title(), run.footer()
     meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
     if fmt == "json":
-        click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1), err=to_err)
+        click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1))
         return
     if run.workload.get("device") == "cpu" and fmt == "table":
         click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
-    stream = sys.stderr if to_err else sys.stdout
-    if fmt == "table" and term.use_color(stream):
-        click.echo(term.to_text_colored(run.table, title, footer, color=True), err=to_err, color=True)
+    if fmt == "table" and term.use_color(sys.stdout):
+        click.echo(term.to_text_colored(run.table, title, footer, color=True), color=True)
         if per_kernel:
-            click.echo("\n" + render.render_kernels(run.kernels, fmt), err=to_err)
+            click.echo("\n" + render.render_kernels(run.kernels, fmt))
     else:
         click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
-                                 kernels=run.kernels if per_kernel else None), err=to_err)
+                                 kernels=run.kernels if per_kernel else None))
     if fmt == "table" and run.saved:
         csv = ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""  # only small frames (reports/render.py)
         click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True)
@@ -72,7 +71,9 @@ def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> Non
         run = fn()
     except GprofError as exc:
         partial = getattr(exc, "run", None)
-        if partial is not None and fmt != "json":  # JSON: the Group prints it, with the error
-            _print_run(partial, fmt, to_err=True, per_kernel=per_kernel)
+        # the data collected goes where data goes, stdout (`--format csv > out.csv` keeps it);
+        # the error, to stderr (JSON: the Group prints the partial run with the error in it)
+        if partial is not None and fmt != "json":
+            _print_run(partial, fmt, per_kernel=per_kernel)
         raise
     _print_run(run, fmt, per_kernel=per_kernel)

@@ -12,7 +12,7 @@ from pathlib import Path
 from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, UsageError
 
 __all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
-           "EXIT_INTERRUPTED", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
+           "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
            "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
            "InterruptedRunError", "ParseError", "RunFailedError"]
 
@@ -24,6 +24,7 @@ EXIT_PARSE = 4             # a report or run folder could not be read
 EXIT_PERMISSION = 5        # e.g. GPU counters restricted to admin users
 EXIT_TIMEOUT = 124         # like coreutils' timeout(1)
 EXIT_INTERRUPTED = 130     # SIGINT, like a shell
+EXIT_BROKEN_PIPE = 141     # stdout closed early (`| head`), like a tool SIGPIPE ended
 
 
 class ToolNotFoundError(GprofError):

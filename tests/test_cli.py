@@ -203,6 +203,27 @@ def test_dry_run_prints_the_exact_command():
     assert spec["shape"] == [1000, 1000]  # no --size: the workload's default on the CPU
 
 
+def test_dry_run_of_a_sweep_and_of_all_prints_every_run():
+    # a list of sizes or `all` was refused ("--size '1e5,1e6' is not a positive integer",
+    # "unknown backend 'all'") though the runs themselves work
+    res = run_cli("time", "square", "--device", "cpu", "--size", "1e5,1e6", "--dtype", "float32,bfloat16", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    points = [ln[2:] for ln in lines if ln.startswith("# ") and not ln.startswith("# spec")]
+    assert points == ["100000-float32", "1000000-float32", "100000-bfloat16", "1000000-bfloat16"]
+    specs = [json.loads(ln.removeprefix("# spec: ")) for ln in lines if ln.startswith("# spec: ")]
+    assert [(s["shape"], s["dtype"]) for s in specs] == [([100000], "float32"), ([1000000], "float32"),
+                                                          ([100000], "bfloat16"), ([1000000], "bfloat16")]
+    assert "--out '<run-folder>/1000000-bfloat16'" in lines[lines.index("# 1000000-bfloat16") + 1]
+    res = run_cli("all", "mean", "--device", "cpu", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    from orchestrator import backends
+
+    heads = [ln[2:] for ln in res.stdout.splitlines() if ln.startswith("# ") and not ln.startswith("# spec")]
+    assert heads == backends.of_all() and "nsys" in heads
+    assert run_cli("time", "square", "--size", "1e3,1000", "--dry-run").returncode == 2  # a point twice
+
+
 @pytest.mark.parametrize("args", [["--timer", "spin"], ["--max-noise", "0"], ["--max-noise", "nan"],
                                   ["--min-samples", "2"], ["--max-time", "0"], ["--min-time", "5", "--max-time", "1"]])
 def test_bad_timing_options_exit_2(args):

@@ -338,6 +338,19 @@ def _exit_130(tmp_path):
     return subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
 
 
+def _exit_141(tmp_path):
+    """stdout's reader gone before the table (`| head -1`): it was an internal error (exit 1)."""
+    out = tmp_path / "r"
+    r, w = os.pipe()
+    os.close(r)  # nobody reads: the first write fails with EPIPE (Python ignores SIGPIPE)
+    p = subprocess.run([sys.executable, "-m", "orchestrator", "time", "square", *_cpu("--size", "100", "--iters", "3",
+                        "-o", str(out))], stdout=w, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120)
+    os.close(w)
+    assert json.loads((out / "manifest.json").read_text())["status"] == "ok"  # written before the table
+    assert "internal error" not in p.stderr
+    return p
+
+
 def _read(path) -> str:
     try:
         return path.read_text()
@@ -346,7 +359,7 @@ def _read(path) -> str:
 
 
 EXIT_CODE_CASES = {0: _exit_0, 1: _exit_1, 2: _exit_2, 3: _exit_3, 4: _exit_4, 5: _exit_5, 124: _exit_124,
-                   130: _exit_130}
+                   130: _exit_130, 141: _exit_141}
 
 
 def readme_exit_codes() -> list[int]:

@@ -242,6 +242,32 @@ def test_a_stopped_time_run_keeps_the_samples_it_took(sig, stopped_runs):
     _assert_reports_say(out, "interrupted")
 
 
+def test_sigterm_stops_a_run_started_with_sigint_ignored(wfile, tmp_path):
+    """A shell's background job (`gprof-orch time ... &`) starts with SIGINT ignored, and the
+    runner inherited that: the parent's SIGINT to it did nothing, and a SIGTERM'd run went on
+    to its last sample before exiting 130. The runner now takes SIGINT whatever it inherits."""
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", str(wfile),
+                          "--device", "cpu", "--iters", "2000", "--warmup", "1", "-o", str(out)], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        t0 = time.monotonic()
+        while not _measuring_slow(out):
+            assert time.monotonic() - t0 < 60, "the slow variant never started"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        _, stderr = p.communicate(timeout=30)  # 2000 samples of 50 ms would take 100 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, stderr
+    slow = next(v for v in _json(out / "workload.json")["variants"] if v["name"] == "slow")
+    assert slow["status"] == "interrupted" and 3 <= len(slow["time_samples_ns"]) < 2000
+
+
 # -- 3. a timeout names the variant it ended ------------------------------------------------------
 
 def test_a_timeout_names_the_variant_and_keeps_its_samples(wfile, tmp_path):

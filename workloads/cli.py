@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # SIGTERM ends the run like Ctrl-C: what was measured is written, the status says so
     signal.signal(signal.SIGTERM, _terminate)
+    # the parent stops this process with SIGINT; a shell starts a background job (`cmd &`) with
+    # SIGINT ignored, and Python keeps an ignored SIGINT ignored: the run went on to its end
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args = build_parser().parse_args(argv)
     if args.command == "list":
         return _list(args)

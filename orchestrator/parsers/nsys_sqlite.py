@@ -140,7 +140,8 @@ def _check_sqlite_file(path: Path) -> None:
         raise ParseError(path, "empty file", hint="nsys export may have failed or been interrupted")
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
         raise ParseError(path, "not an SQLite file",
-                         hint="give the output of `nsys export --type sqlite`, not the .nsys-rep")
+                         hint="an SQLite export is what `nsys export --type sqlite` writes (gprof-orch import "
+                              "takes the .nsys-rep itself too, named .nsys-rep)")
     page_size = struct.unpack(">H", header[16:18])[0]
     page_size = 65536 if page_size == 1 else page_size
     change_counter, n_pages = struct.unpack(">II", header[24:32])
