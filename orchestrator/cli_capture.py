@@ -45,12 +45,15 @@ def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, p
     too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
     trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
     domain), its `iter` ranges the iterations where it has them. A range holding other chosen
-    ranges is marked nested, with inclusive numbers and no speedup. Exit 4 when no range matches
-    (the message lists those the capture holds).
+    ranges is marked nested, with inclusive numbers and no speedup. An Nsight Compute report
+    (.ncu-rep, .xz/.gz too, profiled with `ncu --nvtx`) is reported per NVTX range, its kernels'
+    duration and counters. Exit 4 when no range matches (the message lists those the capture
+    holds), or the file cannot be read.
 
     \b
     Example:
       gprof-orch import profile.nsys-rep
+      gprof-orch import kernels.ncu-rep
       gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
       gprof-orch import trace.json --ranges step
     """

@@ -166,6 +166,11 @@ class Request:
             raise UnknownNameError("workload", self.workload, sorted(catalog))
         return catalog[self.workload]
 
+    def on_cpu(self) -> bool:
+        """Whether the run is on the CPU: --device cpu, or auto where auto_device() finds no GPU
+        (the spec settles auto the same way; a profiler's flags must agree with it)."""
+        return self.device == "cpu" or (self.device == "auto" and auto_device()[0] == "cpu")
+
     def selected_variants(self) -> list[str]:
         """The variants that run, in the workload's order, the baseline always among them (as
         workloads.registry.Workload.select does), known without importing a --workload-file."""
@@ -193,8 +198,8 @@ class Request:
                 raise UnknownNameError(f"variant of {self.workload}", v, names)
         if self.size is not None:
             parse_size(self.size)
-        if self.dtype not in registry.DTYPES:
-            raise UsageError(f"--dtype {self.dtype!r} unknown; valid: {', '.join(registry.DTYPES)}")
+        if self.dtype not in registry.DTYPES:  # named with what this workload takes, not every workload's
+            raise UsageError(f"--dtype {self.dtype!r} unknown; workload {self.workload} takes {', '.join(w['dtypes'])}")
         if self.dtype not in w["dtypes"]:
             raise UsageError(f"workload {self.workload} supports --dtype {', '.join(w['dtypes'])}, not {self.dtype}")
         if self.device not in DEVICES:

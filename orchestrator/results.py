@@ -51,8 +51,10 @@ class Run:
         env = w.get("env") or {}
         dev = env.get("device_name") or w.get("device", "")
         shape = "x".join(str(s) for s in w.get("shape", []))
-        count = (f"{w['iters']} iters" if w.get("iters") else
-                 f"sampled to +-{(w.get('stop_rule') or {}).get('max_noise_pct', '?')}%")
+        noise = (w.get("stop_rule") or {}).get("max_noise_pct")
+        # a capture's ranges can hold different counts: each variant's is in its row (n)
+        count = (f"{w['iters']} iters" if w.get("iters") else f"sampled to +-{noise}%" if noise is not None
+                 else "iterations per variant")
         return (f"{self.backend} {w.get('workload', '')} | {shape} {w.get('dtype', '')} on {dev} | "
                 f"{count} | {self.path}")
 

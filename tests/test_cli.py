@@ -127,7 +127,7 @@ def test_torch_trace_end_to_end_on_the_cpu(tmp_path):
     (["time", "square", "--size", "0"], "is not a positive integer"),
     (["time", "square", "--size", "12abc"], "is not a positive integer"),
     (["time", "square", "--size", "-4"], "is not a positive integer"),
-    (["time", "square", "--dtype", "int8"], "--dtype 'int8' unknown"),
+    (["time", "square", "--dtype", "int8"], "--dtype 'int8' unknown; workload square takes float32, float16, bfloat16"),
     (["time", "load-inline-square", "--dtype", "float16"], "supports --dtype float32"),
     (["time", "square", "--iters", "0"], "--iters must be >= 1"),
     (["time", "square", "--gpu-sleep", "-5"], "--gpu-sleep must be between 0 and 10000 us, not -5"),
@@ -201,6 +201,16 @@ def test_dry_run_prints_the_exact_command():
     spec = json.loads(res.stdout.splitlines()[-1].removeprefix("# spec: "))
     assert (spec["iters"], spec["timer"], spec["gpu_sleep_us"], spec["stop"]) == (7, "sleep", 0, None)
     assert spec["shape"] == [1000, 1000]  # no --size: the workload's default on the CPU
+
+
+def test_nsys_traces_what_the_settled_device_runs():
+    # --device auto that settles on the CPU (here: every GPU hidden) traced CUDA and no OS calls,
+    # while the same run with --device cpu traced NVTX and OS calls
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    auto = run_cli("nsys", "mean", "--dry-run", env=env).stdout.splitlines()[0]
+    cpu = run_cli("nsys", "mean", "--device", "cpu", "--dry-run", env=env).stdout.splitlines()[0]
+    assert "--trace=nvtx,osrt " in auto and "--cuda-flush-interval" not in auto
+    assert auto.split("--output")[0] == cpu.split("--output")[0]
 
 
 def test_dry_run_of_a_sweep_and_of_all_prints_every_run():

@@ -61,7 +61,7 @@ class NsysBackend(ToolBackend):
                 click.option("--nsys-arg", "nsys_args", multiple=True,
                              help="Extra flag passed to `nsys profile` (repeatable)."),
                 click.option("--osrt", "trace_osrt", is_flag=True,
-                             help="Also trace OS runtime calls (always on for --device cpu).")]
+                             help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or auto without a GPU).")]
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
@@ -69,8 +69,9 @@ class NsysBackend(ToolBackend):
         """`nsys profile` of the runner and `nsys export` to SQLite (pure). A CUDA flush interval is
         added unless the user set one: without it nsys 2023.4 fails past ~10,000 launches."""
         exe = self.exe(req)
-        trace = ["cuda", "nvtx"] if req.device != "cpu" else ["nvtx"]
-        if req.trace_osrt or req.device == "cpu":
+        cpu = req.on_cpu()
+        trace = ["nvtx"] if cpu else ["cuda", "nvtx"]
+        if req.trace_osrt or cpu:
             trace.append("osrt")
         # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
         # otherwise fails to order the events (see SAFE_LAUNCHES)
@@ -116,7 +117,7 @@ class NsysBackend(ToolBackend):
     def _warn_if_too_many_launches(self, req: Request) -> None:
         """nsys 2023.4 cannot process runs past about 10,000 launches here: say so before it runs."""
         found = getattr(self, "_found", None)
-        if req.device == "cpu" or found is None or not str(found.version).startswith("2023.") \
+        if req.on_cpu() or found is None or not str(found.version).startswith("2023.") \
                 or not _sets_flush(req.nsys_args, to_zero=True):
             return
         n = len(req.selected_variants())
