@@ -61,7 +61,8 @@ class NsysBackend(ToolBackend):
                 click.option("--nsys-arg", "nsys_args", multiple=True,
                              help="Extra flag passed to `nsys profile` (repeatable)."),
                 click.option("--osrt", "trace_osrt", is_flag=True,
-                             help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or auto without a GPU).")]
+                             help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
+                                  "auto without a GPU).")]
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
