@@ -317,7 +317,8 @@ def _workload_manifest_problem(data: Any) -> str | None:
         return '"iters" is missing'
     version = data.get("schema_version", WORKLOAD_SCHEMA)
     if type(version) is not int or version > WORKLOAD_SCHEMA:
-        return f'"schema_version" is {version!r}: written by a newer gprof-orch (this one reads up to {WORKLOAD_SCHEMA})'
+        return (f'"schema_version" is {version!r}: written by a newer gprof-orch '
+                f'(this one reads up to {WORKLOAD_SCHEMA})')
     for i, v in enumerate(variants):
         if not isinstance(v, dict) or not isinstance(v.get("name"), str):
             return f'"variants"[{i}] is not an object with a "name" string'
