@@ -100,16 +100,16 @@ def legend(sources: Mapping[str, MergedTime], on_gpu: bool, table: pd.DataFrame 
     return f"{text}. agreement is not judged on the CPU."
 
 
+SWEEP_FROM_POINT = ("variant", "status", "time_median_us", "time_iqr_us", "achieved_gb_s", "pct_of_peak_bw",
+                    "speedup_vs_baseline")
+
+
 def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:
-    """points: (numel, dtype, per-variant table) -> long table of time and GB/s against size."""
-    rows = []
-    for numel, dtype, t in points:
-        for _, r in t.iterrows():
-            rows.append({"numel": numel, "dtype": dtype, "variant": r["variant"], "status": r["status"],
-                         "time_median_us": r.get("time_median_us"), "time_iqr_us": r.get("time_iqr_us"),
-                         "achieved_gb_s": r.get("achieved_gb_s"), "pct_of_peak_bw": r.get("pct_of_peak_bw"),
-                         "speedup_vs_baseline": r.get("speedup_vs_baseline")})
-    return pd.DataFrame(rows)
+    """points: (numel, dtype, per-variant table) -> long table of time and GB/s against size;
+    its columns also when no point left a table (every one failed before it wrote any)."""
+    rows = [{"numel": numel, "dtype": dtype, **{c: r.get(c) for c in SWEEP_FROM_POINT}}
+            for numel, dtype, t in points for _, r in t.iterrows()]
+    return pd.DataFrame(rows, columns=["numel", "dtype", *SWEEP_FROM_POINT])
 
 
 # statuses whose variant has samples to compare ("noisy": measured, its median less sure)

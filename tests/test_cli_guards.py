@@ -401,3 +401,13 @@ def test_a_point_named_twice_is_refused_before_anything_runs(cli, tmp_path, flag
     assert res.exit_code == 2, res.output
     assert f"{flag} names {named} more than once: each point runs once" in res.output
     assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_whose_every_point_failed_is_reported_not_an_internal_error(tmp_path):
+    # no point wrote a table (each child ended by --timeout before it started): the parent's
+    # page had no sweep columns to draw and crashed ("internal error: ValueError: the sweep frame lacks")
+    out = tmp_path / "s"
+    res = run_cli("time", "square", *_cpu("--size", "10,20", "--timeout", "0.05", "-o", str(out)))
+    assert res.returncode == 1, res.stderr
+    assert "internal error" not in res.stderr and "10-float32: the workload runner ran past the timeout" in res.stderr
+    assert (out / "report.html").exists() and json.loads((out / "manifest.json").read_text())["status"] == "failed"
