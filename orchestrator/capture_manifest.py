@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -16,31 +17,31 @@ from workloads.nvtx_ranges import RANGE_PREFIX
 TRACE = "trace.json"
 
 
+def _first_value(sqlite: Path, export, table: str, column: str) -> Any:
+    """`column` of the first row of one of the export's small tables, read-only; None where the
+    export has no such table or it cannot be read."""
+    if table not in export.tables:
+        return None
+    try:
+        with closing(sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True)) as con:
+            row = con.execute(f"SELECT {column} FROM {table} LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
+
+
 def capture_device(sqlite: Path, export) -> tuple[str, str]:
     """("cuda", GPU name) when the capture traced GPU work, else ("cpu", "")."""
     gpu = bool(len(export.kernels) or len(export.memcpy) or len(export.memset))
-    name = ""
-    if "TARGET_INFO_GPU" in export.tables:
-        try:
-            with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as con:
-                row = con.execute("SELECT name FROM TARGET_INFO_GPU LIMIT 1").fetchone()
-            name = str(row[0]) if row and row[0] else ""
-        except sqlite3.Error:
-            pass
-    return ("cuda" if gpu else "cpu"), name
+    name = _first_value(sqlite, export, "TARGET_INFO_GPU", "name")
+    return ("cuda" if gpu else "cpu"), str(name) if name else ""
 
 
 def session_end(sqlite: Path, export) -> int | None:
     """The capture's end on its own clock (ANALYSIS_DETAILS.duration), where nsys ends the
     push/pop ranges still open when the program was stopped; None where the export has none."""
-    if "ANALYSIS_DETAILS" not in export.tables:
-        return None
-    try:
-        with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as con:
-            row = con.execute("SELECT duration FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
-    except sqlite3.Error:
-        return None
-    return int(row[0]) if row and isinstance(row[0], int) else None
+    end = _first_value(sqlite, export, "ANALYSIS_DETAILS", "duration")
+    return end if isinstance(end, int) else None
 
 
 def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,

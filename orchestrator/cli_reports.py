@@ -90,7 +90,7 @@ def report(runs, fmt, as_json, per_kernel) -> None:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
     """
     from orchestrator import api
-    from orchestrator.errors import GprofError
+    from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
     docs, unreadable, codes = [], [], []
@@ -101,7 +101,7 @@ def report(runs, fmt, as_json, per_kernel) -> None:
             if len(runs) == 1:
                 raise
             # one bad folder of several: named at the end; the others are still reported
-            unreadable.append(exc.message.removeprefix("cannot read "))
+            unreadable.append(f"{exc.path}: {exc.reason}" if isinstance(exc, ParseError) else exc.message)
             codes.append(exc.exit_code)
             continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]

@@ -1,6 +1,7 @@
 """What the orchestrator process can say about this machine without importing torch."""
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -40,7 +41,16 @@ def git_commit(cwd: Path | None = None) -> str | None:
 
 
 def nvidia_smi() -> dict[str, str] | None:
-    """GPU name, driver and memory from nvidia-smi, or None where there is none."""
+    """GPU name, driver and memory from nvidia-smi, or None where there is none. Asked once per
+    process: a run's parent asks several times (--device auto, nsys's trace flags, the backends
+    a GPU needs, the machine record), each a spawn of nvidia-smi, and the GPUs do not change
+    under a run."""
+    found = _nvidia_smi_once()
+    return dict(found) if found is not None else None  # a copy: a caller may change its own
+
+
+@functools.lru_cache(maxsize=1)
+def _nvidia_smi_once() -> dict[str, str] | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
