@@ -188,7 +188,9 @@ def main() -> None:
                     row[method] = val if isinstance(val, float) else (val or {}).get("time_median_us")
                     if method == "kernel" and isinstance(val, dict):
                         row["kernel_events"] = val.get("events_median_us")  # the events of the same calls
-                    if method == "blocking" and isinstance(val, dict):
+                    # the stop rule's figures: the default's (kernel) unless the events' blocking run is here
+                    if method in ("blocking", "kernel") and isinstance(val, dict) and \
+                            (method == "blocking" or "blocking" not in by_method):
                         row["noise_pct"] = val.get("noise_pct")
                         row["samples"] = val.get("samples")
                         row["note"] = val.get("note")

@@ -8,7 +8,7 @@
 # STAGES (default: doctor tests time trace nsys ncu); also: check (doctor --check), sigint (Ctrl-C
 # during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
 # the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
-# (every backend on square and mean), sweep (triton-mean at three sizes), timers (the time backend's
+# (every backend on square and mean), timetests (the time backend's GPU tests only), sweep (triton-mean at three sizes), timers (the time backend's
 # timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
 # exec (a training script and nested ranges under `exec nsys`, checked against nsys stats), roofline
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
@@ -68,6 +68,12 @@ if has ncu; then
   for w in triton-mean square mean load-inline-square; do
     log "ncu $w"; g ncu "$w" -o "$RUNS/ncu-$w"
   done
+fi
+if has timetests; then
+  # the time backend's GPU tests alone (blocking timer, spin timeout, CUDA graphs, NVML, kernel clock)
+  log "time GPU tests"
+  python3 -m pytest -q -p no:cacheprovider -m "gpu or nsys or ncu" tests/test_timers_gpu.py tests/test_gpu_e2e.py 2>&1 \
+    | tee "$OUT/time-gpu-tests.log" | tail -15
 fi
 if has timers; then
   # the time backend's timers (blocking, sleep, none), adaptive sampling, and the default run's wall time
