@@ -28,14 +28,15 @@ def _percent_limit(ctx, param, value):
               help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
                    ">= 0), beyond the runs' spread, or if one A measured failed, was skipped or is absent in B.")
 @click.option("--allow-mismatch", is_flag=True,
-              help="Compare runs of another workload, size, shape, dtype or kernels anyway (said in the "
+              help="Compare runs of another workload, size, shape, dtype or kernels, or whose medians time other things, anyway (said in the "
                    "footer; --fail-if-slower is then refused).")
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
 def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     """Compare two runs of one workload variant by variant: B's median over A's, and whether
     the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
-    dtype or kernels are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
+    dtype or kernels, or whose medians time other things (CUDA events against kernel durations,
+    ncu's replay, host time), are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
     point on size and dtype; a variant skipped or failed in either run is `missing`. On different
     GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
 
@@ -52,7 +53,7 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     if fail_if_slower is not None and table.attrs.get("mismatches"):
         raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
-    footer = notes + ([] if a.backend == b.backend else [f"warning: different backends ({a.backend} vs {b.backend})"])
+    footer = notes
     slower = kind = None
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]

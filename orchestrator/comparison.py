@@ -16,7 +16,9 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread.
 
     Runs of another workload, size, shape or dtype, or whose variants ran other kernels, are
-    refused (UsageError naming what differs) unless `allow_mismatch`. Sweeps are compared point
+    refused (UsageError naming what differs) unless `allow_mismatch`, and so are runs whose medians
+    time different things (each backend's `measures()`: CUDA events against kernel durations, ncu's
+    replay, the host's wall time), whatever their backends. Sweeps are compared point
     by point on (size, dtype); a single run against a sweep, with the sweep's point of its size
     and dtype. On different GPUs each run's % of its GPU's peak bandwidth is compared too. The
     table's `attrs["notes"]` says so, and what was allowed to differ; `attrs["lost"]` names the
@@ -38,10 +40,12 @@ def compare(path_a: str | Path, path_b: str | Path, *,
             notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
                          f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
     sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
-    parts, lost = [], []
+    parts, lost, apart = [], [], False
     for (numel, dtype), ra, rb in pairs:
         at = f" at size {numel} {dtype}" if sweep else ""
-        differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame)
+        measured = _measure_mismatches(ra, rb)
+        apart = apart or bool(measured)
+        differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
         if differ and not allow_mismatch:
             raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
                              hint="--allow-mismatch compares them anyway")
@@ -55,6 +59,9 @@ def compare(path_a: str | Path, path_b: str | Path, *,
             t.insert(0, "dtype", rb.workload.get("dtype"))
             t.insert(0, "numel", rb.workload.get("numel"))
         parts.append(t)
+    if loaded[0].backend != loaded[1].backend and not apart:
+        notes.append(f"different backends ({loaded[0].backend} vs {loaded[1].backend}); their medians time the "
+                     f"same thing")
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if table.empty or not (table["verdict"] != "missing").any():
         raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
@@ -63,6 +70,20 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     table.attrs["lost"] = lost  # measured in A, not in B: what a gate must not pass
     a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
     return table, a, b
+
+
+def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
+    """The variants whose two medians time different things (reports.schema.MEASURES), each
+    backend saying what its own do: events against kernel durations, a replay, the host."""
+    from orchestrator import backends
+    from reports.schema import MEASURES
+
+    ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
+    apart: dict[tuple[str, str], list[str]] = {}
+    for v in (v for v in ma if v in mb and ma[v] != mb[v]):
+        apart.setdefault((ma[v], mb[v]), []).append(v)
+    return [f"what the medians time ({', '.join(vs)}): A {a} ({MEASURES[a]}), B {b} ({MEASURES[b]})"
+            for (a, b), vs in apart.items()]
 
 
 def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:

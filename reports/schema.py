@@ -46,6 +46,17 @@ OTHER_THREAD_LAUNCHES = "other_thread_launches"
 # which also hold the GPU's processing of each launch (about 2.4 to 3.2 us a launch on the H200)
 EVENT_CALL = "event_call_ns"
 
+# What a run's median of a variant times (each backend says which, orchestrator/backends/base.py
+# Backend.measures): `compare` refuses two runs whose medians time different things, as it does
+# two sizes, since their ratio is not a speedup (a slow host side reads 12x on `stream`, 1x on
+# `kernels`). Name -> what it is, for the refusal and the footer.
+MEASURES = {
+    "kernels": "the GPU time of the variant's own kernels, memsets and copies per call",
+    "stream": "the CUDA events around each call: launch processing and gaps between kernels included",
+    "replay": "each kernel replayed alone by ncu, serialised, caches flushed, at ncu's clock setting",
+    "host": "host wall-clock time per call (no GPU work timed)",
+}
+
 
 def make_frame(rows: Iterable[Mapping]) -> pd.DataFrame:
     """Build a unified frame from dict rows with the COLUMNS keys (missing -> "")."""

@@ -111,8 +111,60 @@ def test_variants_that_ran_other_kernels_are_refused(h200_run, tmp_path):
                                       "B ran vectorized_elementwise_kernel<DivFunctor>")
     res = run_cli("compare", str(a), str(b))
     assert res.returncode == 2 and "kernels of mul" in res.stderr
-    # the time backend names no kernels: nothing to hold against it
-    assert api.compare(a, h200_run("time-square"))[0]["verdict"].ne("missing").all()
+    # the time backend names no kernels: nothing to hold against it (on the kernel clock, whose
+    # median times what torch-trace's does)
+    assert api.compare(a, _on_kernel_clock(h200_run("time-square")))[0]["verdict"].ne("missing").all()
+
+
+def _on_kernel_clock(folder, *names):
+    """The time run's named variants (all without names) marked as timed by the kernel clock."""
+    w = json.loads((folder / "workload.json").read_text())
+    for v in w["variants"]:
+        if not names or v["name"] in names:
+            v["time_clock"] = "kernel"
+    (folder / "workload.json").write_text(json.dumps(w))
+    return folder
+
+
+def test_medians_that_time_other_things_are_refused(h200_run):
+    # CUDA events around each call (time) against nsys's kernel durations: a slow host side or a
+    # launch-bound variant reads far apart on the two, so their ratio is no speedup
+    events, nsys = h200_run("time-square"), h200_run("nsys-square")
+    with pytest.raises(UsageError) as exc:
+        api.compare(events, nsys)
+    assert "what the medians time (torch_square, mul, pow, triton, numba): A stream (the CUDA events" in exc.value.message
+    assert "B kernels (the GPU time of the variant's own kernels" in exc.value.message
+    res = run_cli("compare", str(events), str(nsys), "--fail-if-slower", "5")
+    assert res.returncode == 2 and "what the medians time" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("compare", str(events), str(nsys), "--allow-mismatch")
+    assert res.returncode == 0, res.stderr
+    assert "warning: compared despite a mismatch: what the medians time" in res.stdout
+    assert "their medians time the same thing" not in res.stdout
+    # ncu's replay is a third thing
+    with pytest.raises(UsageError, match=r"A kernels \(.*\), B replay \(each kernel replayed alone"):
+        api.compare(nsys, h200_run("ncu-square"))
+    # two backends that both sum kernel durations: compared, and said
+    res = run_cli("compare", str(nsys), str(h200_run("torch-trace-square")))
+    assert res.returncode == 0, res.stderr
+    assert "different backends (nsys vs torch-trace); their medians time the same thing" in res.stdout
+    # time on the kernel clock times what nsys does; a variant CUPTI missed (its events median) does not
+    _on_kernel_clock(events, "torch_square", "mul", "pow", "triton")
+    with pytest.raises(UsageError) as exc:
+        api.compare(events, nsys)
+    assert "what the medians time (numba): A stream" in exc.value.message
+    _on_kernel_clock(events)
+    table, _, _ = api.compare(events, nsys)
+    assert table["verdict"].ne("missing").all() and len(table) == 5
+
+
+def test_cpu_runs_time_the_host_on_every_backend(cpu_runs):
+    # a CPU run times the host whatever its backend said it would time on a GPU
+    from orchestrator import backends
+    from orchestrator.results import load_run
+
+    run = load_run(cpu_runs / "big", write=False)
+    assert set(backends.get("time").measures(run.workload, run.frame).values()) == {"host"}
+    assert set(backends.get("nsys").measures(run.workload, run.frame).values()) == {"host"}
 
 
 def test_another_gpu_compares_pct_of_peak_bandwidth(h200_run, tmp_path):

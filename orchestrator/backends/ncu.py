@@ -80,6 +80,7 @@ class NcuBackend(ToolBackend):
     default_iters = 3
     default_warmup = 3
     needs_gpu = True
+    measure = "replay"
     merged = MergedTime("ncu_us", "ncu us", "ncu", on_gpu="kernel duration under replay", on_cpu=None,
                         reason="ncu replays each kernel alone, serialised, with caches flushed (--cache-control "
                                "all) and its own clock setting (--clock-control)", distinct=True, rank=3).declare()

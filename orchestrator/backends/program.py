@@ -43,6 +43,12 @@ class ProgramBackend(ToolBackend):
     merged = None  # a user's program is not one of `all`'s backends
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
+    def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
+        """A range whose own thread launched no GPU work is timed by its wall time: the host's."""
+        out = super().measures(workload, frame)
+        wall = frame.loc[frame["metric"] == WALL_TIME_ONLY, "variant"] if not frame.empty else ()
+        return {**out, **{v: "host" for v in wall}}
+
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
         finds it, then `nsys export` to SQLite (pure)."""

@@ -27,6 +27,7 @@ class TimeBackend(Backend):
                         # on the kernel clock the median is the kernels' (nsys's column has those):
                         # the events, kept beside it, are what this column means
                         medians=("events_median_us", "time_median_us")).declare()
+    measure = "stream"  # the events; a variant on the kernel clock times its kernels (measures())
     description = ("every call timed with the stream held until it is queued: its own kernels from CUPTI's "
                    "records (the kernel clock, where cupti-python is installed) or the CUDA events around it; "
                    "median, IQR, min, the median's noise (L2 flushed by default)")
@@ -74,6 +75,15 @@ class TimeBackend(Backend):
                          help="Seconds of sampling per variant at most; a variant not at --max-noise by then is "
                          "marked noisy."),
         ]
+
+    def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
+        """The events' stream time, or the kernels' where the variant's median is the kernel clock's
+        (a run can hold both: a variant whose calls CUPTI missed falls back to its events)."""
+        out = super().measures(workload, frame)
+        for v in workload.get("variants", []):
+            if v.get("time_clock") == "kernel" and out.get(v["name"]) != "host":
+                out[v["name"]] = "kernels"
+        return out
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the runner's own samples in workload.json: time and host time per
