@@ -40,7 +40,7 @@ def compare(path_a: str | Path, path_b: str | Path, *,
             notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
                          f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
     sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
-    parts, lost, apart = [], [], False
+    parts, lost, apart, backends_seen = [], [], False, set()
     for (numel, dtype), ra, rb in pairs:
         at = f" at size {numel} {dtype}" if sweep else ""
         measured = _measure_mismatches(ra, rb)
@@ -48,7 +48,8 @@ def compare(path_a: str | Path, path_b: str | Path, *,
         differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
         if differ and not allow_mismatch:
             raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
-                             hint="--allow-mismatch compares them anyway")
+                             hint=(LIKE_FOR_LIKE + "; " if measured else "") + "--allow-mismatch compares them anyway")
+        backends_seen.add((ra.backend, rb.backend))
         allowed += [f"{d}{at}" for d in differ]
         gpu = merge.gpu_note(ra.workload, rb.workload)
         if gpu and gpu not in notes:
@@ -59,9 +60,9 @@ def compare(path_a: str | Path, path_b: str | Path, *,
             t.insert(0, "dtype", rb.workload.get("dtype"))
             t.insert(0, "numel", rb.workload.get("numel"))
         parts.append(t)
-    if loaded[0].backend != loaded[1].backend and not apart:
-        notes.append(f"different backends ({loaded[0].backend} vs {loaded[1].backend}); their medians time the "
-                     f"same thing")
+    for ba, bb in sorted(backends_seen):  # the runs compared (an `all` folder's is its time run)
+        if ba != bb and not apart:
+            notes.append(f"different backends ({ba} vs {bb}); their medians time the same thing")
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if table.empty or not (table["verdict"] != "missing").any():
         raise UsageError(f"the runs share no variant that ran: {path_a} and {path_b}")
@@ -72,17 +73,27 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     return table, a, b
 
 
+# the refusal's hint where the medians time different things
+LIKE_FOR_LIKE = ("compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
+                 "torch-trace time the kernels; an `all` folder's runs are its subfolders (ALL/nsys)")
+
+
 def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
-    """The variants whose two medians time different things (reports.schema.MEASURES), each
-    backend saying what its own do: events against kernel durations, a replay, the host."""
+    """The variants measured in both runs whose medians time different things
+    (reports.schema.MEASURES), each backend saying what its own do: events against kernel
+    durations, a replay, the host. A variant one run lacks, skipped or failed is `missing`
+    instead, which a gate fails on."""
     from orchestrator import backends
+    from reports.merge import MEASURED
     from reports.schema import MEASURES
 
     ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
+    both = set.intersection(*({row["variant"] for _, row in r.table.iterrows() if row.get("status") in MEASURED}
+                              for r in (ra, rb)))
     apart: dict[tuple[str, str], list[str]] = {}
-    for v in (v for v in ma if v in mb and ma[v] != mb[v]):
+    for v in (v for v in ma if v in mb and v in both and ma[v] != mb[v]):
         apart.setdefault((ma[v], mb[v]), []).append(v)
-    return [f"what the medians time ({', '.join(vs)}): A {a} ({MEASURES[a]}), B {b} ({MEASURES[b]})"
+    return [f"what the medians time ({', '.join(vs)}): A {a}, {MEASURES[a]}; B {b}, {MEASURES[b]}"
             for (a, b), vs in apart.items()]
 
 

@@ -52,9 +52,10 @@ EVENT_CALL = "event_call_ns"
 # `kernels`). Name -> what it is, for the refusal and the footer.
 MEASURES = {
     "kernels": "the GPU time of the variant's own kernels, memsets and copies per call",
+    "kernels-only": "the GPU time of the variant's own kernels per call, memsets and copies left out",
     "stream": "the CUDA events around each call: launch processing and gaps between kernels included",
     "replay": "each kernel replayed alone by ncu, serialised, caches flushed, at ncu's clock setting",
-    "host": "host wall-clock time per call (no GPU work timed)",
+    "host": "host wall-clock time per call (no GPU time of its own recorded)",
 }
 
 

@@ -132,16 +132,17 @@ def test_medians_that_time_other_things_are_refused(h200_run):
     events, nsys = h200_run("time-square"), h200_run("nsys-square")
     with pytest.raises(UsageError) as exc:
         api.compare(events, nsys)
-    assert "what the medians time (torch_square, mul, pow, triton, numba): A stream (the CUDA events" in exc.value.message
-    assert "B kernels (the GPU time of the variant's own kernels" in exc.value.message
+    assert "what the medians time (torch_square, mul, pow, triton, numba): A stream, the CUDA events" in exc.value.message
+    assert "B kernels, the GPU time of the variant's own kernels" in exc.value.message
     res = run_cli("compare", str(events), str(nsys), "--fail-if-slower", "5")
     assert res.returncode == 2 and "what the medians time" in res.stderr and "Traceback" not in res.stderr
+    assert "hint: compare like with like: `time --no-kernel-clock` times the events" in res.stderr
     res = run_cli("compare", str(events), str(nsys), "--allow-mismatch")
     assert res.returncode == 0, res.stderr
     assert "warning: compared despite a mismatch: what the medians time" in res.stdout
     assert "their medians time the same thing" not in res.stdout
     # ncu's replay is a third thing
-    with pytest.raises(UsageError, match=r"A kernels \(.*\), B replay \(each kernel replayed alone"):
+    with pytest.raises(UsageError, match=r"A kernels, .*; B replay, each kernel replayed alone"):
         api.compare(nsys, h200_run("ncu-square"))
     # two backends that both sum kernel durations: compared, and said
     res = run_cli("compare", str(nsys), str(h200_run("torch-trace-square")))
@@ -230,3 +231,45 @@ def test_fail_if_slower_takes_a_finite_number_at_least_zero(h200_run, pct):
     a = h200_run("time-square")
     res = run_cli("compare", str(a), str(a), "--fail-if-slower", pct)
     assert res.returncode == 2 and "not a finite number >= 0" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_variant_lost_in_b_is_missing_not_a_mismatch(h200_run, tmp_path):
+    # B's numba was skipped (no clock recorded): a gate fails on it as lost (exit 1), not refuses
+    # the runs as timing different things (exit 2)
+    a = h200_run("time-square-kernel-clock", "h100")
+    b = _copy(a, tmp_path / "b")
+    w = json.loads((b / "workload.json").read_text())
+    numba = next(v for v in w["variants"] if v["name"] == "numba")
+    for key in [k for k in numba if k.endswith("_samples_ns") or k == "time_clock"]:
+        del numba[key]
+    numba["status"] = "skipped"
+    (b / "workload.json").write_text(json.dumps(w))
+    res = run_cli("compare", str(a), str(b), "--fail-if-slower", "5")
+    assert res.returncode == 1, res.stderr
+    assert "measured in A, not in B: numba: skipped in B" in res.stderr and "what the medians time" not in res.stderr
+
+
+def test_proton_times_kernels_without_memsets(h200_run):
+    # torch.mean's memset is in nsys's median, not in proton's: once read 13% "faster"
+    nsys = h200_run("nsys-triton-mean-1e6", "h200-proton")
+    proton = h200_run("proton-triton-mean", "h200-proton")
+    res = run_cli("compare", str(nsys), str(proton))
+    assert res.returncode == 2 and "B kernels-only, the GPU time of the variant's own kernels per call, memsets and " \
+        "copies left out" in res.stderr, res.stderr
+    assert "their medians time the same thing" not in res.stdout
+
+
+def test_a_captured_range_without_gpu_work_times_the_host(h200_run):
+    # exec-train's ranges hold no GPU work of their own (nsys lost the launches' events under
+    # CUDA 13: every kernel lies outside them), so their times are wall times; exec-train-steady's
+    # hold their kernels
+    from orchestrator import backends
+    from orchestrator.results import load_run
+
+    lost, steady = h200_run("exec-train", "h200-programs"), h200_run("exec-train-steady", "h200-programs")
+    for folder, want in ((lost, "host"), (steady, "kernels")):
+        run = load_run(folder, write=False)
+        assert backends.get("program").measures(run.workload, run.frame) == {
+            v: want for v in ("step", "forward", "backward", "optimizer")}
+    res = run_cli("compare", str(lost), str(steady))
+    assert res.returncode == 2 and "what the medians time (step, forward, backward, optimizer): A host" in res.stderr

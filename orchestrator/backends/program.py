@@ -25,7 +25,7 @@ from orchestrator.errors import GprofError, InterruptedRunError, ParseError, Run
 from orchestrator.runfolder import RunFolder
 from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
-from reports.unify import RowMaker, activity_rows, idle_gap_rows
+from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
@@ -44,10 +44,11 @@ class ProgramBackend(ToolBackend):
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
-        """A range whose own thread launched no GPU work is timed by its wall time: the host's."""
+        """A range with no GPU activity of its own (no kernel, memset or copy attributed to it) is
+        timed by its wall time: the host's."""
         out = super().measures(workload, frame)
-        wall = frame.loc[frame["metric"] == WALL_TIME_ONLY, "variant"] if not frame.empty else ()
-        return {**out, **{v: "host" for v in wall}}
+        gpu = set(frame.loc[frame["metric"].isin(list(ACTIVITY_METRIC.values())), "variant"]) if not frame.empty else set()
+        return {v: m if v in gpu else "host" for v, m in out.items()}
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C

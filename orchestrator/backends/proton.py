@@ -54,6 +54,7 @@ class ProtonBackend(Backend):
     help = ("Profile the workload under Proton, Triton's own profiler (CUPTI): each variant's kernel time per "
             "iteration, and the FLOPs and bytes the Triton kernels' launch_metadata declares. Needs an NVIDIA GPU.")
     needs_gpu = True
+    measure = "kernels-only"  # proton's CUPTI scope records kernels, not memsets or copies
     merged = MergedTime("proton_us", "proton us", "proton", on_gpu="kernel durations per iteration (CUPTI)",
                         on_cpu=None,
                         reason="proton sums each iteration's CUPTI kernel durations (no launch latency, no gaps "
