@@ -9,6 +9,7 @@ import pandas as pd
 
 from orchestrator.errors import ParseError
 from orchestrator.results import MultiRun, Run, load_run
+from reports.merge import SETTINGS
 
 
 def compare(path_a: str | Path, path_b: str | Path, *,
@@ -48,7 +49,8 @@ def compare(path_a: str | Path, path_b: str | Path, *,
         differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
         if differ and not allow_mismatch:
             raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
-                             hint=(LIKE_FOR_LIKE + "; " if measured else "") + "--allow-mismatch compares them anyway")
+                             hint=(LIKE_FOR_LIKE + "; " if measured or any(d.startswith(_TIMING) for d in differ)
+                                   else "") + "--allow-mismatch compares them anyway")
         backends_seen.add((ra.backend, rb.backend))
         allowed += [f"{d}{at}" for d in differ]
         gpu = merge.gpu_note(ra.workload, rb.workload)
@@ -75,7 +77,11 @@ def compare(path_a: str | Path, path_b: str | Path, *,
 
 # the refusal's hint where the medians time different things
 LIKE_FOR_LIKE = ("compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
-                 "torch-trace time the kernels; an `all` folder's runs are its subfolders (ALL/nsys)")
+                 "torch-trace time the kernels, `time --no-flush-l2` leaves the cache as nsys's loop does; an "
+                 "`all` folder's runs are its subfolders (ALL/nsys)")
+
+
+_TIMING = tuple(what for _, what in SETTINGS)  # how mismatches() begins a difference in how the runs timed
 
 
 def _measure_mismatches(ra: Run, rb: Run) -> list[str]:

@@ -192,10 +192,18 @@ def kernel_sets(frame: pd.DataFrame) -> dict[str, frozenset[str]]:
     return {str(v): frozenset(short_kernel_name(n) for n in g["kernel"].unique()) for v, g in k.groupby("variant")}
 
 
+# how a run timed its calls on a GPU, where both runs record it: a kernel after an L2 flush reads up
+# to 2x the back-to-back one at 1e6 and 1e7 (docs/time-fidelity-h200.md, point 3), the events
+# without a hold hold the host's launch, a graph replay none
+SETTINGS = (("flush_l2", "L2 flushed before each call"), ("hold", "what held the GPU while the call was queued"),
+            ("cuda_graph", "CUDA graph replays"))
+
+
 def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFrame,
                frame_b: pd.DataFrame) -> list[str]:
-    """What makes two runs' times not comparable: another workload, size, shape, dtype, or
-    variants that ran other kernels (where both runs name kernels). Empty when they match."""
+    """What makes two runs' times not comparable: another workload, size, shape, dtype, way of
+    timing on a GPU (SETTINGS), or variants that ran other kernels (where both runs name
+    kernels). Empty when they match."""
     out = []
     for key, what in (("workload", "workload"), ("numel", "size"), ("shape", "shape"), ("dtype", "dtype")):
         va, vb = wa.get(key), wb.get(key)
@@ -204,6 +212,11 @@ def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFra
         if va != vb:
             out.append(f"different workloads: A {va}, B {vb}" if key == "workload" else
                        f"{what}: A {_show(va)}, B {_show(vb)}")
+    on_gpu = "cpu" not in (wa.get("device"), wb.get("device"))
+    for key, what in SETTINGS if on_gpu else ():
+        va, vb = wa.get(key), wb.get(key)
+        if va is not None and vb is not None and va != vb:
+            out.append(f"{what}: A {_show(va)}, B {_show(vb)}")
     ka, kb = kernel_sets(frame_a), kernel_sets(frame_b)
     for v in [v for v in ka if v in kb and ka[v] and kb[v] and ka[v] != kb[v]]:
         out.append(f"kernels of {v}: A ran {', '.join(sorted(ka[v]))}; B ran {', '.join(sorted(kb[v]))}")
@@ -211,6 +224,8 @@ def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFra
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     if isinstance(value, (list, tuple)):
         return "x".join(str(x) for x in value)
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -87,11 +87,18 @@ def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     ({"dtype": "bfloat16"}, "dtype: A float32, B bfloat16"),
+    # how the calls were timed: a flushed kernel reads up to 2x a warm one, events without a hold
+    # hold the host's launch, a graph replay no launch at all
+    # (the H200 folders predate the hold's and the graph's records: the H100 one has them)
+    ({"flush_l2": False}, "L2 flushed before each call: A on, B off"),
+    ({"hold": "none", "from": "h100"}, "what held the GPU while the call was queued: A blocking, B none"),
+    ({"cuda_graph": True, "from": "h100"}, "CUDA graph replays: A off, B on"),
     ({"shape": [100000000]}, "shape: A 10000x10000, B 100000000"),
     ({"workload": "cube"}, "different workloads: A square, B cube"),
 ])
 def test_dtype_shape_or_workload_that_differ_are_refused(h200_run, tmp_path, change, message):
-    a = h200_run("time-square")
+    change = dict(change)
+    a = h200_run("time-square-kernel-clock", "h100") if change.pop("from", None) else h200_run("time-square")
     b = _edit_workload(_copy(a, tmp_path / "b"), **change)
     res = run_cli("compare", str(a), str(b))
     assert res.returncode == 2 and message in res.stderr, res.stderr
@@ -112,8 +119,10 @@ def test_variants_that_ran_other_kernels_are_refused(h200_run, tmp_path):
     res = run_cli("compare", str(a), str(b))
     assert res.returncode == 2 and "kernels of mul" in res.stderr
     # the time backend names no kernels: nothing to hold against it (on the kernel clock, whose
-    # median times what torch-trace's does)
-    assert api.compare(a, _on_kernel_clock(h200_run("time-square")))[0]["verdict"].ne("missing").all()
+    # median times what torch-trace's does,
+    # and the cache left as torch-trace's loop leaves it: --no-flush-l2)
+    warm = _edit_workload(_on_kernel_clock(h200_run("time-square")), flush_l2=False)
+    assert api.compare(a, warm)[0]["verdict"].ne("missing").all()
 
 
 def _on_kernel_clock(folder, *names):
@@ -154,11 +163,11 @@ def test_medians_that_time_other_things_are_refused(h200_run):
         api.compare(events, nsys)
     assert "what the medians time (numba): A stream" in exc.value.message
     # a real kernel-clock run (time square --size 1e8 on an H100, 2026-12-06) against nsys on the
-    # H200 (10000x10000): the shape is the one thing that differs, not what the medians time
+    # H200 (10000x10000): the shape and the cache differ, not what the medians time
     kernel = h200_run("time-square-kernel-clock", "h100")
     table, _, _ = api.compare(kernel, nsys, allow_mismatch=True)
     assert table["verdict"].ne("missing").all() and len(table) == 5
-    assert table.attrs["mismatches"] == ["shape: A 100000000, B 10000x10000"]
+    assert table.attrs["mismatches"] == ["shape: A 100000000, B 10000x10000", "L2 flushed before each call: A on, B off"]
     t = table.set_index("variant")
     assert t.loc["torch_square", "a_median_us"] == pytest.approx(266.981, abs=1e-3)
 
