@@ -19,7 +19,8 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     Runs of another workload, size, shape or dtype, or whose variants ran other kernels, are
     refused (UsageError naming what differs) unless `allow_mismatch`, and so are runs whose medians
     time different things (each backend's `measures()`: CUDA events against kernel durations, ncu's
-    replay, the host's wall time), whatever their backends. Sweeps are compared point
+    replay, the host's wall time), whatever their backends, or timed another way on a GPU (L2
+    flush, hold, CUDA graph). Sweeps are compared point
     by point on (size, dtype); a single run against a sweep, with the sweep's point of its size
     and dtype. On different GPUs each run's % of its GPU's peak bandwidth is compared too. The
     table's `attrs["notes"]` says so, and what was allowed to differ; `attrs["lost"]` names the
@@ -44,13 +45,8 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     parts, lost, apart, backends_seen = [], [], False, set()
     for (numel, dtype), ra, rb in pairs:
         at = f" at size {numel} {dtype}" if sweep else ""
-        measured = _measure_mismatches(ra, rb)
-        apart = apart or bool(measured)
-        differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
-        if differ and not allow_mismatch:
-            raise UsageError(f"cannot compare {path_a} and {path_b}{at}: " + "; ".join(differ),
-                             hint=(LIKE_FOR_LIKE + "; " if measured or any(d.startswith(_TIMING) for d in differ)
-                                   else "") + "--allow-mismatch compares them anyway")
+        differ, measured_apart = _differences(ra, rb, f"{path_a} and {path_b}{at}", allow_mismatch)
+        apart = apart or measured_apart
         backends_seen.add((ra.backend, rb.backend))
         allowed += [f"{d}{at}" for d in differ]
         gpu = merge.gpu_note(ra.workload, rb.workload)
@@ -73,6 +69,21 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     table.attrs["lost"] = lost  # measured in A, not in B: what a gate must not pass
     a, b = (r if getattr(r, "kind", "") == "sweep" else _single(r) for r in loaded)
     return table, a, b
+
+
+def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[list[str], bool]:
+    """What makes one pair of runs not comparable (merge.mismatches, and what their medians time),
+    and whether their medians time different things; UsageError unless `allow_mismatch`."""
+    from orchestrator.errors import UsageError
+    from reports import merge
+
+    measured = _measure_mismatches(ra, rb)
+    differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
+    if differ and not allow_mismatch:
+        timing = measured or any(d.startswith(_TIMING) for d in differ)
+        raise UsageError(f"cannot compare {names}: " + "; ".join(differ),
+                         hint=(LIKE_FOR_LIKE + "; " if timing else "") + "--allow-mismatch compares them anyway")
+    return differ, bool(measured)
 
 
 # the refusal's hint where the medians time different things
