@@ -120,6 +120,16 @@ def test_nsys_writes_no_report(tmp_path):
     assert "No reports were generated" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_nsys_losing_its_agent_is_said_to_be_nsys(tmp_path):
+    # nsys 2023.4.4's own lines when its agent went away mid-run (a clean-clone CI run, 2026-12-06)
+    nsys = fake_tool(tmp_path, "nsys", "Connection to Agent lost. This is most likely a bug. Internal reason: "
+                                       "'Connection reset by peer'.\nPlease refer to the troubleshooting section "
+                                       "of the docs:\n", code=0)
+    res = _run("nsys", "square", "--nsys", str(nsys), tmp_path=tmp_path)
+    assert res.returncode == 1 and "nsys wrote no report" in res.stderr
+    assert "hint: nsys lost the connection to its own agent: a failure of nsys, not of the program" in res.stderr
+
+
 def test_missing_nvtx_ranges_explain_the_likely_cause(fixtures):
     from orchestrator.backends.nsys import frame_from_export
 

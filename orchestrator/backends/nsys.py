@@ -224,6 +224,11 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
     return False
 
 
+# how nsys 2023.4.4 says its agent process went away mid-run ("Connection to Agent lost. This is most
+# likely a bug. Internal reason: 'Connection reset by peer'."): no report, whatever the program did
+AGENT_LOST = "Connection to Agent lost"
+
+
 def _no_report(res: proc.Result, log: str) -> ToolFailedError:
     """nsys ended without a report. When its analysis failed (nsys 2023.4.4 on the H200 past
     about 10,000 launches: "Wrong event order has been detected"), say that, with its own words."""
@@ -238,8 +243,11 @@ def _no_report(res: proc.Result, log: str) -> ToolFailedError:
                  f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
                  f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
                  "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events")
+    lost = AGENT_LOST in text
     return ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
-                           returncode=res.returncode, log_tail=log, log=res.stderr)
+                           returncode=res.returncode, log_tail=log, log=res.stderr,
+                           hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
+                                "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again" if lost else None)
 
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
