@@ -2,13 +2,13 @@
 through the runtime call that launched it."""
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, SAFE_LAUNCHES, no_report
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -22,12 +22,6 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
     from reports.unify import RowMaker
 
 REPORT = "report.nsys-rep"
-# measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
-# --cuda-flush-interval=0, one variant of 10,000 iterations was processed and 20,000 ended in
-# "Status: AnalysisFailed" (no report); with --cuda-flush-interval=1000 (nsys-flush, nsys-limit)
-# 20,000, 40,000, 60,000 (three variants) and 100,000 were processed
-SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
-CUDA_FLUSH_MS = 1000
 SQLITE = "report.sqlite"
 TRACE = "trace.json"
 # the program of `doctor --check`'s nsys run: one range of ours, in our domain
@@ -107,7 +101,7 @@ class NsysBackend(ToolBackend):
             if res.returncode == 2 and not (rf.path / REPORT).exists():
                 raise self.failure(Step("workload", profile.argv), res)
             if "No reports were generated" in log or not (rf.path / REPORT).exists():
-                raise _no_report(res, log)
+                raise no_report(res, log)
             if res.returncode not in profile.ok_codes:
                 raise self.failure(profile, res)
         if (rf.path / REPORT).exists():
@@ -222,32 +216,6 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
             value = a.partition("=")[2] or (nsys_args[i + 1] if i + 1 < len(nsys_args) else "")
             return value.strip() == "0" if to_zero else True
     return False
-
-
-# how nsys 2023.4.4 says its agent process went away mid-run ("Connection to Agent lost. This is most
-# likely a bug. Internal reason: 'Connection reset by peer'."): no report, whatever the program did
-AGENT_LOST = "Connection to Agent lost"
-
-
-def _no_report(res: proc.Result, log: str) -> ToolFailedError:
-    """nsys ended without a report. When its analysis failed (nsys 2023.4.4 on the H200 past
-    about 10,000 launches: "Wrong event order has been detected"), say that, with its own words."""
-    text = proc.log_tail(res.stderr, 400) + "\n" + proc.log_tail(res.stdout, 400)
-    said = re.search(r'ErrorText\s+Value: "([^"\\]+)', text)
-    if "AnalysisFailed" in text or said:
-        detail = said.group(1).strip().rstrip(":") if said else "Status: AnalysisFailed"
-        return ToolFailedError(
-            f"nsys could not process the events it recorded ({detail})", argv=res.argv,
-            returncode=res.returncode, log_tail=said.group(0) if said else log, log=res.stderr,
-            hint=f"nsys 2023.4.4 with --cuda-flush-interval=0 fails so on the H200 past about {SAFE_LAUNCHES:,} "
-                 f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
-                 f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
-                 "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events")
-    lost = AGENT_LOST in text
-    return ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
-                           returncode=res.returncode, log_tail=log, log=res.stderr,
-                           hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
-                                "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again" if lost else None)
 
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:

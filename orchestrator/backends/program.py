@@ -18,7 +18,8 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
-from orchestrator.backends.nsys import CUDA_FLUSH_MS, NsysBackend, VariantRows, _kernel_label, _no_report, _sets_flush
+from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
+from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, UNREADABLE_REPORT, no_report
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
@@ -29,9 +30,6 @@ from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_row
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
-# how `nsys export` (2023.4.4, the one CI runs) begins the line that says a report cannot be read: an empty,
-# cut-short or foreign file ("Cannot read from stream.", "Version tag is not found in the stream.")
-UNREADABLE_REPORT = "Exportation error:"
 
 
 class ProgramBackend(ToolBackend):
@@ -89,7 +87,7 @@ class ProgramBackend(ToolBackend):
                 self._export(export, rf)
             raise
         if res is not None and not (rf.path / REPORT).exists():
-            raise _no_report(res, res.tail(30))
+            raise no_report(res, res.tail(30))
         if (rf.path / REPORT).exists():
             self._export(export, rf)
         if interrupted:
