@@ -28,16 +28,16 @@ def _percent_limit(ctx, param, value):
               help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
                    ">= 0), beyond the runs' spread, or if one A measured failed, was skipped or is absent in B.")
 @click.option("--allow-mismatch", is_flag=True,
-              help="Compare runs of another workload, size, shape, dtype or kernels, or whose medians time other things, anyway (said in the "
-                   "footer; --fail-if-slower is then refused).")
+              help="Compare anyway runs of another workload, size, shape, dtype or kernels, whose medians time other "
+                   "things, or timed another way (said in the footer; --fail-if-slower is then refused).")
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
 def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     """Compare two runs of one workload variant by variant: B's median over A's, and whether
     the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
-    dtype or kernels, or whose medians time other things (CUDA events against kernel durations,
-    ncu's replay, host time), are refused (exit 2) unless --allow-mismatch; sweeps are compared point by
-    point on size and dtype; a variant skipped or failed in either run is `missing`. On different
+    dtype or kernels, whose medians time other things (CUDA events against kernel durations, ncu's
+    replay, host time), or timed another way (L2 flush, hold, CUDA graph) are refused (exit 2)
+    unless --allow-mismatch; sweeps are compared point by point on size and dtype; a variant skipped or failed in either run is `missing`. On different
     GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
 
     \b
