@@ -9,7 +9,6 @@ import pandas as pd
 
 from orchestrator.errors import ParseError
 from orchestrator.results import MultiRun, Run, load_run
-from reports.merge import SETTINGS
 
 
 def compare(path_a: str | Path, path_b: str | Path, *,
@@ -72,27 +71,25 @@ def compare(path_a: str | Path, path_b: str | Path, *,
 
 
 def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[list[str], bool]:
-    """What makes one pair of runs not comparable (merge.mismatches, and what their medians time),
-    and whether their medians time different things; UsageError unless `allow_mismatch`."""
+    """What makes one pair of runs not comparable (merge.mismatches; how they timed and what their
+    medians time, which the hint answers), and whether their medians time different things;
+    UsageError unless `allow_mismatch`."""
     from orchestrator.errors import UsageError
     from reports import merge
 
     measured = _measure_mismatches(ra, rb)
-    differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + measured
+    timing = merge.timing_mismatches(ra.workload, rb.workload) + measured
+    differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + timing
     if differ and not allow_mismatch:
-        timing = measured or any(d.startswith(_TIMING) for d in differ)
         raise UsageError(f"cannot compare {names}: " + "; ".join(differ),
                          hint=(LIKE_FOR_LIKE + "; " if timing else "") + "--allow-mismatch compares them anyway")
     return differ, bool(measured)
 
 
-# the refusal's hint where the medians time different things
+# the refusal's hint where the medians time different things, or were timed differently
 LIKE_FOR_LIKE = ("compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
                  "torch-trace time the kernels, `time --no-flush-l2` leaves the cache as nsys's loop does; an "
                  "`all` folder's runs are its subfolders (ALL/nsys)")
-
-
-_TIMING = tuple(what for _, what in SETTINGS)  # how mismatches() begins a difference in how the runs timed
 
 
 def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
@@ -105,8 +102,8 @@ def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
     from reports.schema import MEASURES
 
     ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
-    both = set.intersection(*({row["variant"] for _, row in r.table.iterrows() if row.get("status") in MEASURED}
-                              for r in (ra, rb)))
+    both = set.intersection(*(set(t.loc[t["status"].isin(MEASURED), "variant"]) if "status" in t else set()
+                              for t in (ra.table, rb.table)))
     apart: dict[tuple[str, str], list[str]] = {}
     for v in (v for v in ma if v in mb and v in both and ma[v] != mb[v]):
         apart.setdefault((ma[v], mb[v]), []).append(v)

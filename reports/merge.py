@@ -201,9 +201,9 @@ SETTINGS = (("flush_l2", "L2 flushed before each call"), ("hold", "what held the
 
 def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFrame,
                frame_b: pd.DataFrame) -> list[str]:
-    """What makes two runs' times not comparable: another workload, size, shape, dtype, way of
-    timing on a GPU (SETTINGS), or variants that ran other kernels (where both runs name
-    kernels). Empty when they match."""
+    """What makes two runs' times not comparable: another workload, size, shape, dtype, or
+    variants that ran other kernels (where both runs name kernels). Empty when they match. How
+    they timed is timing_mismatches()'s."""
     out = []
     for key, what in (("workload", "workload"), ("numel", "size"), ("shape", "shape"), ("dtype", "dtype")):
         va, vb = wa.get(key), wb.get(key)
@@ -212,15 +212,19 @@ def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFra
         if va != vb:
             out.append(f"different workloads: A {va}, B {vb}" if key == "workload" else
                        f"{what}: A {_show(va)}, B {_show(vb)}")
-    on_gpu = "cpu" not in (wa.get("device"), wb.get("device"))
-    for key, what in SETTINGS if on_gpu else ():
-        va, vb = wa.get(key), wb.get(key)
-        if va is not None and vb is not None and va != vb:
-            out.append(f"{what}: A {_show(va)}, B {_show(vb)}")
     ka, kb = kernel_sets(frame_a), kernel_sets(frame_b)
     for v in [v for v in ka if v in kb and ka[v] and kb[v] and ka[v] != kb[v]]:
         out.append(f"kernels of {v}: A ran {', '.join(sorted(ka[v]))}; B ran {', '.join(sorted(kb[v]))}")
     return out
+
+
+def timing_mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any]) -> list[str]:
+    """How two GPU runs timed their calls differently (SETTINGS), where both record it; empty on
+    the CPU, where none of these change what is timed."""
+    if "cpu" in (wa.get("device"), wb.get("device")):
+        return []
+    return [f"{what}: A {_show(wa[key])}, B {_show(wb[key])}" for key, what in SETTINGS
+            if wa.get(key) is not None and wb.get(key) is not None and wa[key] != wb[key]]
 
 
 def _show(value: Any) -> str:

@@ -181,6 +181,8 @@ def main() -> None:
             variants = sorted({v for t in by_method.values() for v in t},
                               key=lambda v: list(by_method.get("nsys", {}) or by_method.get("blocking", {})).index(v)
                               if v in (by_method.get("nsys") or by_method.get("blocking") or {}) else 99)
+            # the stop rule's figures: the events' blocking run's, else the default's (kernel)
+            stop_from = "blocking" if "blocking" in by_method else "kernel"
             for v in variants:
                 row = {"workload": wl, "size": size, "dtype": dtype, "variant": v}
                 for method, table in by_method.items():
@@ -188,9 +190,7 @@ def main() -> None:
                     row[method] = val if isinstance(val, float) else (val or {}).get("time_median_us")
                     if method == "kernel" and isinstance(val, dict):
                         row["kernel_events"] = val.get("events_median_us")  # the events of the same calls
-                    # the stop rule's figures: the default's (kernel) unless the events' blocking run is here
-                    if method in ("blocking", "kernel") and isinstance(val, dict) and \
-                            (method == "blocking" or "blocking" not in by_method):
+                    if method == stop_from and isinstance(val, dict):
                         row["noise_pct"] = val.get("noise_pct")
                         row["samples"] = val.get("samples")
                         row["note"] = val.get("note")
