@@ -3,7 +3,7 @@
 `import_capture(path)` builds a run folder around an existing Nsight Systems capture (a
 `.nsys-rep`, or its SQLite export, `.xz`/`.gz` too); `profile_program(argv)` runs a program
 under nsys and does the same with what it recorded. Either way the ranges picked by a
-`RangeFilter` (`--ranges DOMAIN@PREFIX`; by default every top-level range) are the variants of
+`RangeFilter` (`--ranges DOMAIN@PREFIX`; by default every range, nested ones too) are the variants of
 a synthetic workload.json, so `report`, `compare` and the HTML report work on the folder as on
 any run. The run folder's backend is `program` (orchestrator/backends/program.py).
 
@@ -18,7 +18,7 @@ Example:
     >>> from orchestrator import import_capture, profile_program
     >>> run = profile_program(["python", "train.py", "--steps", "50"], ranges="@step")
     >>> run.table[["variant", "samples", "time_median_us"]]
-    >>> import_capture("report.nsys-rep").table        # every top-level range
+    >>> import_capture("report.nsys-rep").table        # every range, nested ones too
 """
 from __future__ import annotations
 
@@ -99,6 +99,7 @@ class ProgramRequest:
     out: Path | None = None
     root: Path | None = None
     capture: str | None = None        # import: the source file
+    compare_ranges: bool = False      # the ranges are alternatives: speedups between them
 
     def validate(self) -> "ProgramRequest":
         RangeFilter.parse(self.ranges)
@@ -139,7 +140,7 @@ def _is_python(argv: list[str]) -> bool:
 def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None = None,
                     **options: Any):
     """Run `argv` under `tool` (nsys) and report it per NVTX range: each range named by
-    `ranges` ("DOMAIN@PREFIX"; default: every top-level range) is a variant, each of its
+    `ranges` ("DOMAIN@PREFIX"; default: every range, nested ones too) is a variant, each of its
     instances one iteration (or `iters` of them). Returns the same Run a built-in run does;
     raises as a built-in run does (a non-zero exit of the program: RunFailedError, after the
     report is written; --timeout: ToolTimeoutError; Ctrl-C: InterruptedRunError).
@@ -235,7 +236,8 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
 
     def manifest() -> dict[str, Any]:
         trace = tt.read_trace(compressed.locate(rf.path / TRACE))
-        return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed)
+        return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed,
+                              compare_ranges=req.compare_ranges)
 
     return _finish_run(rf, req, step, source=str(src), manifest=manifest)
 
@@ -305,7 +307,8 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
             # full took longer than `nsys stats` on it)
             export = ns.read_export(plain, lean=True)
             wman = workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
-                                   iters_per_range=req.iters or 1, borrowed=borrowed)
+                                     iters_per_range=req.iters or 1, borrowed=borrowed,
+                                     compare_ranges=req.compare_ranges)
         handed.append(export)
         return wman
 

@@ -45,11 +45,12 @@ def session_end(sqlite: Path, export) -> int | None:
 
 
 def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
-                      iters_per_range: int = 1, borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
+                      iters_per_range: int = 1, borrowed: dict[str, Any] | None = None,
+                      compare_ranges: bool = False) -> dict[str, Any]:
     """The synthetic workload.json of a capture: one variant (status ok) per range name the
     filter takes, in order of first appearance, with its range count and iterations; one that
     holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
-    variant that holds none.
+    variant that holds none, where the ranges are alternatives (capture_baseline); else None.
 
     Raises ParseError (exit 4) when no range matches, naming the ranges the capture holds."""
     ranges = filt.select(export)
@@ -78,15 +79,25 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
     if device_name:
         env.setdefault("device_name", device_name)
     flat = [v["name"] for v in variants if v["name"] not in holds]
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
+    baseline = capture_baseline(flat, variants[0]["name"], borrowed, compare_ranges)
     return {
         "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"NVTX ranges ({filt.spec}) of {source}",
-        "baseline": baseline, "mode": "capture",
+        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture",
         "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
         "device": device, "iters": iters.pop() if len(iters) == 1 else None, "iters_per_range": iters_per_range,
         "nvtx": {**filt.to_json(), "api": "capture"}, "env": env, "status": "ok", "variants": variants,
     }
+
+
+def capture_baseline(flat: list[str], first: str, borrowed: dict[str, Any], compare_ranges: bool) -> str | None:
+    """The baseline of a capture's variants, or None: a program's ranges are its parts (a step, its
+    forward, its reduction), not alternatives, so no speedup is set between them unless the user
+    says they are (`--compare-ranges`) or the capture is a gprof-orch run's own, whose variants are."""
+    if not compare_ranges and not (borrowed.get("baseline") and (borrowed.get("nvtx") or {}).get("api") != "capture"
+                                   and borrowed.get("workload_source") != "capture"):
+        return None
+    return borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [first])[0]
 
 
 def sibling_workload(path: Path) -> dict[str, Any] | None:
@@ -113,7 +124,7 @@ def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> st
 
 
 def trace_manifest(trace, prefix: str, *, name: str, source: str,
-                   borrowed: dict[str, Any] | None = None) -> dict[str, Any]:
+                   borrowed: dict[str, Any] | None = None, compare_ranges: bool = False) -> dict[str, Any]:
     """The synthetic workload.json of a torch.profiler trace: one variant per record_function
     range name starting with `prefix` (the name after it), in order of first appearance; its
     iterations are the `iter` ranges inside it (gprof-orch's own traces), else its instances.
@@ -152,12 +163,12 @@ def trace_manifest(trace, prefix: str, *, name: str, source: str,
     if gpu_name:
         env.setdefault("device_name", gpu_name)
     flat = [v["name"] for v in variants if v["name"] not in holds]
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [variants[0]["name"]])[0]
+    baseline = capture_baseline(flat, variants[0]["name"], borrowed, compare_ranges)
     n_iters = {v["iters"] for v in variants}
     return {
         "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"record_function ranges ({prefix}*) of {source}",
-        "baseline": baseline, "mode": "capture",
+        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture",
         "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
         "device": device, "iters": n_iters.pop() if len(n_iters) == 1 else None,
         "ranges": {"prefix": prefix, "api": "record_function"}, "trace": TRACE,

@@ -1,11 +1,11 @@
 """`gprof-orch import FILE.ncu-rep`: an Nsight Compute report made by anyone, reported per NVTX
-range as `gprof-orch ncu` reports its own (issue 16).
+range as `gprof-orch ncu` reports its own.
 
 A kernel belongs to the innermost range of its NVTX stack that `--ranges DOMAIN@PREFIX` names
 (ncu records each kernel's stack when run with `--nvtx`); the variant is the range's text after
-PREFIX. ncu keeps no range instances, so a variant's iterations are `--iters` (default 1: its
-time is the sum of all its profiled kernels); a report that sits in a gprof-orch `ncu` run
-folder keeps that run's variants, iterations, labels and bytes. The run folder is an `ncu` one:
+PREFIX. ncu keeps no range instances: they are counted from the kernels' order
+(range_instances), each `--iters` iterations (default 1), as `exec nsys` counts them; a report
+that sits in a gprof-orch `ncu` run folder keeps that run's variants, iterations, labels and bytes. The run folder is an `ncu` one:
 the copy of the report, a synthetic workload.json, the ncu backend's parse and the same table.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.errors import ParseError, UsageError
 from orchestrator.backends.ncu import REPORT
@@ -68,13 +69,14 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
         if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
             held = list(dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna()))
         return ncu_manifest(rep, domain, prefix, name=name, source=str(src), iters=req.iters,
-                            borrowed=borrowed, held=held)
+                            borrowed=borrowed, held=held, compare_ranges=req.compare_ranges)
 
     return _finish_run(rf, req, step, source=str(src), manifest=manifest)
 
 
 def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str, iters: int | None,
-                 borrowed: dict[str, Any] | None = None, held: list[str] | None = None) -> dict[str, Any]:
+                 borrowed: dict[str, Any] | None = None, held: list[str] | None = None,
+                 compare_ranges: bool = False) -> dict[str, Any]:
     """The synthetic workload.json of a read `.ncu-rep` (ncu_rep.NcuReport): one variant per
     range name, in order of first kernel; a borrowed run's (its folder's workload.json) variants,
     labels, bytes, iterations and environment where it has them. `held`: the innermost range
@@ -87,20 +89,38 @@ def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str
                                "were the kernels profiled with `ncu --nvtx`? choose the ranges with --ranges"))
     borrowed = borrowed or {}
     known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
-    n_iters = iters or (borrowed.get("iters") if isinstance(borrowed.get("iters"), int) else None) or 1
+    own = borrowed.get("iters") if isinstance(borrowed.get("iters"), int) else None
+    # a gprof-orch run's own report: its variants' iterations; anyone's: each range instance is
+    # `iters` iterations (1), as `exec nsys` counts them
+    per = {v: own for v in found} if own else {v: n * (iters or 1) for v, n in range_instances(k["variant"]).items()}
     variants = [{"name": v, "label": known.get(v, {}).get("label", v), "status": "ok",
-                 "bytes_moved": known.get(v, {}).get("bytes_moved")} for v in found]
-    baseline = borrowed.get("baseline") if borrowed.get("baseline") in found else found[0]
+                 "bytes_moved": known.get(v, {}).get("bytes_moved"), "iters": per[v]} for v in found]
+    n_iters = set(per.values()).pop() if len(set(per.values())) == 1 else None
+    baseline = capture_baseline(found, found[0], borrowed, compare_ranges)
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", "cuda")
+    named = rep.metrics.loc[rep.metrics["metric"] == "device__attribute_display_name", "raw_value"] \
+        if "metric" in rep.metrics else ()
+    if len(named) and str(named.iloc[0]).strip():  # the GPU ncu profiled on: the title names it
+        env.setdefault("device_name", str(named.iloc[0]).strip())
     return {
         "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
         "description": f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
-        "baseline": baseline, "mode": "capture", "shape": borrowed.get("shape") or [],
+        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture", "shape": borrowed.get("shape") or [],
         "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "", "device": "cuda",
         "iters": n_iters, "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
         "env": env, "status": "ok", "variants": variants,
     }
+
+
+def range_instances(variant: "pd.Series") -> dict[str, int]:
+    """Each range's instances, counted from its kernels in launch order (ncu profiles serially):
+    a new instance starts where a kernel of the range follows one of another range or of none.
+    ncu keeps no instance of a range, so two instances with no profiled kernel between them read
+    as one (a range that repeats back to back: set --iters instead)."""
+    prev = variant.shift()
+    starts = variant.notna() & (variant != prev)
+    return {str(v): int(n) for v, n in variant[starts].value_counts(sort=False).items()}
 
 
 def ncu_program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
@@ -147,6 +167,7 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, ncu: str 
         from orchestrator.backends import ncu
 
         rep = ncu.read_report(rf.path / REPORT, domain, prefix)
-        return ncu_manifest(rep, domain, prefix, name=name, source=" ".join(req.argv), iters=req.iters)
+        return ncu_manifest(rep, domain, prefix, name=name, source=" ".join(req.argv), iters=req.iters,
+                            compare_ranges=req.compare_ranges)
 
     return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

@@ -20,8 +20,10 @@ class RangeFilter:
     `DOMAIN@PREFIX`: ranges in DOMAIN whose text starts with PREFIX, nested or not (where they
     nest, a kernel belongs to the innermost). An empty DOMAIN is the default domain (torch.cuda.nvtx,
     nvtx without `domain=`), `*` any domain; an empty PREFIX takes every range of the domain.
-    `PREFIX` alone (no `@`) looks in every domain. No filter (`spec=None`): every top-level range,
-    that is every range no other range on its thread encloses, in any domain.
+    `PREFIX` alone (no `@`) looks in every domain. No filter (`spec=None`): every range of every
+    domain, nested ones too (`*@`), as `nsys stats -r nvtx_kern_sum` lists them. `top_level`
+    (kept for run folders written before that default) takes only the ranges no other range on
+    their thread encloses.
 
     The variant is the text after PREFIX (the whole text where that leaves nothing); where
     ranges of several domains are taken it is `domain:text` for a named domain, as nsys's own
@@ -34,7 +36,7 @@ class RangeFilter:
 
     domain: str | None = ANY_DOMAIN
     prefix: str = ""
-    top_level: bool = True
+    top_level: bool = False
 
     @classmethod
     def parse(cls, spec: str | None) -> "RangeFilter":

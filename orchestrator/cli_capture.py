@@ -12,12 +12,19 @@ from reports.formats import FORMATS
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 
+COMPARE_RANGES = click.option(
+    "--compare-ranges", is_flag=True,
+    help="The ranges are alternatives (one operation done several ways): give each a speedup over the first and "
+         "count kernels beyond the fewest. Default: a program's ranges are its parts (a step, its forward), set "
+         "side by side with no speedup between them.")
+
+
 def _capture_options(f):
     """Options `exec` and `import` share."""
     opts = [
         click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
                      help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
-                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every top-level range. "
+                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every range of every domain, nested ones too (*@). "
                      f"A torch.profiler trace has no domains: PREFIX alone (default {RANGE_PREFIX})."),
         click.option("--iters", type=int, default=None,
                      help="Iterations inside one range instance (default 1: each instance is one iteration)."),
@@ -31,6 +38,7 @@ def _capture_options(f):
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
         click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
                      "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
+        COMPARE_RANGES,
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -40,7 +48,7 @@ def _capture_options(f):
 @click.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
 @_capture_options
-def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel) -> None:
+def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges) -> None:
     """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
     too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
     trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
@@ -60,7 +68,8 @@ def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, p
     from orchestrator import capture as cap
 
     _run_and_print(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
-                                            timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
+                                              timeout=timeout, compare_ranges=compare_ranges, cli_argv=sys.argv),
+                   fmt, as_json, per_kernel)
 
 
 @click.group("exec")
@@ -82,8 +91,8 @@ def exec_group() -> None:
 @click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
 @click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
-def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, nsys_args, trace_osrt,
-              cuda, dry_run) -> None:
+def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges, nsys_args,
+              trace_osrt, cuda, dry_run) -> None:
     """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
     that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
     ranges still reported.
@@ -96,7 +105,7 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
     from orchestrator import capture as cap
 
     opts = dict(ranges=ranges, iters=iters, name=name, nsys=nsys, out=out, timeout=timeout,
-                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
+                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda, compare_ranges=compare_ranges)
     if dry_run:
         from orchestrator import backends
         from orchestrator.proc import format_argv
@@ -118,7 +127,9 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
 @click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
               help="The NVTX ranges that are variants (the innermost of a kernel's stack that matches). "
               "Default: every innermost range, any domain.")
-@click.option("--iters", type=int, default=None, help="Iterations in each variant's kernels (default 1).")
+@click.option("--iters", type=int, default=None,
+              help="Iterations inside one range instance (default 1; ncu keeps no instances: they are counted from "
+                   "the kernels' order, so back-to-back instances with no kernel between read as one).")
 @click.option("--name", default=None, help="The run's workload name (default: the script's).")
 @click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places).")
 @click.option("--ncu-arg", "ncu_args", multiple=True,
@@ -128,8 +139,10 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
 @click.option("--format", "fmt", default="table", show_default=True, type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
 @click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels.")
+@COMPARE_RANGES
 @click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
-def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json, per_kernel, dry_run) -> None:
+def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json, per_kernel, compare_ranges,
+             dry_run) -> None:
     """Run CMD under Nsight Compute: every kernel it launches is measured (ncu replays each one:
     limit them with --ncu-arg=--launch-count=N or --ncu-arg=-k --ncu-arg=REGEX), and reported per
     NVTX range as `import` reports a .ncu-rep.
@@ -150,4 +163,4 @@ def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json
         return
     _run_and_print(lambda: capture_ncu.profile_program_ncu(
         list(cmd), ranges=ranges, iters=iters, name=name, ncu=ncu, ncu_args=list(ncu_args), out=out,
-        timeout=timeout, cli_argv=sys.argv), fmt, as_json, per_kernel)
+        timeout=timeout, compare_ranges=compare_ranges, cli_argv=sys.argv), fmt, as_json, per_kernel)

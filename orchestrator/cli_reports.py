@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli_output import _print_run, run_doc
+from orchestrator.cli_output import _print_run, _run_and_print, run_doc
 from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
 from reports.formats import FORMATS
 
@@ -77,6 +77,18 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
+def _reported(run):
+    """The run read back, or the error its table carries (raised with the run: printed with it)."""
+    from orchestrator.execution import report_error
+
+    error = report_error(run)
+    if error is not None:
+        raise error
+    if not run.saved:
+        click.echo(f"gprof-orch: {run.path} is read-only: its saved reports were not rewritten", err=True)
+    return run
+
+
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
@@ -94,6 +106,9 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
+    if len(runs) == 1:  # one folder: its table, then the error its numbers carry (an incomplete report)
+        _run_and_print(lambda: _reported(api.load_run(runs[0], write=True)), fmt, False, per_kernel)
+        return
     docs, unreadable, codes = [], [], []
     for path in runs:
         try:

@@ -14,7 +14,7 @@ from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, Usag
 __all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
            "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
            "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
-           "InterruptedRunError", "ParseError", "RunFailedError"]
+           "InterruptedRunError", "ParseError", "RunFailedError", "EXIT_INCOMPLETE", "IncompleteReportError"]
 
 # Exit codes (documented in the README's table); 1 (EXIT_RUN_FAILED) and 2 (EXIT_USAGE) are
 # defined with the base classes in workloads.errors.
@@ -22,6 +22,7 @@ EXIT_OK = 0
 EXIT_TOOL_NOT_FOUND = 3    # nsys / ncu / a compiler is not installed
 EXIT_PARSE = 4             # a report or run folder could not be read
 EXIT_PERMISSION = 5        # e.g. GPU counters restricted to admin users
+EXIT_INCOMPLETE = 6        # the run ended, but the profiler's report lacks part of what ran
 EXIT_TIMEOUT = 124         # like coreutils' timeout(1)
 EXIT_INTERRUPTED = 130     # SIGINT, like a shell
 EXIT_BROKEN_PIPE = 141     # stdout closed early (`| head`), like a tool SIGPIPE ended
@@ -75,6 +76,13 @@ class ParseError(GprofError):
         super().__init__(f"cannot read {path}: {reason}", hint=hint)
         self.path = Path(path)
         self.reason = reason
+
+
+class IncompleteReportError(GprofError):
+    """The run ended, but the profiler's report lacks part of what ran (it lost events, a variant's
+    range or launches are missing): those rows are marked, never passed off as results."""
+
+    exit_code = EXIT_INCOMPLETE
 
 
 class RunFailedError(GprofError):

@@ -76,6 +76,9 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
     from orchestrator.results import write_report
 
+    if error is None and run is not None:
+        error = incomplete_error(run, backends.get(rf.manifest["backend"]).lost_events(rf))
+        status = "incomplete" if error else status
     rf.set_status(status, error.message if error else None)
     if run is not None:
         t0 = time.monotonic()
@@ -102,6 +105,40 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
         raise error
     assert run is not None
     return run
+
+
+# the table's statuses of a variant that ran but whose numbers the profiler's report does not hold whole
+UNREPORTED = ("incomplete", "not in report")
+
+
+def incomplete_error(run: "Run", lost: str | None = None) -> GprofError | None:
+    """An IncompleteReportError naming the variants that ran but whose report is not whole (lost
+    events, a missing range): the table keeps them, marked, and the run must not exit 0. `lost`:
+    the backend's word on lost events (Backend.lost_events), the hint when there is one."""
+    from orchestrator.errors import IncompleteReportError
+
+    t = run.table
+    if t.empty or "status" not in t:
+        return None
+    bad = t[t["status"].isin(UNREPORTED)]
+    if bad.empty:
+        return None
+    return IncompleteReportError(
+        f"the profiler's report is incomplete for {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())}"
+        f": their numbers are not whole", hint=(lost or "see each row's note") + "; the rows are kept, marked")
+
+
+def report_error(run: "Run") -> GprofError | None:
+    """The error a run read back carries in its table (incomplete_error), or None; with `.run` set,
+    so that its table is printed with it. A parent folder's children are judged when they run."""
+    from orchestrator.results import Run
+
+    if not isinstance(run, Run):
+        return None
+    error = incomplete_error(run, backends.get(run.backend).lost_events(RunFolder.open(run.path)))
+    if error is not None:
+        error.run = run  # type: ignore[attr-defined]
+    return error
 
 
 def execute_point(point: Any, out: Path) -> "RunFolder | str":

@@ -123,6 +123,8 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
     backend = backends.get(rf.manifest["backend"])
     if frame is None:
         frame = backend.parse(rf)
+    if backend.lost_events(rf):
+        frame = summary.mark_lost_events(frame, wman)
     table = summary.variant_table(frame, wman)
     findings = why.findings_table(backend.rules(rf), frame)
     table["why"] = why.explain(table, frame, wman, findings)

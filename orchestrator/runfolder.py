@@ -27,7 +27,8 @@ from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
-STATUSES = ("running", "ok", "failed", "interrupted")
+# incomplete: the run ended, but the profiler's report lacks part of what ran (execution.conclude)
+STATUSES = ("running", "ok", "failed", "interrupted", "incomplete")
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
 
@@ -309,9 +310,11 @@ def _workload_manifest_problem(data: Any) -> str | None:
     variants = data.get("variants")
     if not isinstance(variants, list) or not variants:
         return f'"variants" is {type(variants).__name__ if variants != [] else "empty"}, not a list of variants'
-    # the speedups are over the baseline; the device decides GPU time or host wall time
+    # the speedups are over the baseline (a capture's ranges have none unless they are alternatives:
+    # capture_manifest.capture_baseline); the device decides GPU time or host wall time
     for key in ("workload", "baseline", "device"):
-        if not isinstance(data.get(key), str):
+        if not isinstance(data.get(key), str) and not (key == "baseline" and data.get("mode") == "capture"
+                                                       and data.get(key) is None):
             return f'"{key}" is missing or not a string'
     if "iters" not in data:
         return '"iters" is missing'

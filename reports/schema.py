@@ -33,6 +33,9 @@ NO_RANGE, NO_ACTIVITY = 1, 2
 # metric of a variant whose launches (value: how many) do not split into its iterations: the
 # report lost some (or holds extra), so it has no per-iteration time; the table marks it incomplete
 UNEVEN_LAUNCHES = "uneven_launches"
+# metric of a variant measured in a run whose profiler said it lost events (value 1): any of its
+# GPU work may be missing from the report, so the table marks it incomplete
+LOST_EVENTS = "lost_events"
 # metric of a variant whose report holds (value) another number of iterations than it ran
 ITERATIONS_IN_REPORT = "iterations_in_report"
 # metric of a captured range (exec/import) in which its own thread launched no GPU work, so its

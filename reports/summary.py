@@ -14,8 +14,8 @@ from reports import schema
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import point as roofline_point
-from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES,
-                            OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY)
+from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, LOST_EVENTS, NO_RANGE, NOT_IN_REPORT,
+                            OTHER_THREAD_LAUNCHES, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -216,6 +216,10 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
     if len(beside):
         note = _also(note, (f"{float(beside.iloc[0]):g} kernel launches by other threads fell inside it, "
                             f"not counted {_BY_LAUNCHING_THREAD}"))
+    if (g["metric"] == LOST_EVENTS).any():
+        row["status"] = "incomplete"
+        note = _also(note, "the profiler lost events in this run (see the warning): any of its GPU work may be "
+                           "missing, so its numbers are not a result")
     seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
     if len(seen):
         row["status"] = "incomplete"
@@ -223,6 +227,18 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
             f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
             f"time (the report lost events or is damaged)"))
     return note
+
+
+def mark_lost_events(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
+    """The frame with a LOST_EVENTS row for every variant it measured: the profiler said it lost
+    events, and which variant's GPU work they were is not known (a thread's API events go)."""
+    measured = [v for v in frame["variant"].unique() if v != OUTSIDE] if not frame.empty else []
+    if not measured:
+        return frame
+    base = frame.iloc[0]
+    rows = [{"run": base["run"], "backend": base["backend"], "workload": base["workload"], "variant": v,
+             "kernel": ALL_KERNELS, "metric": LOST_EVENTS, "value": 1.0, "unit": "flag"} for v in measured]
+    return schema.concat([frame, schema.make_frame(rows)])
 
 
 def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
@@ -233,7 +249,8 @@ def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
     nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
     if len(base) and pd.notna(base.iloc[0]) and baseline not in nested:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
-        table.loc[table["variant"].isin(nested), "speedup_vs_baseline"] = np.nan
+        # a range holding others, or a variant whose report is not whole: no ratio to stand on
+        table.loc[table["variant"].isin(nested) | (table["status"] == "incomplete"), "speedup_vs_baseline"] = np.nan
 
 
 def _same_kernels(variants: pd.Series, kernel_sets: dict[str, frozenset[str]]) -> list[str]:

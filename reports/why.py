@@ -189,6 +189,8 @@ def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) 
     # the fewest among variants whose launches split into the iterations (not an incomplete one's)
     # and not a range that holds others: its launches are theirs too
     nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
+    if wman.get("baseline") is None:  # a program's ranges are its parts, not alternatives: no fewest
+        return table
     lp = pd.to_numeric(table["launches_per_iter"], errors="coerce").where(
         (table["status"] == "ok") & ~table["variant"].isin(nested))
     if lp.notna().any():

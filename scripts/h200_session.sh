@@ -18,7 +18,8 @@
 # kclock (the kernel clock: cupti-python, its tests, CUPTI's host cost; KCLOCK_TESTS_ONLY=1: the time GPU
 # tests on it), cupti (cupti-python installed first: every later stage on the kernel clock), square-wall (the default
 # time square's wall time, the clock on and off), wall-ab (the same, an older commit's copy
-# (WALL_OLD) against this tree, interleaved), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer)
+# (WALL_OLD) against this tree, interleaved), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer),
+# programs (a PyTorch program, unchanged, under the plain exec nsys and exec ncu, against nvtx_kern_sum)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -382,6 +383,23 @@ if has nsys2025; then
   ls -la /tmp/n25* 2>&1
   imp=$(ls /tmp/nsys/host-linux-x64/QdstrmImporter 2>/dev/null)
   [[ -n $imp && -f /tmp/n25.qdstrm ]] && "$imp" -i /tmp/n25.qdstrm 2>&1 | tail -5 && ls -la /tmp/n25*
+fi
+if has programs; then
+  # a new user's PyTorch program, unchanged, under the plain `exec nsys` and `exec ncu`: every
+  # range against nsys's own nvtx_kern_sum; the same program's instances under ncu; then the
+  # tests that hold both, and the nsys workloads parsed from this nsys's exports
+  log "exec nsys nested_steps ($(nsys --version 2>&1 | tail -1))"
+  g exec nsys -o "$RUNS/exec-nested-steps" -- python3 tests/fixtures/programs/nested_steps.py 2>&1 | cut -c1-220 | tail -14
+  python3 scripts/check_kern_sum.py "$RUNS/exec-nested-steps" 2>&1 | tail -8
+  log "exec ncu nested_steps"
+  g exec ncu -o "$RUNS/exec-ncu-nested-steps" -- python3 tests/fixtures/programs/nested_steps.py 2>&1 | cut -c1-220 | tail -8
+  log "exec nsys train_small (no warm-up capture range)"
+  g exec nsys -o "$RUNS/exec-train" -- python3 scripts/train_small.py --steps 20 2>&1 | cut -c1-220 | tail -10
+  python3 scripts/check_kern_sum.py "$RUNS/exec-train" 2>&1 | tail -8
+  for w in square triton-mean; do log "nsys $w"; g nsys "$w" -o "$RUNS/nsys-$w" 2>&1 | cut -c1-220 | tail -10; done
+  log "program tests"
+  python3 -m pytest -q -p no:cacheprovider tests/test_gpu_programs.py tests/test_import_ncu.py tests/test_h200_programs.py \
+    tests/test_capture.py 2>&1 | tee "$OUT/program-tests.log" | tail -15
 fi
 # pack: the run folders without the bulky nsys-rep (the sqlite export is what tests read)
 log pack

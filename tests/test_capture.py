@@ -26,7 +26,7 @@ PROGRAM = Path(__file__).resolve().parent / "fixtures" / "programs" / "nvtx_step
 # ------------------------------------------------------------------------------ range filters
 
 @pytest.mark.parametrize("spec, expect", [
-    (None, RangeFilter("*", "", True)),
+    (None, RangeFilter("*", "", False)),  # every range, nested ones too, as nvtx_kern_sum lists them
     ("gprof@variant:", RangeFilter("gprof", "variant:", False)),
     ("@step", RangeFilter(None, "step", False)),
     ("@", RangeFilter(None, "", False)),
@@ -45,7 +45,8 @@ def test_range_filter_refuses_nesting_separator():
 
 def test_cpu_capture_selections():
     ex = ns.read_export(CPU)
-    top = RangeFilter.parse(None).select(ex)
+    assert RangeFilter.parse(None) == RangeFilter.parse("*@")
+    top = RangeFilter("*", "", top_level=True).select(ex)
     # `inner` is nested in variant:a/b: not top-level; the other domains are named nsys's way
     assert list(dict.fromkeys(top["variant"])) == ["gprof:variant:a", "gprof:variant:b", "gprof:variant:c",
                                                    "gprof:variant:d", "variant:a", "other:variant:a",
@@ -191,9 +192,10 @@ def test_exec_nsys_ranges_equal_nvtx_sum(tmp_path, monkeypatch):
     assert " | iterations per variant | " in run.title()
     t = run.table.set_index("variant")
     assert t.loc["step", "samples"] == 4 and t.loc["forward", "time_median_us"] > 0
-    # the same capture, imported, with the default (top-level) and a domain selection
-    top = capture.import_capture(run.path / "report.nsys-rep", out=tmp_path / "top")
-    assert list(top.table["variant"]) == ["load", "step", "train:eval"]
+    # the same capture, imported, with the default (every range, as nvtx_sum) and a domain selection
+    every = capture.import_capture(run.path / "report.nsys-rep", out=tmp_path / "every")
+    assert list(every.table["variant"]) == ["load", "step", "forward", "backward", "train:loss", "train:eval"]
+    assert every.table["speedup_vs_baseline"].isna().all()  # a program's parts, not alternatives
     train = capture.import_capture(run.path / "report.sqlite", ranges="train@", out=tmp_path / "train")
     assert list(train.table["variant"]) == ["loss", "eval"]
     tf = train.frame[train.frame["metric"] == "time_ns"].groupby("variant")["value"].sum()
@@ -288,7 +290,7 @@ def test_nesting_and_inclusive_activity_on_gpu_kernels():
 @pytest.mark.nsys
 @needs_nsys
 def test_import_nested_cpu_capture_marked_inclusive_no_speedup(tmp_path):
-    run = capture.import_capture(CPU, ranges="gprof@", out=tmp_path / "r")
+    run = capture.import_capture(CPU, ranges="gprof@", out=tmp_path / "r", compare_ranges=True)
     holds = {v["name"]: v.get("holds") for v in run.workload["variants"]}
     assert holds["variant:a"] == ["inner"] and holds["variant:b"] == ["inner"] and holds["inner"] is None
     assert run.workload["baseline"] == "inner"  # the first range that holds none
@@ -311,7 +313,7 @@ def test_exec_nsys_nested_ranges(tmp_path, monkeypatch):
     pytest.importorskip("nvtx")
     monkeypatch.setenv("GPROF_NSYS", str(NSYS))
     run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "3"], "nsys", ranges="*@",
-                                  out=tmp_path / "run", cuda=False)
+                                  out=tmp_path / "run", cuda=False, compare_ranges=True)
     assert run.status == "ok"
     holds = {v["name"]: v["holds"] for v in run.workload["variants"] if v.get("holds")}
     assert holds == {"step": ["forward", "backward", "train:loss"]}
@@ -386,7 +388,7 @@ def _record_nested_trace(path: Path) -> None:
 def test_import_cpu_torch_trace_with_nested_record_functions(tmp_path):
     trace = tmp_path / "trace.json"
     _record_nested_trace(trace)
-    run = capture.import_capture(trace, ranges="my:", out=tmp_path / "r")
+    run = capture.import_capture(trace, ranges="my:", out=tmp_path / "r", compare_ranges=True)
     assert run.status == "ok" and run.workload["device"] == "cpu"
     assert [v["name"] for v in run.workload["variants"]] == ["step", "fwd", "bwd"]
     assert {v["name"]: v.get("holds") for v in run.workload["variants"]} == {"step": ["fwd", "bwd"], "fwd": None,

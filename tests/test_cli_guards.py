@@ -320,6 +320,18 @@ def _exit_5(tmp_path):
     return run_cli("ncu", "square", *_cpu("--size", "1000", "--ncu", str(ncu), "-o", str(tmp_path / "r")))
 
 
+def _exit_6(tmp_path):
+    # a program capture whose nsys said it lost events (nsys 2023.4.4 under a CUDA 13 program)
+    import lzma
+    import shutil
+
+    src = REPO / "tests" / "fixtures" / "runs" / "h200-programs" / "exec-train"
+    shutil.copytree(src, tmp_path / "r")
+    (tmp_path / "r" / "report.sqlite").write_bytes(lzma.decompress((src / "report.sqlite.xz").read_bytes()))
+    (tmp_path / "r" / "report.sqlite.xz").unlink()
+    return run_cli("report", str(tmp_path / "r"))
+
+
 def _exit_124(tmp_path):
     return run_cli("list", "--workload-file", str(WORKLOADS / "sleeps_on_import.py"), "--timeout", "1")
 
@@ -358,7 +370,7 @@ def _read(path) -> str:
         return ""
 
 
-EXIT_CODE_CASES = {0: _exit_0, 1: _exit_1, 2: _exit_2, 3: _exit_3, 4: _exit_4, 5: _exit_5, 124: _exit_124,
+EXIT_CODE_CASES = {0: _exit_0, 1: _exit_1, 2: _exit_2, 3: _exit_3, 4: _exit_4, 5: _exit_5, 6: _exit_6, 124: _exit_124,
                    130: _exit_130, 141: _exit_141}
 
 

@@ -94,3 +94,44 @@ def test_training_script_says_why_its_ranges_hold_no_kernels(h200_run):
     assert "300 kernel launches by other threads fell inside it" in t.loc["backward", "note"]
     assert "by other threads" not in t.loc["forward", "note"]
     assert any("does not know a CUDA runtime call" in w for w in run.warnings)
+
+
+def test_lost_events_make_every_range_incomplete_and_the_run_exit_6(h200_run):
+    """The same capture read as it was printed before (every range `ok`, speedups, exit 0): nsys said
+    it lost events, so any range's GPU work may be missing; every range is `incomplete`, no speedup
+    stands on them, `report` exits 6 and says what to do."""
+    from conftest import run_cli
+
+    from orchestrator.backends.nsys_failures import NEWER_NSYS
+
+    path = h200_run("exec-train", "h200-programs")
+    t = _t(load_run(path))
+    assert (t["status"] == "incomplete").all()
+    assert t["speedup_vs_baseline"].isna().all()
+    assert all("the profiler lost events in this run" in n for n in t["note"])
+    res = run_cli("report", str(path), "--json")
+    assert res.returncode == 6, res.stderr
+    import json
+
+    doc = json.loads(res.stdout)
+    assert doc["exit_code"] == 6 and doc["error"]["kind"] == "IncompleteReportError"
+    assert NEWER_NSYS in doc["error"]["hint"]
+    assert [v["status"] for v in doc["variants"]] == ["incomplete"] * 4
+
+
+def test_a_programs_ranges_are_not_alternatives_unless_said(h200_run, tmp_path):
+    """`import` of a program's capture: its ranges (a step, its backward, its optimizer) are its
+    parts, so no speedup, no "x of" and no "more kernels than the fewest" between them; with
+    --compare-ranges they are set against the first."""
+    from orchestrator import import_capture
+
+    sqlite = h200_run("exec-nested", "h200-programs") / "report.sqlite"
+    parts = import_capture(sqlite, ranges="*@", out=tmp_path / "a")
+    t = _t(parts)
+    assert parts.workload["baseline"] is None
+    assert t["speedup_vs_baseline"].isna().all() and t["extra_kernels_per_iter"].isna().all()
+    assert not any(" of " in w.split(":")[0] for w in t["why"] if w)
+    alternatives = import_capture(sqlite, ranges="*@", out=tmp_path / "b", compare_ranges=True)
+    a = _t(alternatives)
+    assert alternatives.workload["baseline"] == "forward" and a.loc["forward", "speedup_vs_baseline"] == 1.0
+    assert a["speedup_vs_baseline"].notna().sum() >= 3 and a["extra_kernels_per_iter"].notna().any()

@@ -76,14 +76,27 @@ def test_exec_ncu_reports_a_users_program_per_range(tmp_path):
 
     if not torch.cuda.is_available() or shutil.which("ncu") is None:
         pytest.skip("needs a CUDA GPU and ncu")
-    res = run_cli("exec", "ncu", "--ranges", "@step", "--iters", "3", "-o", str(tmp_path / "r"), "--json", "--",
+    res = run_cli("exec", "ncu", "--ranges", "@step", "-o", str(tmp_path / "r"), "--json", "--",
                   sys.executable, str(STEPS))
     assert res.returncode == 0, res.stderr
     rows = {r["variant"]: r for r in json.loads(res.stdout)["variants"]}
     assert list(rows) == ["step"]  # "other" is not a step range
-    assert rows["step"]["launches_per_iter"] == 2 and rows["step"]["status"] == "ok"
+    # its 3 instances are counted from the kernels' order, as exec nsys counts them
+    assert rows["step"]["launches_per_iter"] == 2 and rows["step"]["samples"] == 3 and rows["step"]["status"] == "ok"
     assert "MulFunctor" in rows["step"]["kernels"] and "reduce_kernel" in rows["step"]["kernels"]
     assert 0 < rows["step"]["time_median_us"] < 1000 and rows["step"]["dram_pct_of_peak"] > 0
     every = run_cli("exec", "ncu", "-o", str(tmp_path / "all"), "--json", "--", sys.executable, str(STEPS))
     assert every.returncode == 0, every.stderr
-    assert [r["variant"] for r in json.loads(every.stdout)["variants"]] == ["step", "other"]
+    doc = json.loads(every.stdout)
+    assert [r["variant"] for r in doc["variants"]] == ["step", "other"]
+    assert doc["variants"][0]["speedup_vs_baseline"] is None  # a program's ranges are not alternatives
+
+
+def test_range_instances_are_counted_from_the_kernels_order():
+    """ncu keeps no range instances: a new one starts where a kernel of the range follows another's."""
+    import pandas as pd
+
+    from orchestrator.capture_ncu import range_instances
+
+    order = pd.Series(["fwd", "fwd", "reduce", None, "fwd", "fwd", "reduce", "fwd", "reduce"])
+    assert range_instances(order) == {"fwd": 3, "reduce": 3}

@@ -186,6 +186,12 @@ class Backend:
         proton's messages). Override where the tool logs such things; none by default."""
         return []
 
+    def lost_events(self, rf: RunFolder) -> str | None:
+        """Why the tool's report may lack part of what ran (its own log says it lost events), or
+        None. Every variant's row is then `incomplete` and the run exits EXIT_INCOMPLETE. Override
+        where the tool says so; None by default."""
+        return None
+
     def rules(self, rf: RunFolder) -> pd.DataFrame | None:
         """The profiler's own findings (ncu's rule results, `NcuReport.rules`); None where the
         tool has none. Override where the tool judges its kernels itself."""

@@ -310,7 +310,7 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
     k["full_name"] = k["kernel_demangled"].where(k["kernel_demangled"].notna() & (k["kernel_demangled"] != ""),
                                                  k["kernel"]) if "kernel_demangled" in k else k["kernel"]
     full = dict(zip(k["id"], k["full_name"]))
-    iters = int(wman.get("iters") or 1)
+    iters = {v["name"]: int(v.get("iters") or wman.get("iters") or 1) for v in wman.get("variants", [])}
     profiled = set(k["variant"].dropna())
     for v in wman.get("variants", []):
         if v.get("status") == "ok" and v["name"] not in profiled:
@@ -324,7 +324,7 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
         if "duration_ns" in g:
             from orchestrator.backends.nsys import time_samples
 
-            time_samples(rows, variant, g["duration_ns"].to_numpy(), iters)
+            time_samples(rows, variant, g["duration_ns"].to_numpy(), iters.get(variant, int(wman.get("iters") or 1)))
     # every metric the report holds, for deeper analysis
     m = rep.metrics
     if m is not None and not m.empty:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
-from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, SAFE_LAUNCHES, no_report
+from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, NEWER_NSYS, SAFE_LAUNCHES, no_report
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -190,23 +190,29 @@ class NsysBackend(ToolBackend):
         return {"nvtx_ranges": {"ok": problem is None, "fix": problem,
                                 "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}}
 
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """What nsys's own log says about lost events, and why they were lost (one line, or none)."""
+    def lost_events(self, rf: RunFolder) -> str | None:
+        """What nsys's own log says about lost events, and why they were lost (one line, or None)."""
         # nsys says so in its log when it lost events (seen on the H200 past its launch limit
         # without a CUDA flush interval: see SAFE_LAUNCHES)
         for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):
             tail = proc.log_tail(rf.logs / name, 80)
             if "Errors occurred while processing the raw events" in tail:
                 why = ("the run was interrupted" if rf.manifest.get("status") == "interrupted"
-                       # seen on the H200: nsys 2023.4.4 under a CUDA 13 PyTorch training step drops
-                       # that thread's API events, and with them every kernel it launched
-                       else "this nsys does not know a CUDA runtime call the program made (the CUDA runtime "
-                            "is newer than nsys): kernels launched by that thread are missing; use an nsys "
-                            "at least as new as the CUDA runtime" if "Unknown runtime API function index" in tail
+                       # seen on the H200: nsys 2023.4.4 under a CUDA 13 PyTorch program drops the
+                       # calling thread's API events, and with them every kernel it launched
+                       else f"this nsys ({(rf.manifest.get('tools') or {}).get('nsys_version') or 'its version'}) "
+                            "does not know a CUDA runtime call the program made (the CUDA runtime is newer "
+                            "than nsys): kernels launched by that thread are missing; "
+                            f"{NEWER_NSYS}" if "Unknown runtime API function index" in tail
                        else "profile fewer --iters")
-                return [f"nsys reported errors while processing the raw events (logs/{name}): events were "
-                        f"lost; {why}"]
-        return []
+                return (f"nsys reported errors while processing the raw events (logs/{name}): events were "
+                        f"lost; {why}")
+        return None
+
+    def warnings(self, rf: RunFolder) -> list[str]:
+        """What nsys's own log says about lost events (lost_events), as a warning line."""
+        lost = self.lost_events(rf)
+        return [lost] if lost else []
 
 
 def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:

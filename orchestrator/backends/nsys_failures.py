@@ -19,6 +19,11 @@ UNREADABLE_REPORT = "Exportation error:"
 # how nsys 2023.4.4 says its agent process went away mid-run ("Connection to Agent lost. This is most
 # likely a bug. Internal reason: 'Connection reset by peer'."): no report, whatever the program did
 AGENT_LOST = "Connection to Agent lost"
+# what to do when nsys lost a thread's events on a CUDA runtime call it does not know (nsys 2023.4.4
+# under CUDA 12.8+ programs: cudaGetDriverEntryPointByVersion, cudaEventElapsedTime_v12080)
+NEWER_NSYS = ("use an nsys at least as new as the CUDA runtime (scripts/install-nsys.sh installs Nsight Systems "
+              "2024.2.3, which records CUDA 13 PyTorch programs whole), or start the capture after the program's "
+              "warm-up: torch.cuda.profiler.start() in the program and --nsys-arg=--capture-range=cudaProfilerApi")
 
 
 def no_report(res: proc.Result, log: str) -> ToolFailedError:

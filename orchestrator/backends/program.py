@@ -133,6 +133,10 @@ class ProgramBackend(ToolBackend):
         with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
             return frame_from_capture(sqlite, wman, run=rf.path.name)
 
+    def lost_events(self, rf: RunFolder) -> str | None:
+        """What nsys's log said about lost events, as for a workload run (NsysBackend.lost_events)."""
+        return NsysBackend().lost_events(rf)
+
     def warnings(self, rf: RunFolder) -> list[str]:
         """The capture's own notes (from the manifest) and what nsys's log said about lost events."""
         return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
