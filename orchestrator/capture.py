@@ -267,14 +267,21 @@ def capture_kind(src: Path) -> str:
     raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
 
 
-def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> None:
+# nsys 2024.2.3 writes a range only once it ends (2023.4.4 ended an open push/pop range at the stop)
+OPEN_AT_STOP = ("the program was stopped: a range still open then is in the capture only where this nsys ends it "
+                "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)")
+
+
+def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
     """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
-    the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's."""
+    the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's.
+    True when the run was stopped and the capture holds no such range (it may have dropped it)."""
     stop = "timed out" if isinstance(error, ToolTimeoutError) else \
         "interrupted" if isinstance(error, InterruptedRunError) else None
     for v in wman.get("variants", []):
         if stop and v.get("unclosed"):
             v["status"] = stop
+    return stop is not None and not any(v.get("unclosed") for v in wman.get("variants", []))
 
 
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
@@ -317,7 +324,8 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     if manifest is not None and (error is None or located is not None):
         try:
             wman = manifest()
-            _stopped_inside(wman, error)
+            if _stopped_inside(wman, error):
+                rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
             write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
             frame = None
             if handed:  # the rows from the export already in memory, by workload.json as written
@@ -330,7 +338,8 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
                 error = exc
             else:  # the program failed (or was stopped) and its capture cannot be reported either
                 error.message += f"; {exc.message}"
-                error.hint = error.hint or exc.hint
+                stopped = isinstance(error, (ToolTimeoutError, InterruptedRunError))
+                error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Nsight Systems 2023.4.4 (Debian's non-free build) into PREFIX for gprof-orch's CI and
+# Installs Nsight Systems 2024.2.3 (Debian's non-free build) into PREFIX for gprof-orch's CI and
 # developers, without installing or changing any system package: the .deb files are unpacked,
 # never installed, and apt runs on private lists and caches.
 #
@@ -17,10 +17,19 @@
 # - Needs: Debian or a derivative on amd64 with apt-get, dpkg-deb and debian-archive-keyring.
 set -euo pipefail
 
-readonly DEB_VERSION=${GPROF_NSYS_DEB_VERSION:-2023.4.4.54~12.4.1-2}
-# 2023.4.4 is in trixie's non-free section; older Debian releases carry older nsys builds.
-readonly SUITE=${GPROF_NSYS_SUITE:-trixie}
+# 2024.2.3 is in Debian's experimental non-free section, with the Arrow and Parquet libraries its
+# importer links. It knows the CUDA runtime calls of CUDA 12.8 and 13 programs that 2023.4.4 (trixie's
+# non-free, GPROF_NSYS_DEB_VERSION=2023.4.4.54~12.4.1-2 GPROF_NSYS_SUITE=trixie) loses a thread's
+# events on (docs/nsight-facts.md).
+readonly DEB_VERSION=${GPROF_NSYS_DEB_VERSION:-2024.2.3.38~12.5.0-2+b1}
+readonly SUITE=${GPROF_NSYS_SUITE:-experimental}
 readonly PACKAGES=(nsight-systems-target nsight-systems)
+# name -> version of the libraries the importer links that no Debian release ships (empty: none)
+if [[ $DEB_VERSION == 2024.2.3.* ]]; then
+  readonly IMPORTER_LIBS=(libarrow500=0~~12.5.0-2+b1 libparquet500=0~~12.5.0-2+b1)
+else
+  readonly IMPORTER_LIBS=()
+fi
 readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 log() { printf 'install-nsys: %s\n' "$*" >&2; }
@@ -39,7 +48,8 @@ nsys_works() {
   [[ -x $nsys && -x $prefix/host-linux-x64/QdstrmImporter ]] && "$nsys" --version >/dev/null 2>&1
 }
 
-if [[ ${GPROF_NSYS_FORCE:-0} != 1 ]] && nsys_works; then
+# an earlier install of another version (its marker names the .deb version) is replaced
+if [[ ${GPROF_NSYS_FORCE:-0} != 1 ]] && nsys_works && grep -qF " $DEB_VERSION " "$prefix/.gprof-orch-nsys" 2>/dev/null; then
   log "already installed: $("$nsys" --version 2>&1 | tail -n1)"
   echo "$nsys"
   exit 0
@@ -140,6 +150,9 @@ fetch_deb() {
 for pkg in "${PACKAGES[@]}"; do
   fetch_deb "$pkg=$DEB_VERSION" "$debdir/$pkg.deb"
 done
+for spec in "${IMPORTER_LIBS[@]}"; do
+  fetch_deb "$spec" "$debdir/${spec%%=*}.deb"
+done
 
 log "unpacking"
 mkdir -p "$work/x"
@@ -165,6 +178,11 @@ else
   dpkg-deb -x "$cache/libssh-4_$codename.deb" "$work/libssh"
   cp -L "$work/libssh/usr/lib/x86_64-linux-gnu/libssh.so.4" "$stage/host-linux-x64/libssh.so"
 fi
+# The importer links Debian's own Arrow and Parquet (IMPORTER_LIBS): keep them beside it.
+for spec in "${IMPORTER_LIBS[@]}"; do
+  dpkg-deb -x "$debdir/${spec%%=*}.deb" "$work/libs"
+  cp -L "$work"/libs/usr/lib/x86_64-linux-gnu/lib*.so.* "$stage/host-linux-x64/"
+done
 # `nsys stats` runs its report scripts from host-linux-x64/python/lib, where Debian ships none.
 mkdir -p "$stage/host-linux-x64/python/lib"
 cp "$stage"/target-linux-x64/python/lib/*.py "$stage/host-linux-x64/python/lib/"

@@ -542,7 +542,8 @@ def test_live_capture_records_the_projects_ranges(tmp_path):
     for var in ("PYTHONPATH", "LD_LIBRARY_PATH"):  # nvtx beside the interpreter, nsys's own libraries
         if os.environ.get(var):                      # (both set so on the H200 by .device/setup.sh)
             env[var] = os.environ[var]
-    prof = subprocess.run([str(NSYS), "profile", "-t", "nvtx", "--sample=none", "--cpuctxsw=none", "-o",
+    # `-t nvtx` alone records no NVTX event under nsys 2024.2.3 on a process with no CUDA
+    prof = subprocess.run([str(NSYS), "profile", "-t", "nvtx,osrt", "--sample=none", "--cpuctxsw=none", "-o",
                            str(tmp_path / "live"), "--force-overwrite", "true", sys.executable, str(CPU_PROGRAM)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert prof.returncode == 0, prof.stdout[-2000:] + prof.stderr[-2000:]

@@ -162,7 +162,8 @@ class NsysBackend(ToolBackend):
         try:
             t = tools.find(cls.tool, explicit, timeout=timeout)
             rep = tmp / "nsys-check"
-            res = proc.run([str(t.path), "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none",
+            # NVTX alone records nothing under nsys 2024.2.3 on a process with no CUDA: OS calls beside it
+            res = proc.run([str(t.path), "profile", "--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none",
                             f"--output={rep}", "--force-overwrite=true", sys.executable, "-c", _SELF_TEST_PROGRAM],
                            log_dir=tmp, name="nsys", timeout=timeout)
             exp = proc.run([str(t.path), "export", "--type=sqlite", f"--output={rep}.sqlite", "--force-overwrite=true",
