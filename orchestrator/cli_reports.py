@@ -91,15 +91,20 @@ def report(runs, fmt, as_json, per_kernel) -> None:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
     """
     from orchestrator import api
-    from orchestrator.errors import GprofError, ParseError
+    from orchestrator.errors import GprofError, InterruptedRunError, ParseError, interrupt_in
 
     fmt = "json" if as_json else fmt
     docs, unreadable, codes = [], [], []
     for path in runs:
         try:
             run = api.load_run(path, write=True)
-        except GprofError as exc:
-            if len(runs) == 1:
+        except BaseException as exc:
+            if interrupt_in(exc):  # its manifest is never written here; each report file is replaced whole
+                stop = InterruptedRunError(f"interrupted while reporting {path}", hint=f"its status is as it was; "
+                                           f"`gprof-orch report {path}` writes its reports again")
+                stop.run_path = path  # type: ignore[attr-defined]
+                raise stop from exc
+            if not isinstance(exc, GprofError) or len(runs) == 1:
                 raise
             # one bad folder of several: named at the end; the others are still reported
             unreadable.append(f"{exc.path}: {exc.reason}" if isinstance(exc, ParseError) else exc.message)
