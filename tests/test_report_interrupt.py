@@ -16,15 +16,17 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES, REPO, sigint_default
+from test_nsys_parser import NSYS, needs_nsys
 
 SQLITE = FIXTURES / "nsys" / "cpu_nvtx0210_gprof" / "capture.sqlite"
+PROGRAM = FIXTURES / "programs" / "nvtx_steps.py"
 REPORTS = ("report.md", "report.csv", "report.json", "report.html", "frame.parquet", "frame.csv")
 
 
 def _stop_at(point: str, sig: signal.Signals, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """Run the CLI with `args`, wait until it reaches `point` of its report phase, send `sig`."""
     marker = tmp_path / f"paused-{point}"
-    env = {**os.environ, "GPROF_TEST_PAUSE": f"{point}:{marker}", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "GPROF_TEST_PAUSE": f"{point}:{marker}", "PYTHONPATH": str(REPO), "GPROF_NO_PROGRESS": "1"}
     p = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
@@ -116,6 +118,21 @@ def test_an_import_stopped_ends_interrupted(point, sig, tmp_path):
     assert (out / "report.sqlite").stat().st_size == SQLITE.stat().st_size  # the capture's copy is kept
     assert [n for n in REPORTS if (out / n).exists()] == []
     _no_temporaries(out)
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_exec_stopped_after_the_program_ended_ends_interrupted(tmp_path):
+    pytest.importorskip("nvtx")
+    out = tmp_path / "prog"
+    res = _stop_at("build", signal.SIGINT, ["exec", "nsys", "--nsys", str(NSYS), "--no-cuda", "--ranges", "@step",
+                                            "--out", str(out), "--json", "--", sys.executable, str(PROGRAM),
+                                            "--steps", "2"], tmp_path)
+    _assert_interrupted(res, "interrupted while the report was made")
+    assert _manifest(out)["status"] == "interrupted"
+    assert (out / "report.nsys-rep").exists() and (out / "report.sqlite").exists()  # nsys's, kept
+    wman = json.loads((out / "workload.json").read_text())
+    assert [(v["name"], v["iters"]) for v in wman["variants"]] == [("step", 2)]
 
 
 def test_compare_stopped_exits_130_with_one_document(h200_run, tmp_path):
