@@ -117,8 +117,9 @@ class Run:
 
 
 # A test stops a command at a point of its report phase, to signal it there: GPROF_TEST_PAUSE=
-# POINT:FILE makes the process create FILE on reaching POINT ("build": a folder's report starts
-# being built; "write": report.md/.csv/.json written, report.html not yet) and wait there a minute.
+# POINT:FILE makes the process create FILE the first time it reaches POINT ("build": a folder's
+# report starts being built; "write": report.md/.csv/.json written, report.html not yet) and wait
+# there a minute.
 PAUSE_ENV = "GPROF_TEST_PAUSE"
 
 
@@ -127,6 +128,7 @@ def _pause_for_test(point: str) -> None:
     if at == point and marker:
         import time
 
+        del os.environ[PAUSE_ENV]  # once: what the signal's handling builds next is not held
         Path(marker).touch()
         time.sleep(60)
 

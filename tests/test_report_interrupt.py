@@ -120,6 +120,25 @@ def test_an_import_stopped_ends_interrupted(point, sig, tmp_path):
     _no_temporaries(out)
 
 
+def test_a_point_stopped_as_it_lands_stops_the_cluster_run(tmp_path):
+    """On a cluster, the client builds each point's report as it lands: stopped there, the point
+    and the parent folder end interrupted, and the session stops (exit 130), not going on with the
+    other point as if that one had failed (exit 1)."""
+    pytest.importorskip("distributed")
+    out = tmp_path / "sweep"
+    res = _stop_at("build", signal.SIGINT, ["time", "square", "--variants", "torch_square", "--device", "cpu",
+                                            "--size", "1000,2000", "--iters", "3", "--cluster", "local:1",
+                                            "-o", str(out), "--json"], tmp_path)
+    doc = _assert_interrupted(res, "interrupted")
+    assert doc["meta"]["status"] == "interrupted"
+    man = _manifest(out)
+    assert man["status"] == "interrupted"
+    first = next(iter(man["children"]))  # the point whose report was being built
+    assert man["children"][first]["error"] == "interrupted while the report was made"
+    # the other was stopped, or had ended before the signal; none is left `running`
+    assert {_manifest(out / n)["status"] for n in man["children"]} <= {"interrupted", "ok"}
+
+
 @pytest.mark.nsys
 @needs_nsys
 def test_exec_stopped_after_the_program_ended_ends_interrupted(tmp_path):
