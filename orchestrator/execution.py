@@ -81,7 +81,7 @@ def reporting_error(rf: RunFolder, exc: BaseException, error: GprofError | None)
             return error
         had = f" (the run had already failed: {error.message})" if error is not None else ""
         return InterruptedRunError(f"interrupted while the report was made{had}",
-                                   hint=f"what was measured is kept: `gprof-orch report {rf.path}` writes the reports")
+                                   hint=f"the run's data is kept: `gprof-orch report {rf.path}` writes the reports")
     if not isinstance(exc, GprofError):
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise exc

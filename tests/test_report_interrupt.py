@@ -71,6 +71,7 @@ def test_a_run_stopped_after_measuring_ends_interrupted(point, sig, tmp_path):
     res = _stop_at(point, sig, ["time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
                                 "--iters", "3", "-o", str(out), "--json"], tmp_path)
     doc = _assert_interrupted(res, "interrupted while the report was made")
+    assert doc["error"]["hint"] == f"the run's data is kept: `gprof-orch report {out}` writes the reports"
     man = _manifest(out)
     assert man["status"] == "interrupted" and man["error"] == "interrupted while the report was made"
     # every variant was measured and is kept; the reports written before the signal said `ok`: gone
