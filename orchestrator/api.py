@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError
-from orchestrator.execution import conclude, execute, final_status, land_point, point_unavailable
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError, interrupt_in
+from orchestrator.execution import conclude, execute, final_status, land_point, point_unavailable, reporting_error
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
@@ -73,11 +73,8 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     try:
         if (rf.path / WORKLOAD_MANIFEST).exists():
             run = build_report(rf, write=False)
-    except GprofError as exc:
-        error = error or exc
-    except Exception:
-        rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
-        raise
+    except BaseException as exc:
+        error = reporting_error(rf, exc, error)
     status, error = final_status(rf, run.workload if run is not None else None, error)
     return conclude(rf, run, status, error)
 
@@ -140,21 +137,23 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
         if bad else None)
     # the parent's reports carry its final status: set it first, then write them once
     rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
-    from orchestrator.results import _build_multi, _write_multi
-
-    multi = _build_multi(rf, write=False, children_write=False, built=built)
+    multi = None
     try:
+        from orchestrator.results import _build_multi, _write_multi
+
+        multi = _build_multi(rf, write=False, children_write=False, built=built)
         _write_multi(multi, drawn)
-    except GprofError as exc:
+    except BaseException as exc:
         rf.remove_reports()
-        err = err or exc
-        rf.set_status("failed", err.message)
+        err = reporting_error(rf, exc, err)
+        rf.set_status("interrupted" if interrupt_in(exc) else "failed", err.message)
     rf.finish()
-    multi.manifest = rf.manifest
+    if multi is not None:
+        multi.manifest = rf.manifest
     if err is not None:
-        err.run = multi  # type: ignore[attr-defined]
+        err.run, err.run_path = multi, rf.path  # type: ignore[attr-defined]
         raise err
-    return multi
+    return multi  # type: ignore[return-value]
 
 
 def run_point(point: Any, out: Path) -> "Run | MultiRun | str":
@@ -215,6 +214,8 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
         except GprofError as exc:  # it could not be written here (disk full): that point failed
             result = exc
         _record_child(rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS})
+        if isinstance(result, InterruptedRunError) and outcome.status != "interrupted":
+            raise KeyboardInterrupt  # Ctrl-C here, as the point landed: the session stops the others
         if isinstance(result, Run):
             built[outcome.name] = result
             first = 2 if rf.manifest.get("kind") in MERGED_FIRST else 1  # that page's section 1 is the merged table

@@ -35,7 +35,7 @@ from orchestrator.capture_ncu import NCU_SUFFIXES, import_ncu
 from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
 from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import (GprofError, InterruptedRunError, ParseError, ToolTimeoutError, UsageError,
-                                 check_seconds)
+                                 check_seconds, interrupt_in)
 
 SQLITE = "report.sqlite"
 REPORT = "report.nsys-rep"
@@ -289,10 +289,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
     final status, as api.profile does for a built-in run."""
-    from orchestrator.execution import conclude
-    from orchestrator.results import build_report
-    from orchestrator.parsers import compressed
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.execution import conclude, reporting_error
     from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 
     t0 = time.monotonic()
@@ -309,6 +306,9 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once
 
     def nsys_manifest() -> dict[str, Any]:
+        from orchestrator.parsers import compressed
+        from orchestrator.parsers import nsys_sqlite as ns
+
         with compressed.plain_file(located) as plain:
             # lean: what the manifest and the report use (a million-kernel capture read twice in
             # full took longer than `nsys stats` on it)
@@ -322,7 +322,9 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     if manifest is None and located is not None:
         manifest = nsys_manifest
     if manifest is not None and (error is None or located is not None):
-        try:
+        try:  # pandas is imported here, inside: a Ctrl-C during its import ends the run as any other
+            from orchestrator.results import build_report
+
             wman = manifest()
             if _stopped_inside(wman, error):
                 rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
@@ -333,13 +335,13 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
 
                 frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
             run = build_report(rf, frame, write=False)
-        except GprofError as exc:
-            if error is None:
-                error = exc
-            else:  # the program failed (or was stopped) and its capture cannot be reported either
+        except BaseException as exc:
+            if error is not None and isinstance(exc, GprofError) and not interrupt_in(exc):
+                # the program failed (or was stopped) and its capture cannot be reported either
                 error.message += f"; {exc.message}"
                 stopped = isinstance(error, (ToolTimeoutError, InterruptedRunError))
                 error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
+            error = reporting_error(rf, exc, error)
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import click
@@ -15,8 +14,8 @@ import click
 from orchestrator import __version__
 from orchestrator.cli_capture import exec_group, import_cmd
 from orchestrator.cli_reports import compare, report
-from orchestrator.cli_output import _gprof_error_doc, _run_and_print, error_doc
-from orchestrator.errors import EXIT_BROKEN_PIPE, EXIT_RUN_FAILED, GprofError
+from orchestrator.cli_output import _run_and_print, error_doc, exit_internal, exit_with_error
+from orchestrator.errors import EXIT_BROKEN_PIPE, EXIT_RUN_FAILED, GprofError, InterruptedRunError, interrupt_in
 from reports.formats import FORMATS
 
 EPILOG_RUN = """\b
@@ -61,18 +60,10 @@ class Group(click.Group):
         # SIGTERM stops a run the way Ctrl-C does: the child is told, the folder is kept
         signal.signal(signal.SIGTERM, _terminate)
         as_json = ctx.meta.get("gprof.json", False)
-        # read when needed: the group's --debug is stored by main() below, inside super().invoke
-        debug = lambda: (ctx.obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1"  # noqa: E731
         try:
             return super().invoke(ctx)
         except GprofError as exc:
-            if debug():
-                traceback.print_exc()
-            if as_json:
-                click.echo(json.dumps(_gprof_error_doc(exc, ctx.meta.get("gprof.per_kernel", False)), indent=1,
-                                      default=str))
-            click.echo(f"gprof-orch: error: {exc.render()}", err=True)
-            ctx.exit(exc.exit_code)
+            exit_with_error(ctx, exc)
         except click.UsageError as exc:
             if not as_json:
                 raise
@@ -88,14 +79,13 @@ class Group(click.Group):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             click.echo("gprof-orch: stdout was closed early; the rest was not printed", err=True)
             ctx.exit(EXIT_BROKEN_PIPE)
-        except Exception as exc:  # a bug: say so in one line, the traceback only when asked
-            if debug():
-                traceback.print_exc()
-            message = f"internal error: {type(exc).__name__}: {exc} (a bug; run with --debug for the traceback)"
-            if as_json:
-                click.echo(json.dumps(error_doc(message, EXIT_RUN_FAILED, kind="internal"), indent=1))
-            click.echo(f"gprof-orch: {message}", err=True)
-            ctx.exit(EXIT_RUN_FAILED)
+        except (KeyboardInterrupt, Exception) as exc:
+            # an interrupt the command did not turn into its own error (reading or printing a
+            # table; an import it broke, which comes out as an ImportError) is one still: exit 130;
+            # click would say "Aborted!" and exit 1
+            if interrupt_in(exc):
+                exit_with_error(ctx, InterruptedRunError("interrupted"), exc)
+            exit_internal(ctx, exc)
 
 
 class DtypeOption(click.Option):

@@ -3,12 +3,14 @@ document, for a finished run, a partial one, or an error."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
-from orchestrator.errors import GprofError
+from orchestrator.errors import EXIT_RUN_FAILED, GprofError, InterruptedRunError
 
 
 def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | None = None,
@@ -18,10 +20,38 @@ def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | 
             "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
 
 
+def exit_with_error(ctx: click.Context, exc: GprofError, cause: BaseException | None = None) -> None:
+    """An expected error (`cause`: what it stands for, an interrupt): its message on stderr, with
+    --json its document on stdout (the partial run's, with the error in it), its exit code."""
+    if _debug(ctx):
+        traceback.print_exception(cause or exc)
+    if ctx.meta.get("gprof.json", False):
+        click.echo(json.dumps(_gprof_error_doc(exc, ctx.meta.get("gprof.per_kernel", False)), indent=1, default=str))
+    click.echo(f"gprof-orch: error: {exc.render()}", err=True)
+    ctx.exit(exc.exit_code)
+
+
+def exit_internal(ctx: click.Context, exc: BaseException) -> None:
+    """A bug: said in one line (with --json, one document), the traceback only when asked; exit 1."""
+    if _debug(ctx):
+        traceback.print_exception(exc)
+    message = f"internal error: {type(exc).__name__}: {exc} (a bug; run with --debug for the traceback)"
+    if ctx.meta.get("gprof.json", False):
+        click.echo(json.dumps(error_doc(message, EXIT_RUN_FAILED, kind="internal"), indent=1))
+    click.echo(f"gprof-orch: {message}", err=True)
+    ctx.exit(EXIT_RUN_FAILED)
+
+
+def _debug(ctx: click.Context) -> bool:
+    # read when needed: the group's --debug is stored by main(), inside the group's invoke
+    return bool((ctx.find_root().obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1")
+
+
 def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
     partial = getattr(exc, "run", None)
+    status = partial.status if partial is not None else "interrupted" if isinstance(exc, InterruptedRunError) else "error"
     err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
-                    log=str(exc.log) if exc.log else None, status=partial.status if partial is not None else "error")
+                    log=str(exc.log) if exc.log else None, status=status)
     if partial is None:
         run_path = getattr(exc, "run_path", None)
         return {**err, "run": str(run_path)} if run_path else err

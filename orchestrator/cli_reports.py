@@ -77,6 +77,23 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
+def _load(path: Path):
+    """api.load_run(path, write=True); an interrupt while it reads or writes is InterruptedRunError
+    (its manifest is never written here; each report file is replaced whole)."""
+    from orchestrator import api
+    from orchestrator.errors import InterruptedRunError, interrupt_in
+
+    try:
+        return api.load_run(path, write=True)
+    except BaseException as exc:
+        if interrupt_in(exc):
+            stop = InterruptedRunError(f"interrupted while reporting {path}", hint=f"its status is as it was; "
+                                       f"`gprof-orch report {path}` writes its reports again")
+            stop.run_path = path  # type: ignore[attr-defined]
+            raise stop from exc
+        raise
+
+
 def _reported(run):
     """The run read back, or the error its table carries (raised with the run: printed with it)."""
     from orchestrator.execution import report_error
@@ -102,20 +119,17 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     Example:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
     """
-    from orchestrator import api
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
     if len(runs) == 1:  # one folder: its table, then the error its numbers carry (an incomplete report)
-        _run_and_print(lambda: _reported(api.load_run(runs[0], write=True)), fmt, False, per_kernel)
+        _run_and_print(lambda: _reported(_load(runs[0])), fmt, False, per_kernel)
         return
     docs, unreadable, codes = [], [], []
     for path in runs:
         try:
-            run = api.load_run(path, write=True)
+            run = _load(path)
         except GprofError as exc:
-            if len(runs) == 1:
-                raise
             # one bad folder of several: named at the end; the others are still reported
             unreadable.append(f"{exc.path}: {exc.reason}" if isinstance(exc, ParseError) else exc.message)
             codes.append(exc.exit_code)

@@ -14,7 +14,8 @@ from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, Usag
 __all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
            "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
            "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
-           "InterruptedRunError", "ParseError", "RunFailedError", "EXIT_INCOMPLETE", "IncompleteReportError"]
+           "InterruptedRunError", "interrupt_in", "ParseError", "RunFailedError", "EXIT_INCOMPLETE",
+           "IncompleteReportError"]
 
 # Exit codes (documented in the README's table); 1 (EXIT_RUN_FAILED) and 2 (EXIT_USAGE) are
 # defined with the base classes in workloads.errors.
@@ -65,6 +66,19 @@ class ClusterUnavailableError(GprofError):
 
 class InterruptedRunError(GprofError):
     exit_code = EXIT_INTERRUPTED
+
+
+def interrupt_in(exc: BaseException | None) -> bool:
+    """Whether `exc` is an interrupt (Ctrl-C; SIGTERM, which the CLI raises as one), or an error
+    one caused: pybind11 modules (matplotlib's) turn an interrupt during their import into
+    ImportError("initialization failed"), the interrupt its cause."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (KeyboardInterrupt, InterruptedRunError)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class ParseError(GprofError):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError, interrupt_in
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 
@@ -71,6 +71,23 @@ def final_status(rf: RunFolder, workload: dict[str, Any] | None,
     return status, error
 
 
+def reporting_error(rf: RunFolder, exc: BaseException, error: GprofError | None) -> GprofError:
+    """The error a run ends with when building or writing its report raised `exc`: an interrupt
+    (Ctrl-C, SIGTERM, or an error one caused) is the run's interrupt, so the folder ends
+    `interrupted`, never `running`; a GprofError, the run's error unless it had one already.
+    Anything else is a bug: the folder is ended `failed` and `exc` raised again."""
+    if interrupt_in(exc):
+        if isinstance(error, InterruptedRunError):
+            return error
+        had = f" (the run had already failed: {error.message})" if error is not None else ""
+        return InterruptedRunError(f"interrupted while the report was made{had}",
+                                   hint=f"the run's data is kept: `gprof-orch report {rf.path}` writes the reports")
+    if not isinstance(exc, GprofError):
+        rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
+        raise exc
+    return error or exc
+
+
 def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> "Run":
     """End a run folder: the reports carry the final status, so set it first, write them once,
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
@@ -84,15 +101,20 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
         t0 = time.monotonic()
         try:
             write_report(run)
-        except GprofError as exc:
-            rf.remove_reports()  # half-written; they would mislead, and the manifest needs the room
+        except BaseException as exc:
+            # those written carry the status set before: they would mislead (a full disk needs the room)
+            rf.remove_reports()
             run.saved = False
-            if error is None:
-                error = exc
-            else:  # the run had already gone wrong (the runner could not write either, say): both
+            stopped = interrupt_in(exc)
+            if error is not None and isinstance(exc, GprofError) and not stopped:
+                # the run had already gone wrong (the runner could not write either, say): both
                 error.message += f"; {exc.message}"
-            error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
-            rf.set_status("failed", error.message)
+            error = reporting_error(rf, exc, error)
+            if stopped:
+                status = "interrupted"
+            else:
+                error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+            rf.set_status("interrupted" if stopped else "failed", error.message)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
@@ -183,8 +205,8 @@ def land_point(folder: Path, outcome: Any, **manifest: Any) -> "Run":
     run = None
     try:
         run = build_report(rf, write=False)
-    except GprofError as exc:
-        error = error or exc
+    except BaseException as exc:
+        error = reporting_error(rf, exc, error)
     status = "ok" if error is None else "interrupted" if isinstance(error, InterruptedRunError) else "failed"
     return conclude(rf, run, status, error)
 

@@ -4,6 +4,7 @@ Reading never runs a profiler and needs no GPU; `load_run(..., write=False)` wri
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,10 +116,28 @@ class Run:
         return lines
 
 
+# A test stops a command at a point of its report phase, to signal it there: GPROF_TEST_PAUSE=
+# POINT:FILE makes the process create FILE the first time it reaches POINT ("build": a folder's
+# report starts being built; "write": report.md/.csv/.json written, report.html not yet) and wait
+# there a minute.
+PAUSE_ENV = "GPROF_TEST_PAUSE"
+
+
+def _pause_for_test(point: str) -> None:
+    at, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
+    if at == point and marker:
+        import time
+
+        del os.environ[PAUSE_ENV]  # once: what the signal's handling builds next is not held
+        Path(marker).touch()
+        time.sleep(60)
+
+
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
     from reports import kernels, summary, why
 
+    _pause_for_test("build")
     wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
     if frame is None:
@@ -147,6 +166,7 @@ def write_report(run: Run) -> None:
                         if not run.findings.empty else {})
     try:
         render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=json_meta)
+        _pause_for_test("write")
         html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
                         notes=run.footer(), kernels=run.kernels, findings=run.findings)
     except OSError as exc:

@@ -141,9 +141,10 @@ def write_html(path: str | Path, title: str, sections: Sequence[tuple[str, pd.Da
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels,
-                                findings=findings, drawn=drawn),
-                    encoding="utf-8")
+    page = render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels, findings=findings,
+                       drawn=drawn)
+    with render.replacing(path) as tmp:  # a write cut short leaves the page as it was
+        tmp.write_text(page, encoding="utf-8")
     return path
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -150,28 +152,46 @@ def wants_frame_csv(rows: int) -> bool:
     return rows < FRAME_CSV_MAX_ROWS
 
 
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary name beside `path`, moved over it once written: a write cut short (Ctrl-C, a
+    full disk) leaves the file as it was, whole, and no temporary behind."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
               meta: dict[str, Any]) -> dict[str, Path]:
-    """report.csv/.json/.md, the frame as frame.parquet, and as frame.csv where wants_frame_csv()."""
+    """report.csv/.json/.md, the frame as frame.parquet, and as frame.csv where wants_frame_csv();
+    each file replaced whole (`gprof-orch report` stopped part-way leaves every file whole)."""
     paths = {"parquet": folder / "frame.parquet", "csv": folder / "report.csv", "json": folder / "report.json",
              "markdown": folder / "report.md"}
     csv = wants_frame_csv(len(frame))
     try:
         # dictionary pages for the text columns only: the values are mostly distinct, and trying
         # them in a dictionary first was a fifth of the write on a 9,000,000-row frame
-        frame.to_parquet(paths["parquet"], index=False, use_dictionary=[c for c in frame.columns if c != "value"])
+        with replacing(paths["parquet"]) as tmp:
+            frame.to_parquet(tmp, index=False, use_dictionary=[c for c in frame.columns if c != "value"])
     except ImportError:  # pyarrow is a dependency; without it the frame is kept as CSV, whatever its size
         del paths["parquet"]
         (folder / "frame.parquet").unlink(missing_ok=True)  # an earlier report's would disagree
         csv = True
     if csv:
         paths["frame"] = folder / "frame.csv"
-        frame.to_csv(paths["frame"], index=False)
+        with replacing(paths["frame"]) as tmp:
+            frame.to_csv(tmp, index=False)
     else:  # an earlier report's frame.csv would no longer agree with frame.parquet
         (folder / "frame.csv").unlink(missing_ok=True)
-    table.to_csv(paths["csv"], index=False)
-    paths["json"].write_text(to_json(table, meta))
-    paths["markdown"].write_text(to_markdown(table, title, footer))
+    with replacing(paths["csv"]) as tmp:
+        table.to_csv(tmp, index=False)
+    with replacing(paths["json"]) as tmp:
+        tmp.write_text(to_json(table, meta))
+    with replacing(paths["markdown"]) as tmp:
+        tmp.write_text(to_markdown(table, title, footer))
     return paths
 
 
