@@ -165,6 +165,7 @@ def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[reg
         "schema_version": SCHEMA_VERSION,
         "workload": workload.name,
         "workload_source": workload.source,
+        "replaces_builtin": workload.replaces_builtin,
         "description": workload.description,
         "baseline": workload.baseline,
         "mode": spec.mode,

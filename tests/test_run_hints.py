@@ -1,0 +1,106 @@
+"""What a run says about what it ran: a workload file's shapes and dtypes, a built-in it
+replaces, the baseline --variants adds; and what it keeps when workload.json cannot be saved.
+Every test runs the real CLI (run_cli) on the CPU."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+MINE = '''
+from workloads import Variant, Workload
+
+triple = Workload("triple", "x*3", [Variant("mul3", lambda a: a * 3)], reference=lambda x: x * 3,
+                  bytes_moved=lambda n, s: 2 * n * s, default_shape=(777,), dtypes=("float32", "float64"))
+both = Workload("both", "x*2", [Variant("add", lambda a: a + a)], reference=lambda x: x * 2,
+                bytes_moved=lambda n, s: 2 * n * s, default_shape=(5000,), cpu_default_shape=(333,))
+square = Workload("square", "my own square", [Variant("mine", lambda a: a * a), Variant("again", lambda a: a * a)],
+                  reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, default_shape=(500,))
+'''
+
+
+@pytest.fixture
+def mine(tmp_path) -> str:
+    p = tmp_path / "mine.py"
+    p.write_text(MINE)
+    return str(p)
+
+
+def _spec(*args: str) -> dict:
+    res = run_cli(*args, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("# spec: "))
+    return json.loads(line.removeprefix("# spec: "))
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+# -- a workload file's default_shape holds on the CPU ---------------------------------------------
+
+def test_a_workload_files_default_shape_holds_on_the_cpu(mine):
+    assert _spec("time", "triple", "--workload-file", mine, "--device", "cpu")["shape"] == [777]
+    assert _spec("time", "triple", "--workload-file", mine, "--device", "cuda")["shape"] == [777]
+    # its own cpu_default_shape, where it sets one, wins on the CPU
+    assert _spec("time", "both", "--workload-file", mine, "--device", "cpu")["shape"] == [333]
+    assert _spec("time", "both", "--workload-file", mine, "--device", "cuda")["shape"] == [5000]
+    # the built-ins keep their CPU default
+    assert _spec("time", "mean", "--device", "cpu")["shape"] == [1000, 1000]
+
+
+# -- list shows each workload's dtypes, and a built-in a file replaces ----------------------------
+
+def test_list_shows_each_workloads_dtypes_and_what_a_file_replaces(mine):
+    res = run_cli("list", "--workload-file", mine)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    at = {ln.split(":")[0]: i for i, ln in enumerate(lines) if not ln.startswith(" ")}
+    assert lines[at["triple"] + 1] == "  dtypes: float32, float64"
+    assert lines[at["mean"] + 1] == "  dtypes: float32, float16, bfloat16"
+    assert lines[at["square"]] == f"square: my own square (from {mine}: replaces the built-in square)"
+    assert "replaces" not in lines[at["mean"]]
+    listed = {w["workload"]: w for w in json.loads(run_cli("list", "--workload-file", mine, "--json").stdout)}
+    assert listed["square"]["replaces_builtin"] is True and listed["mean"]["replaces_builtin"] is False
+
+
+# -- a workload file's `square` replaces the built-in, and says so --------------------------------
+
+def test_a_workload_file_that_replaces_a_builtin_says_so(mine, tmp_path):
+    out = tmp_path / "run"
+    res = run_cli("time", "square", "--workload-file", mine, "--device", "cpu", "--iters", "5", "--warmup", "1",
+                  "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    said = f"workload square is the one in {mine}, which replaces the built-in square"
+    assert f"warning: {said}" in res.stderr
+    assert said in res.stdout  # the note under the table
+    w = _json(out / "workload.json")
+    assert w["replaces_builtin"] is True and w["workload_source"] == mine
+    assert [v["name"] for v in w["variants"]] == ["mine", "again"] and w["shape"] == [500]
+    assert said in (out / "report.md").read_text()
+    # a built-in run says nothing of the kind
+    res = run_cli("time", "mean", "--device", "cpu", "--size", "1000", "--iters", "5", "--warmup", "1",
+                  "-o", str(tmp_path / "builtin"))
+    assert res.returncode == 0 and "replaces" not in res.stderr + res.stdout
+    assert _json(tmp_path / "builtin" / "workload.json")["replaces_builtin"] is False
+
+
+# -- --variants runs the baseline too, and the table says so --------------------------------------
+
+def test_variants_runs_the_baseline_too_and_says_so(tmp_path):
+    res = run_cli("time", "square", "--help")
+    assert "baseline" in res.stdout and "runs too" in " ".join(res.stdout.split())
+    out = tmp_path / "run"
+    res = run_cli("time", "square", "--variants", "mul", "--device", "cpu", "--size", "1000", "--iters", "5",
+                  "--warmup", "1", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    note = "baseline torch_square run too, for the speedup column (--variants named mul)"
+    assert note in res.stdout and note in (out / "report.md").read_text()
+    assert [v["name"] for v in _json(out / "workload.json")["variants"]] == ["torch_square", "mul"]
+    # naming the baseline: nothing to say
+    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
+                  "--iters", "5", "--warmup", "1", "-o", str(tmp_path / "named"))
+    assert res.returncode == 0 and "run too" not in res.stdout
