@@ -261,8 +261,9 @@ class MultiRun:
 
 
 def _what_ran_lines(run: Run) -> list[str]:
-    """The footer's lines on what ran besides what was asked: the baseline that --variants left
-    out (the speedup column is over it), a --workload-file workload that replaced a built-in."""
+    """The footer's lines on what ran besides what was asked, and what the speedup column leaves
+    out: the baseline that --variants left out (the speedup column is over it), a
+    --workload-file workload that replaced a built-in, variants timed once (no speedup)."""
     w, lines = run.workload, []
     asked = (run.manifest.get("request") or {}).get("variants") or []
     base = w.get("baseline")
@@ -270,6 +271,12 @@ def _what_ran_lines(run: Run) -> list[str]:
         lines.append(f"baseline {base} run too, for the speedup column (--variants named {', '.join(asked)})")
     if w.get("replaces_builtin"):
         lines.append(replaced_builtin(w))
+    once = run.table.loc[run.table.get("samples", pd.Series(dtype=float)) == 1, "variant"].tolist()
+    if once:
+        how = " (nsys on the CPU times each variant's range once: its wall time over the iterations)" \
+            if run.backend == "nsys" and w.get("device") == "cpu" else ""
+        lines.append(f"no speedup for a variant timed once, nor over a baseline timed once: {', '.join(once)} "
+                     f"had one sample{how}; one reading has no spread to tell a difference from noise")
     return lines
 
 

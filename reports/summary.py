@@ -26,6 +26,10 @@ FULL_NAMES_SEP = "; "
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
 
+# the note of a variant timed once (nsys on the CPU: its range's wall time over its iterations;
+# `time --iters 1`): nothing tells its difference from another variant from noise, so no speedup
+SINGLE_SAMPLE = "n=1: one sample, so no spread (IQR, CV) to show and no speedup"
+
 # the per-variant table's columns, and the ones aggregated straight from a metric (reports/schema.py)
 TABLE_COLUMNS = [c.name for c in schema.columns(schema.VARIANT)]
 AGGREGATED = [c for c in schema.columns(schema.VARIANT) if c.source]
@@ -111,7 +115,7 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
         note = _run_notes(row, v, wman, t, note)
         note = _report_notes(row, g, iters, note)
         if t["n"] == 1:
-            note = _also(note, "n=1: one sample, so no spread (IQR, CV) to show")
+            note = _also(note, SINGLE_SAMPLE)
         if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
             note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
     row["note"] = note
@@ -234,6 +238,9 @@ def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
     if len(base) and pd.notna(base.iloc[0]) and baseline not in nested:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
         table.loc[table["variant"].isin(nested), "speedup_vs_baseline"] = np.nan
+        # a ratio of single readings is noise (SINGLE_SAMPLE), the baseline's or the variant's
+        once = table["samples"] == 1
+        table.loc[once | bool(once[table["variant"] == baseline].any()), "speedup_vs_baseline"] = np.nan
 
 
 def _same_kernels(variants: pd.Series, kernel_sets: dict[str, frozenset[str]]) -> list[str]:

@@ -104,3 +104,53 @@ def test_variants_runs_the_baseline_too_and_says_so(tmp_path):
     res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
                   "--iters", "5", "--warmup", "1", "-o", str(tmp_path / "named"))
     assert res.returncode == 0 and "run too" not in res.stdout
+
+
+# -- under nsys: workload.json keeps the user's umask; one sample each, no speedup ----------------
+
+def _variants(folder: Path) -> dict:
+    return {r["variant"]: r for r in _json(folder / "report.json")["variants"]}
+
+
+def test_nsys_on_the_cpu_keeps_the_umask_and_prints_no_speedup_from_one_sample(tmp_path):
+    """nsys starts its target with umask 0 (workload.json came out 0666) and on the CPU times
+    each variant's range once: a speedup of two single readings (3.07x) is noise."""
+    import shlex
+    import subprocess
+    import sys
+
+    from test_nsys_parser import NSYS
+
+    if NSYS is None:
+        pytest.skip("nsys not found")
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "orchestrator", "nsys", "square", "--variants", "mul,pow", "--device", "cpu",
+            "--size", "1000", "--iters", "5", "--warmup", "1", "-o", str(out)]
+    res = subprocess.run(["bash", "-c", f"umask 027; exec {shlex.join(argv)}"], capture_output=True, text=True,
+                         timeout=300, env={**__import__("os").environ, "GPROF_NSYS": str(NSYS),
+                                           "GPROF_NO_PROGRESS": "1"})
+    assert res.returncode == 0, res.stderr
+    assert (out / "workload.json").stat().st_mode & 0o777 == 0o640
+    assert (out / "manifest.json").stat().st_mode & 0o777 == 0o640
+    rows = _variants(out)
+    for name in ("torch_square", "mul", "pow"):
+        assert rows[name]["samples"] == 1 and rows[name]["speedup_vs_baseline"] is None
+        assert rows[name]["note"] == "n=1: one sample, so no spread (IQR, CV) to show and no speedup"
+    assert "speedup" not in res.stdout.splitlines()[1]  # no speedup column in the printed table
+    assert ("no speedup for a variant timed once, nor over a baseline timed once: torch_square, mul, pow had "
+            "one sample (nsys on the CPU times each variant's range once: its wall time over the iterations); "
+            "one reading has no spread to tell a difference from noise") in res.stdout
+
+
+def test_time_with_one_iteration_prints_no_speedup_either(tmp_path):
+    """The same rule on every backend: `time --iters 1` has one sample a variant too."""
+    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
+                  "--iters", "1", "--warmup", "1", "-o", str(tmp_path / "one"))
+    assert res.returncode == 0, res.stderr
+    rows = _variants(tmp_path / "one")
+    assert rows["mul"]["samples"] == 1 and rows["mul"]["speedup_vs_baseline"] is None
+    assert "torch_square, mul had one sample; one reading" in res.stdout
+    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
+                  "--iters", "3", "--warmup", "1", "-o", str(tmp_path / "three"))
+    assert res.returncode == 0, res.stderr
+    assert _variants(tmp_path / "three")["mul"]["speedup_vs_baseline"] > 0 and "timed once" not in res.stdout

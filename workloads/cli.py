@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from workloads import registry, runner, timers
+from workloads import registry, runner, timers, umask
 from workloads.errors import GprofError, RunnerUsageError, WorkloadCodeError
 from workloads.manifest import mark
 from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MODES, RunSpec
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     # the parent stops this process with SIGINT; a shell starts a background job (`cmd &`) with
     # SIGINT ignored, and Python keeps an ignored SIGINT ignored: the run went on to its end
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    umask.restore()  # the orchestrator's (nsys starts its target with umask 0)
     args = build_parser().parse_args(argv)
     if args.command == "list":
         return _list(args)
