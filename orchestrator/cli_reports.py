@@ -94,7 +94,7 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
-    docs, unreadable, codes = [], [], []
+    docs, unreadable, codes, lost = [], [], [], []
     for path in runs:
         try:
             run = api.load_run(path, write=True)
@@ -106,23 +106,39 @@ def report(runs, fmt, as_json, per_kernel) -> None:
             codes.append(exc.exit_code)
             continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
+        lost += _not_saved(run)
         if fmt == "json":  # one document on stdout: printed once every folder is read
             docs.append(run_doc(run, per_kernel=per_kernel))
         else:
             _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
-    # the others' tables are printed; the exit code says that a result could not be read
-    message = "could not read " + "; ".join(unreadable) if unreadable else None
-    code = (codes or [EXIT_PARSE])[0]
+    # the others' tables are printed; the exit code says that a result could not be read, or was lost
+    message = "; ".join(([f"could not read {'; '.join(unreadable)}"] if unreadable else []) + (
+        [f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before it wrote "
+         f"workload.json again (the rows say `not saved`)"] if lost else [])) or None
+    code = (codes or [EXIT_PARSE if unreadable else EXIT_RUN_FAILED])[0]
     if fmt == "json":
         doc = docs[0] if len(runs) == 1 else {
             "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
             "error": None, "runs": docs}
         if message:
-            doc = {**doc, "status": "failed", "exit_code": code,
-                   "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
+            kind = "ParseError" if code == EXIT_PARSE else "RunFailedError" if not unreadable else "GprofError"
+            doc = {**doc, "status": "failed", "exit_code": code, "error": {"kind": kind, "message": message}}
         click.echo(json.dumps(doc, indent=1))
     if message:
         click.echo(f"gprof-orch: error: {message}", err=True)
         sys.exit(code)
+
+
+def _not_saved(run) -> list[str]:
+    """The variants of a run (of each child run of an `all` or sweep folder) whose result the
+    runner never saved (reports.schema.NOT_SAVED), as `FOLDER: variant`."""
+    from reports.schema import NOT_SAVED
+
+    out = []
+    for r in list((getattr(run, "runs", None) or {}).values()) or [run]:
+        t = r.table
+        if "status" in t and "variant" in t:
+            out += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, SamplesLostError, ToolTimeoutError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 
@@ -37,6 +37,7 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
         error = exc
     except KeyboardInterrupt:
         error = InterruptedRunError("interrupted")
+    rf.ended = True
     if isinstance(error, ToolTimeoutError):
         on = rf.mark_timed_out()
         if on is not None:
@@ -88,7 +89,9 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
                 error = exc
             else:  # the run had already gone wrong (the runner could not write either, say): both
                 error.message += f"; {exc.message}"
-            error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+            # samples the runner could not save are lost: only a new run brings them back
+            error.hint = "free some space and run again" if isinstance(error, SamplesLostError) else \
+                f"free some space, then `gprof-orch report {rf.path}` writes the reports"
             rf.set_status("failed", error.message)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":

@@ -22,6 +22,9 @@ COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value",
 # a workload.json variant's statuses whose numbers are reported: stopped part-way (interrupted,
 # timed out), it keeps what it took, and its row says so
 SAMPLED = ("ok", "interrupted", "timed out")
+# a variant the runner was measuring when it stopped without saving workload.json again (a full
+# disk, a SIGKILL): its result is lost, and `report` of the folder exits 1 (never a result)
+NOT_SAVED = "not saved"
 # kernel value for rows that describe a whole variant, not one kernel
 ALL_KERNELS = "*"
 # variant value for GPU work outside every variant's range (input creation, warm-up, checks)

@@ -154,3 +154,45 @@ def test_time_with_one_iteration_prints_no_speedup_either(tmp_path):
                   "--iters", "3", "--warmup", "1", "-o", str(tmp_path / "three"))
     assert res.returncode == 0, res.stderr
     assert _variants(tmp_path / "three")["mul"]["speedup_vs_baseline"] > 0 and "timed once" not in res.stdout
+
+
+# -- the run folder stops taking workload.json: the last save kept, the loss said, never a result --
+
+def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(tmp_path):
+    """A real write failure: `ulimit -f 16` lets no file of the run grow past 16 KiB, so the
+    runner's save of its samples fails part-way (EFBIG, as ENOSPC does on a full disk; SIGXFSZ
+    ignored, so the write returns the error instead of killing the runner). The old code left a
+    truncated workload.json.tmp, said the runner "crashed", and `report` printed the
+    measuring/pending rows with exit 0."""
+    import shlex
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "orchestrator", "time", "square", "--variants", "mul", "--device", "cpu",
+            "--size", "1000", "--iters", "5000", "--warmup", "1", "-o", str(out)]
+    res = subprocess.run(["bash", "-c", f"ulimit -f 16; trap '' XFSZ; exec {shlex.join(argv)}"], capture_output=True,
+                         text=True, timeout=300, env={**__import__("os").environ, "GPROF_NO_PROGRESS": "1"})
+    assert res.returncode == 1, res.stderr
+    assert (f"gprof-orch: error: the workload runner could not save its samples (cannot write {out}/workload.json: "
+            "File too large): what it measured since workload.json was last saved is lost; workload.json keeps "
+            "that last save") in res.stderr
+    assert "hint: free some space and run again" in res.stderr and "Traceback" not in res.stderr
+    # the last complete save, whole; no temporary beside it
+    assert not (out / "workload.json.tmp").exists()
+    w = _json(out / "workload.json")
+    assert w["status"] == "running" and [v["status"] for v in w["variants"]] == ["measuring", "pending"]
+    assert _json(out / "manifest.json")["status"] == "failed"
+    rows = _variants(out)
+    assert rows["torch_square"]["status"] == "not saved" and rows["torch_square"]["time_median_us"] is None
+    assert rows["mul"]["status"] == "skipped" and rows["mul"]["note"] == "not run: the run stopped before it"
+    assert "| torch_square | torch.square | not saved |" in (out / "report.md").read_text()
+    assert "torch_square  torch.square  not saved" in res.stdout and "pending" not in res.stdout
+    # a later report of the folder: the same rows, and exit 1, never a result
+    again = run_cli("report", str(out))
+    assert again.returncode == 1, again.stderr
+    assert "torch_square  torch.square  not saved" in again.stdout and "pending" not in again.stdout
+    assert (f"gprof-orch: error: no result saved for {out}: torch_square: the runner stopped while measuring, "
+            "before it wrote workload.json again (the rows say `not saved`)") in again.stderr
+    doc = json.loads(run_cli("report", str(out), "--json").stdout)
+    assert (doc["status"], doc["exit_code"], doc["error"]["kind"]) == ("failed", 1, "RunFailedError")
