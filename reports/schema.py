@@ -49,6 +49,21 @@ OTHER_THREAD_LAUNCHES = "other_thread_launches"
 # which also hold the GPU's processing of each launch (about 2.4 to 3.2 us a launch on the H200)
 EVENT_CALL = "event_call_ns"
 
+# A median this many times the fastest sample is no steady time, whatever the stop rule says: the
+# machine was busy for most of the samples, or the variant runs at two speeds (a bimodal
+# distribution; 31 samples of 12 ms and 203 us have a narrow CI on the median and an IQR of 0).
+# pyperf warns likewise when the fastest value is under half the mean; the median is used here,
+# as everywhere in the table. Such a row reads `noisy`, its note says why, a warning line too.
+TWO_SPEEDS_RATIO = 2.0
+
+
+def two_speeds_note(median_us: float, min_us: float) -> str:
+    """The note (and the warning's words) of a variant whose median is over TWO_SPEEDS_RATIO
+    times its fastest sample."""
+    return (f"two speeds: the median ({median_us:,.2f} us) is {median_us / min_us:.1f}x the fastest sample "
+            f"({min_us:,.2f} us): a busy machine or a bimodal variant, whatever the noise % says")
+
+
 # What a run's median of a variant times (each backend says which, orchestrator/backends/base.py
 # Backend.measures): `compare` refuses two runs whose medians time different things, as it does
 # two sizes, since their ratio is not a speedup (a slow host side reads 12x on `stream`, 1x on

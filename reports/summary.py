@@ -118,6 +118,9 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
             note = _also(note, SINGLE_SAMPLE)
         if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
             note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
+        if t["n"] >= 5 and t["min"] > 0 and t["median"] > schema.TWO_SPEEDS_RATIO * t["min"]:
+            row["status"] = "noisy" if row["status"] == "ok" else row["status"]
+            note = _also(note, schema.two_speeds_note(t["median"] / 1e3, t["min"] / 1e3))
     row["note"] = note
     return row
 
@@ -267,11 +270,15 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
 
 def warnings_for(table: pd.DataFrame) -> list[str]:
     """One warning per variant whose spread is too high to rank it by (unless its median is
-    known to within 1%), saying how to get a steadier number."""
+    known to within 1%), and per variant that ran at two speeds (reports.schema.TWO_SPEEDS_RATIO),
+    saying how to get a steadier number."""
     out = []
     for _, r in table.iterrows():
         # a median known to within 1% ranks variants whatever the spread of single samples
         if "high spread" in str(r["note"]) and not (pd.notna(r.get("noise_pct")) and r["noise_pct"] < 1):
-            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1]}; rerun with more --iters "
-                       f"or on a quieter machine before ranking")
+            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1].split('; ')[0]}; rerun with more "
+                       f"--iters or on a quieter machine before ranking")
+        if "two speeds: " in str(r["note"]):  # whatever noise_pct says: a narrow CI of a mixture
+            out.append(f"{r['variant']}: {r['note'].split('two speeds: ')[-1].split('; ')[0]}; its median and "
+                       f"every speedup over it are no steady time: rerun on a quieter machine before ranking")
     return out

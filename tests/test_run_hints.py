@@ -196,3 +196,33 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
             "before it wrote workload.json again (the rows say `not saved`)") in again.stderr
     doc = json.loads(run_cli("report", str(out), "--json").stdout)
     assert (doc["status"], doc["exit_code"], doc["error"]["kind"]) == ("failed", 1, "RunFailedError")
+
+
+# -- a median far above the fastest sample: a busy machine or two speeds, whatever the stop rule --
+
+def test_a_median_59x_its_fastest_sample_is_flagged_whatever_the_noise(h200_run):
+    """The committed H200 `time square` folder, mul's samples replaced by 31 like the ones a busy
+    machine gave: 27 near 11,986.84 us and 4 of 203 us. The median's CI is narrow (noise 0.0x%)
+    and the IQR small, so the old report read `ok`."""
+    import numpy as np
+
+    folder = h200_run("time-square")
+    w = _json(folder / "workload.json")
+    mul = next(v for v in w["variants"] if v["name"] == "mul")
+    slow = (11_986_840 + np.linspace(-1_100, 1_500, 27)).tolist()  # its 12th is the median of the 31
+    mul["time_samples_ns"] = [203_000.0] * 4 + slow
+    mul["cpu_samples_ns"] = mul["cpu_samples_ns"][:31]
+    (folder / "workload.json").write_text(json.dumps(w))
+    res = run_cli("report", str(folder))
+    assert res.returncode == 0, res.stderr
+    rows = _variants(folder)
+    m = rows["mul"]
+    assert (m["samples"], round(m["time_median_us"], 2), m["time_min_us"]) == (31, 11986.84, 203.0)
+    assert m["noise_pct"] < 0.5 and m["status"] == "noisy"
+    said = ("two speeds: the median (11,986.84 us) is 59.0x the fastest sample (203.00 us): a busy machine or a "
+            "bimodal variant, whatever the noise % says")
+    assert m["note"] == said
+    assert (f"warning: mul: {said.removeprefix('two speeds: ')}; its median and every speedup over it are no "
+            "steady time: rerun on a quieter machine before ranking") in res.stdout
+    # the other variants, steady, keep their status and say nothing of it
+    assert rows["torch_square"]["status"] == "ok" and "two speeds" not in rows["torch_square"]["note"]
