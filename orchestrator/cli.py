@@ -118,7 +118,8 @@ def run_options(f):
         click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all). The workload's baseline "
                      "runs too, named or not: the speedup column is over it (`list` marks it)."),
         click.option("--size", "-s", default=None, help="Elements (1e8, 100000000) or a shape (10000x10000). "
-                     "Default: the workload's (10000x10000 on a GPU, 1000x1000 on the CPU)."),
+                     "Default: the workload's (built-ins: 10000x10000 on a GPU, 1000x1000 on the CPU; a workload file's "
+                     "default_shape, or its cpu_default_shape on the CPU)."),
         click.option("--dtype", default="float32", show_default=True, cls=DtypeOption),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
                      help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
