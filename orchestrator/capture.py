@@ -284,6 +284,14 @@ def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
     return stop is not None and not any(v.get("unclosed") for v in wman.get("variants", []))
 
 
+def _unreported_too(error: GprofError, exc: GprofError) -> None:
+    """The program failed (or was stopped) and its capture cannot be reported either: both said,
+    and where it was stopped, why a range open then may be missing."""
+    error.message += f"; {exc.message}"
+    stopped = isinstance(error, (ToolTimeoutError, InterruptedRunError))
+    error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
+
+
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
                 manifest=None):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
@@ -337,10 +345,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
             run = build_report(rf, frame, write=False)
         except BaseException as exc:
             if error is not None and isinstance(exc, GprofError) and not interrupt_in(exc):
-                # the program failed (or was stopped) and its capture cannot be reported either
-                error.message += f"; {exc.message}"
-                stopped = isinstance(error, (ToolTimeoutError, InterruptedRunError))
-                error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
+                _unreported_too(error, exc)
             error = reporting_error(rf, exc, error)
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")

@@ -105,9 +105,11 @@ def run_options(f):
     """Options every backend shares."""
     opts = [
         click.argument("workload"),
-        click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all)."),
+        click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all). The workload's baseline "
+                     "runs too, named or not: the speedup column is over it (`list` marks it)."),
         click.option("--size", "-s", default=None, help="Elements (1e8, 100000000) or a shape (10000x10000). "
-                     "Default: the workload's (10000x10000 on a GPU, 1000x1000 on the CPU)."),
+                     "Default: the workload's (built-ins: 10000x10000 on a GPU, 1000x1000 on the CPU; a workload file's "
+                     "default_shape, or its cpu_default_shape on the CPU)."),
         click.option("--dtype", default="float32", show_default=True, cls=DtypeOption),
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
                      help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
@@ -276,7 +278,9 @@ def list_cmd(workload_file, timeout, as_json) -> None:
         click.echo(json.dumps(data, indent=1))
         return
     for w in data:
-        click.echo(f"{w['workload']}: {w['description']}")
+        replaces = f" (from {w['source']}: replaces the built-in {w['workload']})" if w.get("replaces_builtin") else ""
+        click.echo(f"{w['workload']}: {w['description']}{replaces}")
+        click.echo(f"  dtypes: {', '.join(w['dtypes'])}")
         for v in w["variants"]:
             base = " (baseline)" if v["name"] == w["baseline"] else ""
             needs = f"  needs: {', '.join(v['needs'])}" if v["needs"] else ""

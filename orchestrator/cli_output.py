@@ -82,6 +82,10 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
         return
     if run.workload.get("device") == "cpu" and fmt == "table":
         click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
+    if run.workload.get("replaces_builtin"):
+        from orchestrator.results import replaced_builtin
+
+        click.echo(f"warning: {replaced_builtin(run.workload)}", err=True)
     if fmt == "table" and term.use_color(sys.stdout):
         click.echo(term.to_text_colored(run.table, title, footer, color=True), color=True)
         if per_kernel:

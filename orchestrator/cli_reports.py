@@ -122,10 +122,12 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
-    if len(runs) == 1:  # one folder: its table, then the error its numbers carry (an incomplete report)
+    if len(runs) == 1:  # one folder: its table, then the error its numbers carry
         _run_and_print(lambda: _reported(_load(runs[0])), fmt, False, per_kernel)
         return
-    docs, unreadable, codes = [], [], []
+    from orchestrator.execution import report_error
+
+    docs, unreadable, codes, carried = [], [], [], []
     for path in runs:
         try:
             run = _load(path)
@@ -135,22 +137,26 @@ def report(runs, fmt, as_json, per_kernel) -> None:
             codes.append(exc.exit_code)
             continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
+        err = report_error(run)
+        if err is not None:
+            carried.append(err)
         if fmt == "json":  # one document on stdout: printed once every folder is read
             docs.append(run_doc(run, per_kernel=per_kernel))
         else:
             _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
-    # the others' tables are printed; the exit code says that a result could not be read
-    message = "could not read " + "; ".join(unreadable) if unreadable else None
-    code = (codes or [EXIT_PARSE])[0]
+    # the others' tables are printed; the exit code says that a result could not be read, or is not whole
+    message = "; ".join(([f"could not read {'; '.join(unreadable)}"] if unreadable else [])
+                        + [e.message for e in carried]) or None
+    code = (codes or [e.exit_code for e in carried] or [EXIT_PARSE])[0]
     if fmt == "json":
-        doc = docs[0] if len(runs) == 1 else {
-            "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
-            "error": None, "runs": docs}
+        doc = {"status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
+               "error": None, "runs": docs}
         if message:
-            doc = {**doc, "status": "failed", "exit_code": code,
-                   "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
+            kind = "ParseError" if unreadable and code == EXIT_PARSE else type(carried[0]).__name__ if carried \
+                else "GprofError"
+            doc = {**doc, "status": "failed", "exit_code": code, "error": {"kind": kind, "message": message}}
         click.echo(json.dumps(doc, indent=1))
     if message:
         click.echo(f"gprof-orch: error: {message}", err=True)

@@ -14,8 +14,8 @@ from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, Usag
 __all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
            "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
            "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
-           "InterruptedRunError", "interrupt_in", "ParseError", "RunFailedError", "EXIT_INCOMPLETE",
-           "IncompleteReportError"]
+           "InterruptedRunError", "interrupt_in", "ParseError", "RunFailedError", "SamplesLostError",
+           "EXIT_INCOMPLETE", "IncompleteReportError"]
 
 # Exit codes (documented in the README's table); 1 (EXIT_RUN_FAILED) and 2 (EXIT_USAGE) are
 # defined with the base classes in workloads.errors.
@@ -103,6 +103,11 @@ class RunFailedError(GprofError):
     """The run finished but something in it failed (a variant raised, a check failed)."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+class SamplesLostError(RunFailedError):
+    """The runner could not save what it measured (workload.json would not take it): `report`
+    cannot bring it back, only a new run can."""
 
 
 def check_seconds(value: float | None, flag: str) -> None:

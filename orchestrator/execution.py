@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError, interrupt_in
+from orchestrator.errors import (GprofError, InterruptedRunError, RunFailedError, SamplesLostError, ToolTimeoutError,
+                                 interrupt_in)
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 
@@ -37,6 +38,7 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
         error = exc
     except KeyboardInterrupt:
         error = InterruptedRunError("interrupted")
+    rf.ended = True
     if isinstance(error, ToolTimeoutError):
         on = rf.mark_timed_out()
         if on is not None:
@@ -112,8 +114,9 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
             error = reporting_error(rf, exc, error)
             if stopped:
                 status = "interrupted"
-            else:
-                error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+            else:  # samples the runner could not save are lost: only a new run brings them back
+                error.hint = "free some space and run again" if isinstance(error, SamplesLostError) else \
+                    f"free some space, then `gprof-orch report {rf.path}` writes the reports"
             rf.set_status("interrupted" if stopped else "failed", error.message)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
@@ -150,14 +153,23 @@ def incomplete_error(run: "Run", lost: str | None = None) -> GprofError | None:
         f": their numbers are not whole", hint=(lost or "see each row's note") + "; the rows are kept, marked")
 
 
-def report_error(run: "Run") -> GprofError | None:
-    """The error a run read back carries in its table (incomplete_error), or None; with `.run` set,
-    so that its table is printed with it. A parent folder's children are judged when they run."""
+def report_error(run: Any) -> GprofError | None:
+    """The error a run read back carries in its table (each child of a parent folder judged), or
+    None: variants whose result the runner never saved (RunFailedError, exit 1), or whose
+    profiler's report is not whole (incomplete_error, exit 6). With `.run` set, so that its table
+    is printed with it."""
     from orchestrator.results import Run
+    from reports.schema import NOT_SAVED
 
-    if not isinstance(run, Run):
-        return None
-    error = incomplete_error(run, backends.get(run.backend).lost_events(RunFolder.open(run.path)))
+    lost, error = [], None
+    for r in [run] if isinstance(run, Run) else list((getattr(run, "runs", None) or {}).values()):
+        t = r.table
+        if "status" in t and "variant" in t:
+            lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
+        error = error or incomplete_error(r, backends.get(r.backend).lost_events(RunFolder.open(r.path)))
+    if lost:
+        error = RunFailedError(f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
+                               f"it wrote workload.json again (the rows say `not saved`)")
     if error is not None:
         error.run = run  # type: ignore[attr-defined]
     return error

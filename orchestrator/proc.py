@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.errors import InterruptedRunError, ToolFailedError, ToolNotFoundError, ToolTimeoutError
+from workloads import umask
 
 # after SIGINT to the leader, how long it may take to finish writing (nsys merges its report)
 INTERRUPT_GRACE_S = 60.0
@@ -342,8 +343,7 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
     what `on_interrupt()` chose), ToolNotFoundError when argv[0] cannot be executed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.stdout.log", log_dir / f"{name}.stderr.log"
-    full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env = {**os.environ, umask.UMASK_ENV: umask.current(), **(env or {})}  # nsys starts its target with umask 0
     stop = _STOP_REQUESTS.get(threading.get_ident())
     if stop is not None and stop.is_set():
         raise InterruptedRunError(f"interrupted before {name} started")

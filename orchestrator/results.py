@@ -68,6 +68,7 @@ class Run:
             lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the table holds what was collected")
         w = self.workload
         env = w.get("env") or {}
+        lines += _what_ran_lines(self)
         if w.get("device") == "cpu":
             lines.append("CPU run (no CUDA GPU used): times are host wall-clock; GPU columns are empty.")
         if env.get("peak_bandwidth_bytes_per_s"):
@@ -279,6 +280,33 @@ class MultiRun:
             lines += slow_lines(self.table)
         return lines
 
+
+
+def _what_ran_lines(run: Run) -> list[str]:
+    """The footer's lines on what ran besides what was asked, and what the speedup column leaves
+    out: the baseline that --variants left out (the speedup column is over it), a
+    --workload-file workload that replaced a built-in, variants timed once (no speedup)."""
+    w, lines = run.workload, []
+    asked = (run.manifest.get("request") or {}).get("variants") or []
+    base = w.get("baseline")
+    if asked and base not in asked and any(v.get("name") == base for v in w.get("variants", [])):
+        lines.append(f"baseline {base} run too, for the speedup column (--variants named {', '.join(asked)})")
+    if w.get("replaces_builtin"):
+        lines.append(replaced_builtin(w))
+    once = run.table.loc[run.table.get("samples", pd.Series(dtype=float)) == 1, "variant"].tolist()
+    if once:
+        how = " (nsys on the CPU times each variant's range once: its wall time over the iterations)" \
+            if run.backend == "nsys" and w.get("device") == "cpu" else ""
+        lines.append(f"no speedup for a variant timed once, nor over a baseline timed once: {', '.join(once)} "
+                     f"had one sample{how}; one reading has no spread to tell a difference from noise")
+    return lines
+
+
+def replaced_builtin(w: dict) -> str:
+    """What a run of a --workload-file workload named like a built-in says (workload.json's
+    `replaces_builtin`): the user's workload ran, not the built-in."""
+    return (f"workload {w.get('workload')} is the one in {w.get('workload_source')}, which replaces the "
+            f"built-in {w.get('workload')}")
 
 
 def _kernel_clock_lines(w: dict) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GprofError, ParseError, UsageError
-from reports.schema import SCHEMA_VERSION
+from reports.schema import NOT_SAVED, SCHEMA_VERSION
 from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 
@@ -77,6 +77,8 @@ def _writable_dir(path: Path) -> None:
 class RunFolder:
     path: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    # whether its runner has ended (a folder still `running` may be read while it runs)
+    ended: bool = False
 
     @classmethod
     def create(cls, backend: str, workload: str, *, out: Path | None = None, root: Path | None = None,
@@ -151,7 +153,7 @@ class RunFolder:
         if manifest["schema_version"] > SCHEMA_VERSION:
             raise ParseError(mpath, f"written by a newer gprof-orch (schema {manifest['schema_version']}, "
                                     f"this one reads up to {SCHEMA_VERSION})", hint="upgrade gprof-orch")
-        return cls(path, manifest)
+        return cls(path, manifest, ended=manifest.get("status") != "running")
 
     # -- paths, always inside the folder --------------------------------------------------------
     def file(self, name: str) -> Path:
@@ -271,7 +273,20 @@ class RunFolder:
         problem = _workload_manifest_problem(data)
         if problem:
             raise ParseError(p, f"malformed: {problem}")
+        if self.ended and data.get("status") == "running":
+            _close_unsaved(data)
         return data
+
+
+def _close_unsaved(data: dict[str, Any]) -> None:
+    """A workload.json its runner never ended (it could not write it again, or was killed): the
+    variant it was measuring has no saved result, those it never reached did not run."""
+    for v in data["variants"]:
+        if v.get("status") == "measuring":
+            v.update(status=NOT_SAVED, reason="its result was not saved: the runner stopped while measuring it, "
+                                              "before workload.json was written again")
+        elif v.get("status") == "pending":
+            v.update(status="skipped", reason="not run: the run stopped before it")
 
 
 def _is_number(x: Any, none: bool = False) -> bool:

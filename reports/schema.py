@@ -22,6 +22,9 @@ COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value",
 # a workload.json variant's statuses whose numbers are reported: stopped part-way (interrupted,
 # timed out), it keeps what it took, and its row says so
 SAMPLED = ("ok", "interrupted", "timed out")
+# a variant the runner was measuring when it stopped without saving workload.json again (a full
+# disk, a SIGKILL): its result is lost, and `report` of the folder exits 1 (never a result)
+NOT_SAVED = "not saved"
 # kernel value for rows that describe a whole variant, not one kernel
 ALL_KERNELS = "*"
 # variant value for GPU work outside every variant's range (input creation, warm-up, checks)
@@ -48,6 +51,21 @@ OTHER_THREAD_LAUNCHES = "other_thread_launches"
 # GPU work summed from CUPTI's records (nsys's figure): the CUDA events around the same call, ns,
 # which also hold the GPU's processing of each launch (about 2.4 to 3.2 us a launch on the H200)
 EVENT_CALL = "event_call_ns"
+
+# A median this many times the fastest sample is no steady time, whatever the stop rule says: the
+# machine was busy for most of the samples, or the variant runs at two speeds (a bimodal
+# distribution; 31 samples of 12 ms and 203 us have a narrow CI on the median and an IQR of 0).
+# pyperf warns likewise when the fastest value is under half the mean; the median is used here,
+# as everywhere in the table. Such a row reads `noisy`, its note says why, a warning line too.
+TWO_SPEEDS_RATIO = 2.0
+
+
+def two_speeds_note(median_us: float, min_us: float) -> str:
+    """The note (and the warning's words) of a variant whose median is over TWO_SPEEDS_RATIO
+    times its fastest sample."""
+    return (f"two speeds: the median ({median_us:,.2f} us) is {median_us / min_us:.1f}x the fastest sample "
+            f"({min_us:,.2f} us): a busy machine or a bimodal variant, whatever the noise % says")
+
 
 # What a run's median of a variant times (each backend says which, orchestrator/backends/base.py
 # Backend.measures): `compare` refuses two runs whose medians time different things, as it does

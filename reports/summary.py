@@ -26,6 +26,10 @@ FULL_NAMES_SEP = "; "
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
 
+# the note of a variant timed once (nsys on the CPU: its range's wall time over its iterations;
+# `time --iters 1`): nothing tells its difference from another variant from noise, so no speedup
+SINGLE_SAMPLE = "n=1: one sample, so no spread (IQR, CV) to show and no speedup"
+
 # the per-variant table's columns, and the ones aggregated straight from a metric (reports/schema.py)
 TABLE_COLUMNS = [c.name for c in schema.columns(schema.VARIANT)]
 AGGREGATED = [c for c in schema.columns(schema.VARIANT) if c.source]
@@ -111,9 +115,12 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
         note = _run_notes(row, v, wman, t, note)
         note = _report_notes(row, g, iters, note)
         if t["n"] == 1:
-            note = _also(note, "n=1: one sample, so no spread (IQR, CV) to show")
+            note = _also(note, SINGLE_SAMPLE)
         if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
             note = _also(note, f"high spread: IQR is {t['iqr'] / t['median']:.0%} of the median")
+        if t["n"] >= 5 and t["min"] > 0 and t["median"] > schema.TWO_SPEEDS_RATIO * t["min"]:
+            row["status"] = "noisy" if row["status"] == "ok" else row["status"]
+            note = _also(note, schema.two_speeds_note(t["median"] / 1e3, t["min"] / 1e3))
     row["note"] = note
     return row
 
@@ -251,6 +258,9 @@ def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
         # a range holding others, or a variant whose report is not whole: no ratio to stand on
         table.loc[table["variant"].isin(nested) | (table["status"] == "incomplete"), "speedup_vs_baseline"] = np.nan
+        # a ratio of single readings is noise (SINGLE_SAMPLE), the baseline's or the variant's
+        once = table["samples"] == 1
+        table.loc[once | bool(once[table["variant"] == baseline].any()), "speedup_vs_baseline"] = np.nan
 
 
 def _same_kernels(variants: pd.Series, kernel_sets: dict[str, frozenset[str]]) -> list[str]:
@@ -277,11 +287,15 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
 
 def warnings_for(table: pd.DataFrame) -> list[str]:
     """One warning per variant whose spread is too high to rank it by (unless its median is
-    known to within 1%), saying how to get a steadier number."""
+    known to within 1%), and per variant that ran at two speeds (reports.schema.TWO_SPEEDS_RATIO),
+    saying how to get a steadier number."""
     out = []
     for _, r in table.iterrows():
         # a median known to within 1% ranks variants whatever the spread of single samples
         if "high spread" in str(r["note"]) and not (pd.notna(r.get("noise_pct")) and r["noise_pct"] < 1):
-            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1]}; rerun with more --iters "
-                       f"or on a quieter machine before ranking")
+            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1].split('; ')[0]}; rerun with more "
+                       f"--iters or on a quieter machine before ranking")
+        if "two speeds: " in str(r["note"]):  # whatever noise_pct says: a narrow CI of a mixture
+            out.append(f"{r['variant']}: {r['note'].split('two speeds: ')[-1].split('; ')[0]}; its median and "
+                       f"every speedup over it are no steady time: rerun on a quieter machine before ranking")
     return out

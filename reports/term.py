@@ -27,7 +27,7 @@ SPEEDUP_FASTER = 1.05
 SPEEDUP_SLOWER = 0.95
 
 STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red",
-                 "noisy": "yellow", "incomplete": "red"}
+                 "noisy": "yellow", "incomplete": "red", "not saved": "red"}
 # `compare`'s verdict on B against A
 VERDICT_STYLES = {"faster": "green", "slower": "red", "missing": "yellow"}
 

@@ -70,6 +70,16 @@ def interrupted(args: list[str], out: Path, sig: int) -> subprocess.CompletedPro
     return subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
 
 
+def file_size_limited(args: list[str], kib: int) -> subprocess.CompletedProcess:
+    """A run whose files may not grow past `kib` KiB (`ulimit -f`; SIGXFSZ ignored, so a write
+    past it fails with EFBIG as a write to a full disk fails with ENOSPC)."""
+    import shlex
+
+    argv = shlex.join([sys.executable, "-m", "orchestrator", *args])
+    return subprocess.run(["bash", "-c", f"ulimit -f {kib}; trap '' XFSZ; exec {argv}"], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "GPROF_NO_PROGRESS": "1"}, timeout=600)
+
+
 def cases(tmp: Path):
     slow = REPO / "tests/fixtures/workloads/faults.py"
     wf = ["--workload-file", str(slow)]
@@ -114,6 +124,9 @@ def cases(tmp: Path):
                                                         tmp / "term", signal.SIGTERM)
     yield "SIGINT mid-run (nsys, real)", lambda: interrupted(["nsys", "slowsq", *wf, "--device", "cpu", "--iters",
                                                               "2000"], tmp / "nsys-int", signal.SIGINT)
+    yield "full folder (ulimit -f 16): the runner cannot save workload.json", lambda: file_size_limited(
+        ["time", "square", "--device", "cpu", "--size", "1000", "--iters", "5000", *o("fsize")], 16)
+    yield "full folder (ulimit -f 16): report of that folder", lambda: cli("report", str(tmp / "fsize"))
     yield "unwritable --out", lambda: cli("time", "square", *CPU, "-o", "/proc/version/run")
     busy = tmp / "busy"
     busy.mkdir()

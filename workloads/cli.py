@@ -11,10 +11,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from workloads import registry, runner, timers
+from workloads import registry, runner, timers, umask
 from workloads.errors import GprofError, RunnerUsageError, WorkloadCodeError
 from workloads.manifest import mark
-from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, MODES, RunSpec
+from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_OK, EXIT_USAGE, MODES, RunSpec
 from workloads.shapes import parse_shape
 from workloads.stopping import StopRule
 
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     # the parent stops this process with SIGINT; a shell starts a background job (`cmd &`) with
     # SIGINT ignored, and Python keeps an ignored SIGINT ignored: the run went on to its end
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    umask.restore()  # the orchestrator's (nsys starts its target with umask 0)
     args = build_parser().parse_args(argv)
     if args.command == "list":
         return _list(args)
@@ -139,8 +140,8 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"gprof-orch runner: {exc}")
         return EXIT_USAGE
     except OSError as exc:  # the output folder: full, read-only, gone
-        _say(f"gprof-orch runner: cannot write {exc.filename or out}: {exc.strerror}")
-        return EXIT_CRASHED
+        _say(f"gprof-orch runner: could not save the samples: cannot write {exc.filename or out}: {exc.strerror}")
+        return EXIT_NOT_SAVED
     except Exception as exc:
         if isinstance(exc, GprofError):
             print(f"gprof-orch runner: {exc.message}", file=sys.stderr)

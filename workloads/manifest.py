@@ -11,6 +11,9 @@ from typing import Any
 MANIFEST = "workload.json"
 # the shape of workload.json, which the runner and the capture importers write and the reports read
 SCHEMA_VERSION = 1
+# the runner's exit code when the run folder would not take workload.json (a full disk): what it
+# measured since the last save is lost (the parent says so: orchestrator/backends/base.py)
+EXIT_NOT_SAVED = 4
 
 
 class Manifest:
@@ -21,10 +24,20 @@ class Manifest:
         self.save()
 
     def save(self) -> None:
+        """Write workload.json: a temporary file renamed over it, so a failed write (a full disk)
+        leaves the last complete one, and no half-written temporary beside it. Raises OSError
+        naming workload.json."""
         # the parent's orchestrator.runfolder.write_json does the same; the child imports nothing above it
         tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps(self.data, indent=1, default=str))
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
 
 
 def started(man: Manifest, name: str, step: str) -> None:

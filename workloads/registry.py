@@ -30,6 +30,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16")
 
+# the shapes of a workload that names none (the built-ins): 1e8 elements on a GPU, 1e6 on the CPU
+GPU_DEFAULT_SHAPE, CPU_DEFAULT_SHAPE = (10000, 10000), (1000, 1000)
+
 # Default relative-error bound of a check, by dtype: float32 arithmetic lands far below 1e-4;
 # half types round every element to 8 or 11 bits.
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "float16": 1e-2, "bfloat16": 2e-2}
@@ -90,13 +93,17 @@ class Workload:
     bytes_moved: Callable[[int, int], int]
     baseline: str = ""
     make_input: Callable[[tuple[int, ...], str, str, int], Any] = _default_input
-    default_shape: tuple[int, ...] = (10000, 10000)
-    cpu_default_shape: tuple[int, ...] = (1000, 1000)
+    # the shape a run without --size takes: default_shape on a GPU, cpu_default_shape on the CPU;
+    # a workload that sets only default_shape runs it on the CPU too (__post_init__ settles both)
+    default_shape: tuple[int, ...] | None = None
+    cpu_default_shape: tuple[int, ...] | None = None
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     # device bytes per input element that a run needs at most (input, output, float64 reference,
     # temporaries); used to refuse a size before allocating
     bytes_per_element: Callable[[int], int] = lambda itemsize: 3 * itemsize + 16
     source: str = "built-in"
+    # a --workload-file workload named like a built-in replaces it (the user's wins), and says so
+    replaces_builtin: bool = False
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -112,6 +119,10 @@ class Workload:
             self.baseline = names[0]
         if self.baseline not in names:
             raise ValueError(f"workload {self.name!r}: baseline {self.baseline!r} is not a variant")
+        if self.cpu_default_shape is None:
+            self.cpu_default_shape = self.default_shape or CPU_DEFAULT_SHAPE
+        if self.default_shape is None:
+            self.default_shape = GPU_DEFAULT_SHAPE
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -169,7 +180,7 @@ def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]
     """Plain data for `list --json` and for checking a request in a process that must not import
     a user's workload file (the orchestrator asks `python -m workloads list --json` instead)."""
     return [{"workload": w.name, "description": w.description, "baseline": w.baseline,
-             "dtypes": list(w.dtypes), "source": w.source,
+             "dtypes": list(w.dtypes), "source": w.source, "replaces_builtin": w.replaces_builtin,
              # the shape a run without --size takes, by device (the parent settles it: workloads/spec.py)
              "default_shape": list(w.default_shape), "cpu_default_shape": list(w.cpu_default_shape),
              "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
@@ -181,7 +192,7 @@ def load_file(path: str | Path) -> list[Workload]:
     """Import a user's Python file and register every `Workload` it defines at module level.
 
     The file may build `Workload(...)` objects under any names, or list them in `WORKLOADS`.
-    A workload with a built-in's name replaces it for this process.
+    A workload with a built-in's name replaces it for this process (`replaces_builtin` says so).
     """
     path = Path(path).resolve()
     if not path.is_file():
@@ -205,5 +216,7 @@ def load_file(path: str | Path) -> list[Workload]:
     _load_builtins()
     for w in found:
         w.source = str(path)
+        prior = _REGISTRY.get(w.name)
+        w.replaces_builtin = prior is not None and prior is not w and (prior.source == "built-in" or prior.replaces_builtin)
         register(w, replace=True)
     return found

@@ -21,14 +21,15 @@ from typing import Any
 from workloads import registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
-from workloads.manifest import MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
+from workloads.manifest import EXIT_NOT_SAVED, MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.profiled import run_profiled, run_torch_trace
 from workloads.spec import MODES, RunSpec, resolve
 from workloads.timed import run_timed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-__all__ = ["EXIT_CRASHED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "MODES", "RunSpec", "run"]
+__all__ = ["EXIT_CRASHED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_NOT_SAVED", "EXIT_OK", "EXIT_USAGE", "MODES",
+           "RunSpec", "run"]
 
 
 def run(spec: RunSpec) -> int:
@@ -165,6 +166,7 @@ def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[reg
         "schema_version": SCHEMA_VERSION,
         "workload": workload.name,
         "workload_source": workload.source,
+        "replaces_builtin": workload.replaces_builtin,
         "description": workload.description,
         "baseline": workload.baseline,
         "mode": spec.mode,

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import proc
-from orchestrator.errors import GprofError, InterruptedRunError, ToolFailedError, UsageError
+from orchestrator.errors import GprofError, InterruptedRunError, SamplesLostError, ToolFailedError, UsageError
 from orchestrator.request import Request, resolve_spec
 from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
 from reports.schema import MergedTime
+from workloads.manifest import EXIT_NOT_SAVED
 from workloads.spec import SPEC_FILE, RunSpec
 
 if TYPE_CHECKING:  # pandas at run time only where a report is built (parse)
@@ -166,6 +167,13 @@ class Backend:
             hint = "SIGKILL often means the machine ran out of memory: try a smaller --size" if -rc == 9 else None
             return ToolFailedError(f"{step.name} was killed by {sig}", argv=res.argv, returncode=rc,
                                    log_tail=res.tail(), hint=hint, log=res.stderr)
+        if rc == EXIT_NOT_SAVED and step.name == "workload":
+            # its stderr may be on the same full disk: the exit code alone says what happened
+            why = last.removeprefix("could not save the samples: ") if last else "writing workload.json failed"
+            return SamplesLostError(f"the workload runner could not save its samples ({why}): what it measured since "
+                                  f"workload.json was last saved is lost; workload.json keeps that last save",
+                                  log=res.stderr, hint="free some space and run again (`gprof-orch report` "
+                                  "shows only what workload.json kept)")
         if rc == 3 and step.name == "workload":
             # where it failed and why, not the whole traceback (that stays in the log)
             why = f": {last.removeprefix('crashed: ')}" if last else " and left no message (its log is empty)"
