@@ -55,7 +55,14 @@ MEASURES = {
     "kernels-only": "the GPU time of the variant's own kernels per call, memsets and copies left out",
     "stream": "the CUDA events around each call: launch processing and gaps between kernels included",
     "replay": "each kernel replayed alone by ncu, serialised, caches flushed, at ncu's clock setting",
-    "host": "host wall-clock time per call (no GPU time of its own recorded)",
+    "host": "the host's wall-clock time per call, no profiler attached",
+    # on the CPU a profiler's times are the host's too, but with the profiler's own cost in them
+    # (under torch.profiler, recording each op, mul of square once read +197% against `time` on the same CPU): a measure
+    # of its own per profiler, never set beside the bare clock's
+    "host-nsys": "the host's wall-clock time per call under nsys, its tracing's cost included",
+    "host-torch-trace": "the host's wall-clock time per call under torch.profiler, its recording of each op "
+                        "included",
+    "host-proton": "the host's wall-clock time per call under proton, its instrumentation included",
 }
 
 

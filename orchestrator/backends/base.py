@@ -66,8 +66,10 @@ class Backend:
     merged: MergedTime | None = None
     # it measures only on an NVIDIA GPU: elsewhere `all` skips it, saying so
     needs_gpu = False
-    # what its median times on a GPU (reports.schema.MEASURES); a CPU run times the host
+    # what its median times on a GPU (reports.schema.MEASURES)
     measure = "kernels"
+    # what it times on the CPU: the host, bare (`time`) or under its profiler, whose cost is in it
+    host_measure = "host"
     # the help of its command, `gprof-orch NAME WORKLOAD` (the registry holds the one-line summary)
     help = ""
     # set by plan() while it builds the commands: runner_argv() writes no spec.json then
@@ -77,7 +79,7 @@ class Backend:
         """variant -> what its median times (reports.schema.MEASURES), from its run's workload.json
         and unified frame: `compare` refuses to set two different ones side by side. Override
         where it varies by variant (time's clock, a captured range with no GPU work)."""
-        what = "host" if workload.get("device") == "cpu" else self.measure
+        what = self.host_measure if workload.get("device") == "cpu" else self.measure
         return {v["name"]: what for v in workload.get("variants", [])}
 
     @classmethod

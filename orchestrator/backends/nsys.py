@@ -38,6 +38,7 @@ class NsysBackend(ToolBackend):
     name = "nsys"
     tool = "nsys"
     mode = "profile"
+    host_measure = "host-nsys"
     default_iters = 20
     default_warmup = 3
     merged = MergedTime("nsys_us", "nsys us", "nsys", on_gpu="kernel durations per iteration",

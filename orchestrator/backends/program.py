@@ -39,14 +39,15 @@ class ProgramBackend(ToolBackend):
     tool = "nsys"
     mode = "capture"
     merged = None  # a user's program is not one of `all`'s backends
+    host_measure = "host-nsys"
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
         """A range with no GPU activity of its own (no kernel, memset or copy attributed to it) is
-        timed by its wall time: the host's."""
+        timed by its wall time: the host's, under nsys."""
         out = super().measures(workload, frame)
         gpu = set(frame.loc[frame["metric"].isin(list(ACTIVITY_METRIC.values())), "variant"]) if not frame.empty else set()
-        return {v: m if v in gpu else "host" for v, m in out.items()}
+        return {v: m if v in gpu else self.host_measure for v, m in out.items()}
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
