@@ -1,6 +1,8 @@
 """Run folders read back: a Run (one backend's folder) or a MultiRun (an `all`, sweep or
 each-gpu folder of child runs), built from what the folder holds, with their report files.
-Reading never runs a profiler and needs no GPU; `load_run(..., write=False)` writes nothing."""
+Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
+`write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
+nsys's export of the report it wrote)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import ParseError
+from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
 
 
@@ -119,8 +121,10 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
     from reports import kernels, summary, why
 
-    wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
+    if frame is None:
+        backend.complete(rf, write=write)
+    wman = rf.workload_manifest()
     if frame is None:
         frame = backend.parse(rf)
     table = summary.variant_table(frame, wman)
@@ -311,7 +315,8 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
             try:
                 child = RunFolder.open(folder)
                 runs[name] = build_report(child, write=children_write and child.writable())
-            except ParseError as exc:  # one damaged result does not take the others' table with it
+            except (ParseError, ToolNotFoundError, ToolFailedError) as exc:
+                # one damaged result (or one whose export cannot be made) does not take the others' table with it
                 unreadable[name] = exc.render().splitlines()[0]
         elif child.get("status") == "ok":
             # the parent saw it end with results: its folder was moved or deleted since

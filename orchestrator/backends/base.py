@@ -183,6 +183,13 @@ class Backend:
         orchestrator/parsers."""
         raise NotImplementedError
 
+    def complete(self, rf: RunFolder, *, write: bool) -> None:
+        """Make what a run stopped before its last step left undone, from what its folder holds,
+        before its report is read (results.build_report): `gprof-orch report` of a folder whose
+        run was interrupted. `write` False (a reading that writes nothing, `compare`): raise
+        ParseError saying how instead. Override where a tool's step can be made after the run
+        (nsys's export); nothing by default."""
+
     def warnings(self, rf: RunFolder) -> list[str]:
         """What the tool's own logs say that the reader of the table must know (lost events,
         proton's messages). Override where the tool logs such things; none by default."""

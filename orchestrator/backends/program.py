@@ -19,11 +19,12 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
+from orchestrator.backends.nsys_export import export_step, pending_export
 from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, UNREADABLE_REPORT, no_report
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
-from orchestrator.runfolder import RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
@@ -63,8 +64,18 @@ class ProgramBackend(ToolBackend):
         return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
 
     def _export_step(self, req: ProgramRequest, run_dir: Path, rep: Path | None = None) -> Step:
-        return Step("nsys-export", [self.exe(req), "export", "--type=sqlite", f"--output={run_dir / SQLITE}",
-                                    "--force-overwrite=true", str(rep or run_dir / REPORT)])
+        return export_step(self.exe(req), run_dir, rep)
+
+    def complete(self, rf: RunFolder, *, write: bool) -> None:
+        """The export of the report nsys wrote, where the run stopped before it (nsys_export), and
+        the workload.json of its ranges, which the run writes from the export."""
+        from orchestrator.capture import write_workload
+
+        step = pending_export(rf, write)
+        if step is not None:
+            self._export(step, rf)
+            if not (rf.path / WORKLOAD_MANIFEST).is_file():
+                write_workload(rf)
 
     def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
         """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
