@@ -105,8 +105,13 @@ class ProgramBackend(ToolBackend):
         if interrupted:
             raise interrupted
         if res is not None and res.returncode != 0:
-            # nsys exits with the program's status: the program failed; its ranges are still reported
-            raise RunFailedError(f"the program exited with status {res.returncode}", log=res.stderr,
+            # nsys exits with the program's status: the program failed; its ranges are still reported.
+            # Its stderr passes through nsys to the log: what it said last is why (a missing file)
+            said = _last_lines(res.stderr)
+            last = said.splitlines()[-1] if said else ""
+            raise RunFailedError(f"the program exited with status {res.returncode}" + (f": {last}" if last else ""),
+                                 log=res.stderr, log_tail=said if "\n" in said else "",
+                                 tail_title="the program's last lines on stderr",
                                  hint=f"its output is in {rf.logs}/nsys-profile.*.log")
 
     def ingest(self, req: ProgramRequest, rf: RunFolder, src: Path, kind: str) -> None:
@@ -148,6 +153,13 @@ class ProgramBackend(ToolBackend):
     def warnings(self, rf: RunFolder) -> list[str]:
         """The capture's own notes (from the manifest) and what nsys's log said about lost events."""
         return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
+
+
+def _last_lines(log: Path, lines: int = 10) -> str:
+    """The last non-empty lines of a log as a terminal shows them (a progress bar redrawn with
+    carriage returns: its last state)."""
+    text = [ln.rsplit("\r", 1)[-1].rstrip() for ln in proc.log_tail(log, 4 * lines).splitlines()]
+    return "\n".join([ln for ln in text if ln.strip()][-lines:])
 
 
 def stop_program_first(run_dir: Path, argv: list[str]):
