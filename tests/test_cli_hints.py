@@ -31,3 +31,21 @@ def test_a_failed_program_says_what_it_wrote_on_stderr(tmp_path):
     assert "the program's last lines on stderr:\n" in res.stderr and f"  | {said}" in res.stderr
     assert '  |   File "' in res.stderr and 'json/decoder.py", line' in res.stderr
     assert said in json.loads(res.stdout)["error"]["message"]
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_doctor_check_leaves_no_scratch_folder(tmp_path):
+    # each call left a gprof-doctor-* folder of about 700 KB (the checks' reports) in $TMPDIR
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = run_cli("doctor", "--check", env={**ENV, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "[pass] nsys" in res.stdout and "[pass] torch.profiler" in res.stdout
+    assert not list(tmp.glob("gprof-doctor-*"))
+    # --debug keeps it, and says where
+    res = run_cli("--debug", "doctor", "--check", env={**ENV, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    kept = list(tmp.glob("gprof-doctor-*"))
+    assert len(kept) == 1 and f"the checks' reports and logs are kept in {kept[0]}" in res.stderr
+    assert (kept[0] / "nsys-check.nsys-rep").is_file() and (kept[0] / "nsys.stdout.log").is_file()
