@@ -57,8 +57,8 @@ class Run:
         # a capture's ranges can hold different counts: each variant's is in its row (n)
         count = (f"{w['iters']} iters" if w.get("iters") else f"sampled to +-{noise}%" if noise is not None
                  else "iterations per variant")
-        return (f"{self.backend} {w.get('workload', '')} | {shape} {w.get('dtype', '')} on {dev} | "
-                f"{count} | {self.path}")
+        return heading(_words(self.backend, w.get("workload")), _words(shape, w.get("dtype"), dev and f"on {dev}"),
+                       count, self.path)
 
     def footer(self) -> list[str]:
         """The lines printed under the table: how the run ended, what the columns are measured
@@ -115,6 +115,17 @@ class Run:
         if "why" in self.table:  # reports/why.py: one line per variant, from measured facts
             lines += [f"why {r.variant}: {r.why}" for r in self.table.itertuples() if r.why]
         return lines
+
+
+def heading(*fields: Any) -> str:
+    """A table's one-line heading: its non-empty fields joined by " | " (a capture has no shape
+    nor dtype: "program mine | on cpu", never "program mine |   on cpu")."""
+    return " | ".join(str(f) for f in fields if f)
+
+
+def _words(*words: Any) -> str:
+    """The non-empty words, one space between them."""
+    return " ".join(str(w) for w in words if w)
 
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
@@ -235,7 +246,7 @@ class MultiRun:
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
         what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
-        return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
+        return heading(self.manifest.get("workload"), _words(what, dev and f"on {dev}"), self.path)
 
     def footer(self) -> list[str]:
         """The lines printed under the merged table: how the run ended, the children skipped or

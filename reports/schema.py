@@ -166,6 +166,8 @@ REPORT_COLUMNS: list[Column] = [
     Column("b_pct_of_peak_bw", "B % peak BW", "{:.1f}", tables=(COMPARE,)),
     Column("peak_bw_change_pct", "% peak BW change", "{:+.1f}", tables=(COMPARE,)),
     Column("verdict", "verdict", tables=(COMPARE, EACH_GPU)),
+    # whether B/A is further from 1 than the runs' spread (IQR) allows: what --fail-if-slower gates on
+    Column("beyond_spread", "beyond spread", tables=(COMPARE,)),
     Column("slow", "slow", tables=(EACH_GPU,), shown=False),  # the verdict, as a bool for scripts
     Column("time_median_us", "median us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),
     Column("time_iqr_us", "IQR us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),

@@ -3,6 +3,7 @@
 `report` of a file. Through the real CLI (run_cli), with real nsys where a program is profiled."""
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,48 @@ def test_doctor_check_leaves_no_scratch_folder(tmp_path):
     kept = list(tmp.glob("gprof-doctor-*"))
     assert len(kept) == 1 and f"the checks' reports and logs are kept in {kept[0]}" in res.stderr
     assert (kept[0] / "nsys-check.nsys-rep").is_file() and (kept[0] / "nsys.stdout.log").is_file()
+
+
+CAPTURE = Path(__file__).resolve().parent / "fixtures" / "nsys" / "cpu_nvtx0210_gprof" / "capture.sqlite"
+
+
+def test_a_heading_drops_its_empty_fields(tmp_path):
+    # a capture has no shape nor dtype: its heading read "program capture |   on cpu | ..."
+    res = run_cli("import", str(CAPTURE), "-o", str(tmp_path / "imp"))
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first == f"program capture | on cpu | iterations per variant | {tmp_path / 'imp'}"
+    res = run_cli("report", str(tmp_path / "imp"), "--format", "markdown")
+    assert res.returncode == 0 and "program capture | on cpu | iterations per variant" in res.stdout, res.stderr
+    assert "program capture | on cpu | iterations per variant" in (tmp_path / "imp" / "report.md").read_text()
+
+
+def test_compare_names_its_spread_column(h200_run):
+    a = h200_run("time-square")
+    res = run_cli("compare", str(a), str(a))
+    assert res.returncode == 0, res.stderr
+    header = res.stdout.splitlines()[1]
+    assert "  verdict  " in header and "  beyond spread" in header
+    assert "beyond_spread" not in res.stdout
+    # JSON and CSV keep the column's name
+    assert "beyond_spread" in json.loads(run_cli("compare", str(a), str(a), "--json").stdout)["variants"][0]
+
+
+def test_report_of_a_file_says_it_is_one(tmp_path, h200_run):
+    loose = tmp_path / "loose.sqlite"
+    loose.write_bytes(CAPTURE.read_bytes())
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a run\n")
+    folder = h200_run("time-square")
+    for path, hint in ((loose, f"hint: a capture: `gprof-orch import {loose}` reads it into a run folder"),
+                       (notes, "hint: report and compare read run folders, which every run writes (--out FOLDER)"),
+                       (folder / "workload.json", f"hint: it is in the run folder {folder}: `gprof-orch report {folder}`")):
+        res = run_cli("report", str(path))
+        assert res.returncode == 4, res.stderr
+        assert f"error: cannot read {path}: a file, not a run folder\n{hint}\n" in res.stderr
+        assert "no such run folder" not in res.stderr and res.stdout == ""
+    res = run_cli("compare", str(loose), str(folder))
+    assert res.returncode == 4 and "a file, not a run folder" in res.stderr and "gprof-orch import" in res.stderr
+    # a path that is nothing at all is still no run folder
+    res = run_cli("report", str(tmp_path / "none"))
+    assert res.returncode == 4 and "no such run folder" in res.stderr
