@@ -50,13 +50,13 @@ def test_report_exports_what_nsys_wrote_and_gives_the_same_table(nsys_run, tmp_p
     # compare writes nothing: it says the export is missing and how to make it
     res = run_cli("compare", str(src), str(folder), env=ENV)
     assert res.returncode == 4, res.stderr
-    assert "report.sqlite: no such file: nsys wrote report.nsys-rep but its SQLite export was never made" in res.stderr
+    assert "report.sqlite: no such file: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made" in res.stderr
     assert f"hint: `gprof-orch report {folder}` makes the export" in res.stderr
     assert not (folder / "report.sqlite").exists()
 
     res = run_cli("report", str(folder), "--json", env=ENV)
     assert res.returncode == 0, res.stderr
-    assert "its SQLite export was never made (the run stopped during `nsys export`); making it now" in res.stderr
+    assert "the run stopped before its SQLite export was made; making it now" in res.stderr
     doc = json.loads(res.stdout)
     assert _medians(doc) == _medians(whole) and set(_medians(doc)) == {"torch_square", "mul"}
     assert all(v is not None for v in _medians(doc).values())
@@ -83,7 +83,7 @@ def test_without_nsys_report_says_where_the_report_can_be_read(nsys_run, tmp_pat
     (folder / "manifest.json").write_text(json.dumps(man))
     res = run_cli("report", str(folder), env={"GPROF_NSYS": "/nonexistent/nsys"})
     assert res.returncode == 3, res.stderr
-    assert f"cannot report {folder}: nsys wrote report.nsys-rep but its SQLite export was never made" in res.stderr
+    assert f"cannot report {folder}: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made" in res.stderr
     assert "nsys is needed to make it: $GPROF_NSYS=/nonexistent/nsys is not an executable file" in res.stderr
     assert f"or, where nsys is, `gprof-orch import {folder}/report.nsys-rep`" in res.stderr
     assert "Traceback" not in res.stderr and not (folder / "report.sqlite").exists()
@@ -106,3 +106,16 @@ def test_report_of_an_exec_folder_stopped_in_its_export(tmp_path):
     wman = json.loads((folder / "workload.json").read_text())
     assert [(v["name"], v["iters"]) for v in wman["variants"]] == [("step", 3)]
     assert json.loads((folder / "manifest.json").read_text())["commands"][-1]["step"] == "nsys-export"
+
+
+def test_a_cut_short_report_is_unreadable_not_a_failed_tool(nsys_run, tmp_path):
+    # stopped while nsys wrote the report: `nsys export` cannot read it (exit 4, nsys's own words)
+    src, _ = nsys_run
+    folder = _stopped_in_export(src, tmp_path / "stopped")
+    data = (src / "report.nsys-rep").read_bytes()
+    (folder / "report.nsys-rep").write_bytes(data[: len(data) // 10])
+    res = run_cli("report", str(folder), env=ENV)
+    assert res.returncode == 4, res.stderr
+    assert f"error: cannot read {folder}/report.nsys-rep: Exportation error:" in res.stderr
+    assert "hint: cut short: the run was stopped while nsys wrote it, so there is nothing to export" in res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
-from orchestrator.backends.nsys_export import REPORT, SQLITE, export_step, pending_export
+from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, SAFE_LAUNCHES, no_report
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
@@ -125,7 +125,7 @@ class NsysBackend(ToolBackend):
         """The export of the report nsys wrote, where the run stopped before it (nsys_export)."""
         step = pending_export(rf, write)
         if step is not None:
-            self._export(step, rf)
+            export_pending(lambda: self._export(step, rf), rf)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         from orchestrator.parsers import nsys_chrome

@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from orchestrator import tools
 from orchestrator.backends.base import Step
-from orchestrator.errors import ParseError, ToolNotFoundError
+from orchestrator.backends.nsys_failures import unreadable_report
+from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
 
@@ -35,7 +37,7 @@ def pending_export(rf: RunFolder, write: bool) -> Step | None:
     ToolNotFoundError (exit 3) saying where the report can still be read."""
     if not unexported(rf):
         return None
-    what = f"nsys wrote {REPORT} but its SQLite export was never made (the run stopped during `nsys export`)"
+    what = f"nsys wrote {REPORT}, but the run stopped before its SQLite export was made"
     if not write:
         raise ParseError(rf.path / SQLITE, f"no such file: {what}",
                          hint=f"`gprof-orch report {rf.path}` makes the export (the folder must be writable)")
@@ -51,3 +53,16 @@ def pending_export(rf: RunFolder, write: bool) -> Step | None:
                                      f"or, where nsys is, `gprof-orch import {rf.path / REPORT}`") from None
     print(f"gprof-orch: {rf.path}: {what}; making it now", file=sys.stderr, flush=True)
     return export_step(str(found.path), rf.path.resolve())
+
+
+def export_pending(export: Callable[[], None], rf: RunFolder) -> None:
+    """Run a backend's `export` of the report pending_export() found; a report nsys cannot read
+    (the run was stopped while nsys wrote it) is a ParseError (exit 4), not a failed tool."""
+    try:
+        export()
+    except ToolFailedError as exc:
+        err = unreadable_report(exc, rf.path / REPORT, "cut short: the run was stopped while nsys wrote it, "
+                                                       "so there is nothing to export")
+        if err is None:
+            raise
+        raise err from exc

@@ -19,11 +19,11 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
-from orchestrator.backends.nsys_export import export_step, pending_export
-from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, UNREADABLE_REPORT, no_report
+from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
+from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
@@ -73,7 +73,7 @@ class ProgramBackend(ToolBackend):
 
         step = pending_export(rf, write)
         if step is not None:
-            self._export(step, rf)
+            export_pending(lambda: self._export(step, rf), rf)
             if not (rf.path / WORKLOAD_MANIFEST).is_file():
                 write_workload(rf)
 
@@ -123,14 +123,10 @@ class ProgramBackend(ToolBackend):
             try:
                 self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
             except ToolFailedError as exc:
-                # nsys's own word for a report it cannot read (empty, cut short, not a report):
-                # the input is damaged (exit 4), not the tool
-                said = [ln.strip() for ln in exc.log_tail.splitlines() if ln.startswith(UNREADABLE_REPORT)]
-                if not said:
+                err = unreadable_report(exc, src, "a damaged or cut-short .nsys-rep; its .sqlite export, where one "
+                                                  "was made, imports too")
+                if err is None:
                     raise
-                err = ParseError(src, said[-1], hint="a damaged or cut-short .nsys-rep; its .sqlite export, "
-                                 "where one was made, imports too")
-                err.log = exc.log
                 raise err from exc
             return
         name = SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
