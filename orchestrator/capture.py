@@ -242,6 +242,27 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
     return _finish_run(rf, req, step, source=str(src), manifest=manifest)
 
 
+def write_workload(rf) -> None:
+    """The workload.json of a folder whose run stopped before it was written (during `nsys
+    export`), once the export is made (`gprof-orch report`): the ranges the run's request picks,
+    as _finish_run() would have written them."""
+    from orchestrator.parsers import compressed
+    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
+
+    asked = rf.manifest.get("request") or {}
+    req = ProgramRequest(**{k: v for k, v in asked.items() if k in ProgramRequest.__dataclass_fields__})
+    src = Path(req.capture) if req.capture else None
+    borrowed = sibling_workload(src) if src is not None and src.is_file() else None
+    with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:
+        wman = workload_manifest(ns.read_export(plain, lean=True), plain, req.filter, name=req.workload_name(),
+                                 source=req.capture or " ".join(req.argv), iters_per_range=req.iters or 1,
+                                 borrowed=borrowed)
+    if rf.manifest.get("status") == "interrupted":
+        _stopped_inside(wman, InterruptedRunError("interrupted"))
+    write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
+
+
 def _located(sqlite: Path) -> Path | None:
     """The run's export, or its .xz/.gz, if there is one."""
     for p in (sqlite, sqlite.with_name(sqlite.name + ".xz"), sqlite.with_name(sqlite.name + ".gz")):

@@ -292,9 +292,11 @@ def list_cmd(workload_file, timeout, as_json) -> None:
 @click.option("--ncu", default=None, help="Path to ncu.")
 @click.option("--check", is_flag=True, help="Also prove each tool works: a tiny real run of torch.profiler, nsys, ncu.")
 @click.option("--json", "as_json", is_flag=True)
-def doctor(nsys, ncu, check, as_json) -> None:
+@click.pass_context
+def doctor(ctx, nsys, ncu, check, as_json) -> None:
     """Show what this machine has: GPU, driver, CUDA, torch, triton, nvtx, nsys, ncu,
-    and how to get what is missing. With --check, run each tool for real (exit 1 if one fails).
+    and how to get what is missing. With --check, run each tool for real (exit 1 if one fails);
+    their reports and logs are removed after, kept where a failed check points at them or with --debug.
 
     \b
     Example:
@@ -305,7 +307,13 @@ def doctor(nsys, ncu, check, as_json) -> None:
 
     report = doc.collect(nsys=nsys, ncu=ncu)
     if check:
-        report["checks"] = doc.check_tools(nsys=nsys, ncu=ncu)
+        scratch = None
+        if (ctx.obj or {}).get("debug") or os.environ.get("GPROF_DEBUG") == "1":
+            import tempfile
+
+            scratch = Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
+            click.echo(f"gprof-orch: doctor --check: the checks' reports and logs are kept in {scratch}", err=True)
+        report["checks"] = doc.check_tools(nsys=nsys, ncu=ncu, scratch=scratch)
     failed = [c["check"] for c in report.get("checks", []) if c["ok"] is False]
     if as_json:
         report = {"status": "failed" if failed else "ok", "exit_code": EXIT_RUN_FAILED if failed else 0,

@@ -36,7 +36,7 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     """Compare two runs of one workload variant by variant: B's median over A's, and whether
     the change is larger than the runs' own spread (IQR). Runs of another workload, size, shape,
     dtype or kernels, whose medians time other things (CUDA events against kernel durations, ncu's
-    replay, host time), or timed another way (L2 flush, hold, CUDA graph) are refused (exit 2)
+    replay, the host's time bare or under a profiler), or timed another way (L2 flush, hold, CUDA graph) are refused (exit 2)
     unless --allow-mismatch; sweeps are compared point by point on size and dtype; a variant skipped or failed in either run is `missing`. On different
     GPUs, % of peak bandwidth is compared beside time. For CI gates, --fail-if-slower.
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from orchestrator.errors import ParseError
 from orchestrator.results import MultiRun, Run, load_run
+from reports.schema import MEASURES
 
 
 def compare(path_a: str | Path, path_b: str | Path, *,
@@ -77,12 +78,16 @@ def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[li
     from orchestrator.errors import UsageError
     from reports import merge
 
-    measured = _measure_mismatches(ra, rb)
+    apart = _measures_apart(ra, rb)
+    measured = [f"what the medians time ({', '.join(vs)}): A {a}, {MEASURES[a]}; B {b}, {MEASURES[b]}"
+                for (a, b), vs in apart.items()]
     timing = merge.timing_mismatches(ra.workload, rb.workload) + measured
     differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + timing
     if differ and not allow_mismatch:
+        on_host = any(a in HOST_MEASURES and b in HOST_MEASURES for a, b in apart)
+        like = (HOST_LIKE_FOR_LIKE if on_host else LIKE_FOR_LIKE) + "; " if timing else ""
         raise UsageError(f"cannot compare {names}: " + "; ".join(differ),
-                         hint=(LIKE_FOR_LIKE + "; " if timing else "") + "--allow-mismatch compares them anyway")
+                         hint=like + "--allow-mismatch compares them anyway")
     return differ, bool(measured)
 
 
@@ -90,16 +95,19 @@ def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[li
 LIKE_FOR_LIKE = ("compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
                  "torch-trace time the kernels, `time --no-flush-l2` leaves the cache as nsys's loop does; an "
                  "`all` folder's runs are its subfolders (ALL/nsys)")
+# the host's times, bare or under a profiler (reports.schema.MEASURES): a CPU run's
+HOST_MEASURES = tuple(m for m in MEASURES if m.startswith("host"))
+HOST_LIKE_FOR_LIKE = ("on the CPU every backend times the host, and only `time` without a profiler's cost in it: "
+                      "compare runs of one backend (time with time, torch-trace with torch-trace)")
 
 
-def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
-    """The variants measured in both runs whose medians time different things
-    (reports.schema.MEASURES), each backend saying what its own do: events against kernel
-    durations, a replay, the host. A variant one run lacks, skipped or failed is `missing`
-    instead, which a gate fails on."""
+def _measures_apart(ra: Run, rb: Run) -> dict[tuple[str, str], list[str]]:
+    """(A's measure, B's) -> the variants measured in both runs whose medians time different
+    things (reports.schema.MEASURES), each backend saying what its own do: events against kernel
+    durations, a replay, the host bare or under a profiler. A variant one run lacks, skipped or
+    failed is `missing` instead, which a gate fails on."""
     from orchestrator import backends
     from reports.merge import MEASURED
-    from reports.schema import MEASURES
 
     ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
     both = set.intersection(*(set(t.loc[t["status"].isin(MEASURED), "variant"]) if "status" in t else set()
@@ -107,8 +115,7 @@ def _measure_mismatches(ra: Run, rb: Run) -> list[str]:
     apart: dict[tuple[str, str], list[str]] = {}
     for v in (v for v in ma if v in mb and v in both and ma[v] != mb[v]):
         apart.setdefault((ma[v], mb[v]), []).append(v)
-    return [f"what the medians time ({', '.join(vs)}): A {a}, {MEASURES[a]}; B {b}, {MEASURES[b]}"
-            for (a, b), vs in apart.items()]
+    return apart
 
 
 def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 from orchestrator import envinfo, tools
@@ -195,28 +196,36 @@ def _torch_check(tmp, timeout: float) -> dict[str, Any]:
     return check_row("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events")
 
 
-def check_tools(timeout: float = 180, **explicit: str | None) -> list[dict[str, Any]]:
+def check_tools(timeout: float = 180, *, scratch: Path | None = None, **explicit: str | None) -> list[dict[str, Any]]:
     """Prove each tool works here with a tiny real run, each failure with its fix: torch.profiler,
     then the `self_test` hook of every tool backend of the registry that has one (`explicit`: a
     tool's path by its name, e.g. nsys=...); one that needs a GPU is skipped without CUDA.
+    The runs' reports and logs go to `scratch`, kept; without it, to a temporary folder removed
+    at the end unless a failed check's fix points at its logs.
 
     Example:
         >>> [c["check"] for c in check_tools()]
         ['torch.profiler', 'nsys', 'ncu']
     """
     import tempfile
-    from pathlib import Path
 
-    tmp = Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
-    out = [_torch_check(tmp, timeout)]
-    has_cuda = out[-1]["detail"].startswith("recorded")
-    for cls in _tool_backends():
-        if not hasattr(cls, "self_test"):
-            continue
-        if cls.needs_gpu and not has_cuda:
-            out.append(check_row(cls.tool, None, f"skipped: {cls.tool} needs a CUDA GPU"))
-        else:
-            out.append(cls.self_test(tmp, timeout, explicit.get(cls.tool)))
+    tmp = scratch or Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
+    out: list[dict[str, Any]] = []
+    try:
+        out.append(_torch_check(tmp, timeout))
+        has_cuda = out[-1]["detail"].startswith("recorded")
+        for cls in _tool_backends():
+            if not hasattr(cls, "self_test"):
+                continue
+            if cls.needs_gpu and not has_cuda:
+                out.append(check_row(cls.tool, None, f"skipped: {cls.tool} needs a CUDA GPU"))
+            else:
+                out.append(cls.self_test(tmp, timeout, explicit.get(cls.tool)))
+    finally:
+        # each call left about 700 KB of reports behind; kept only where a message sends the reader
+        pointed = any(str(tmp) in f"{c['detail']} {c.get('fix') or ''}" for c in out if c["ok"] is False)
+        if scratch is None and not pointed:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

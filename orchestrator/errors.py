@@ -42,11 +42,14 @@ class ToolFailedError(GprofError):
         self.argv, self.returncode, self.log_tail = argv or [], returncode, log_tail
 
     def render(self) -> str:
-        text = super().render()
-        if self.log_tail.strip():
-            tail = "\n".join("  | " + ln for ln in self.log_tail.rstrip().splitlines()[-15:])
-            text += "\nlast lines of the log:\n" + tail
-        return text
+        return with_tail(super().render(), self.log_tail, "last lines of the log")
+
+
+def with_tail(text: str, tail: str, title: str) -> str:
+    """An error's text with the last lines of a log under it, each marked `  | `."""
+    if tail.strip():
+        text += f"\n{title}:\n" + "\n".join("  | " + ln for ln in tail.rstrip().splitlines()[-15:])
+    return text
 
 
 class PermissionDeniedError(ToolFailedError):
@@ -100,9 +103,18 @@ class IncompleteReportError(GprofError):
 
 
 class RunFailedError(GprofError):
-    """The run finished but something in it failed (a variant raised, a check failed)."""
+    """The run finished but something in it failed (a variant raised, a check failed, the
+    profiled program exited non-zero: `log_tail`, what it said last, shown under `tail_title`)."""
 
     exit_code = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None, log: Path | str | None = None,
+                 log_tail: str = "", tail_title: str = "last lines of the log"):
+        super().__init__(message, hint=hint, log=log)
+        self.log_tail, self.tail_title = log_tail, tail_title
+
+    def render(self) -> str:
+        return with_tail(super().render(), self.log_tail, self.tail_title)
 
 
 class SamplesLostError(RunFailedError):

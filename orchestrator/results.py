@@ -1,6 +1,8 @@
 """Run folders read back: a Run (one backend's folder) or a MultiRun (an `all`, sweep or
 each-gpu folder of child runs), built from what the folder holds, with their report files.
-Reading never runs a profiler and needs no GPU; `load_run(..., write=False)` writes nothing."""
+Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
+`write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
+nsys's export of the report it wrote)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import ParseError
+from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
 
 
@@ -56,8 +58,8 @@ class Run:
         # a capture's ranges can hold different counts: each variant's is in its row (n)
         count = (f"{w['iters']} iters" if w.get("iters") else f"sampled to +-{noise}%" if noise is not None
                  else "iterations per variant")
-        return (f"{self.backend} {w.get('workload', '')} | {shape} {w.get('dtype', '')} on {dev} | "
-                f"{count} | {self.path}")
+        return heading(_words(self.backend, w.get("workload")), _words(shape, w.get("dtype"), dev and f"on {dev}"),
+                       count, self.path)
 
     def footer(self) -> list[str]:
         """The lines printed under the table: how the run ended, what the columns are measured
@@ -134,13 +136,26 @@ def _pause_for_test(point: str) -> None:
         time.sleep(60)
 
 
+def heading(*fields: Any) -> str:
+    """A table's one-line heading: its non-empty fields joined by " | " (a capture has no shape
+    nor dtype: "program mine | on cpu", never "program mine |   on cpu")."""
+    return " | ".join(str(f) for f in fields if f)
+
+
+def _words(*words: Any) -> str:
+    """The non-empty words, one space between them."""
+    return " ".join(str(w) for w in words if w)
+
+
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
     from reports import kernels, summary, why
 
     _pause_for_test("build")
-    wman = rf.workload_manifest()
     backend = backends.get(rf.manifest["backend"])
+    if frame is None:
+        backend.complete(rf, write=write)
+    wman = rf.workload_manifest()
     if frame is None:
         frame = backend.parse(rf)
     if backend.lost_events(rf):
@@ -254,7 +269,7 @@ class MultiRun:
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
         what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
-        return f"{self.manifest.get('workload', '')} | {what} on {dev} | {self.path}"
+        return heading(self.manifest.get("workload"), _words(what, dev and f"on {dev}"), self.path)
 
     def footer(self) -> list[str]:
         """The lines printed under the merged table: how the run ended, the children skipped or
@@ -361,7 +376,8 @@ def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | No
             try:
                 child = RunFolder.open(folder)
                 runs[name] = build_report(child, write=children_write and child.writable())
-            except ParseError as exc:  # one damaged result does not take the others' table with it
+            except (ParseError, ToolNotFoundError, ToolFailedError) as exc:
+                # one damaged result (or one whose export cannot be made) does not take the others' table with it
                 unreadable[name] = exc.render().splitlines()[0]
         elif child.get("status") == "ok":
             # the parent saw it end with results: its folder was moved or deleted since

@@ -138,6 +138,8 @@ class RunFolder:
         """An existing run folder, its manifest checked."""
         path = Path(path)
         mpath = path / MANIFEST
+        if path.is_file():
+            raise ParseError(path, "a file, not a run folder", hint=_file_hint(path))
         if not path.is_dir():
             raise ParseError(path, "no such run folder")
         if not mpath.is_file():
@@ -287,6 +289,20 @@ def _close_unsaved(data: dict[str, Any]) -> None:
                                               "before workload.json was written again")
         elif v.get("status") == "pending":
             v.update(status="skipped", reason="not run: the run stopped before it")
+
+
+def _file_hint(path: Path) -> str:
+    """What to do with a file given where a run folder goes: report the run folder it is in, or
+    import it where it is a capture (.nsys-rep, .sqlite, .ncu-rep, a torch.profiler trace)."""
+    from orchestrator.capture import capture_kind
+
+    if (path.parent / MANIFEST).is_file():
+        return f"it is in the run folder {path.parent}: `gprof-orch report {path.parent}`"
+    try:
+        capture_kind(path)
+    except (UsageError, OSError):
+        return "report and compare read run folders, which every run writes (--out FOLDER)"
+    return f"a capture: `gprof-orch import {path}` reads it into a run folder"
 
 
 def _is_number(x: Any, none: bool = False) -> bool:

@@ -76,7 +76,14 @@ MEASURES = {
     "kernels-only": "the GPU time of the variant's own kernels per call, memsets and copies left out",
     "stream": "the CUDA events around each call: launch processing and gaps between kernels included",
     "replay": "each kernel replayed alone by ncu, serialised, caches flushed, at ncu's clock setting",
-    "host": "host wall-clock time per call (no GPU time of its own recorded)",
+    "host": "the host's wall-clock time per call, no profiler attached",
+    # on the CPU a profiler's times are the host's too, but with the profiler's own cost in them
+    # (under torch.profiler, recording each op, mul of square once read +197% against `time` on the same CPU): a measure
+    # of its own per profiler, never set beside the bare clock's
+    "host-nsys": "the host's wall-clock time per call under nsys, its tracing's cost included",
+    "host-torch-trace": "the host's wall-clock time per call under torch.profiler, its recording of each op "
+                        "included",
+    "host-proton": "the host's wall-clock time per call under proton, its instrumentation included",
 }
 
 
@@ -180,6 +187,8 @@ REPORT_COLUMNS: list[Column] = [
     Column("b_pct_of_peak_bw", "B % peak BW", "{:.1f}", tables=(COMPARE,)),
     Column("peak_bw_change_pct", "% peak BW change", "{:+.1f}", tables=(COMPARE,)),
     Column("verdict", "verdict", tables=(COMPARE, EACH_GPU)),
+    # whether B/A is further from 1 than the runs' spread (IQR) allows: what --fail-if-slower gates on
+    Column("beyond_spread", "beyond spread", tables=(COMPARE,)),
     Column("slow", "slow", tables=(EACH_GPU,), shown=False),  # the verdict, as a bool for scripts
     Column("time_median_us", "median us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),
     Column("time_iqr_us", "IQR us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU)),

@@ -173,13 +173,40 @@ def test_medians_that_time_other_things_are_refused(h200_run):
 
 
 def test_cpu_runs_time_the_host_on_every_backend(cpu_runs):
-    # a CPU run times the host whatever its backend said it would time on a GPU
+    # a CPU run times the host whatever its backend said it would time on a GPU; under a profiler
+    # the host's times hold the profiler's cost too, so each profiler's are a measure of their own
+    # (torch-trace's once read mul +197% "slower" than time's on the same CPU)
     from orchestrator import backends
     from orchestrator.results import load_run
 
     run = load_run(cpu_runs / "big", write=False)
-    assert set(backends.get("time").measures(run.workload, run.frame).values()) == {"host"}
-    assert set(backends.get("nsys").measures(run.workload, run.frame).values()) == {"host"}
+    want = {"time": "host", "nsys": "host-nsys", "torch-trace": "host-torch-trace", "proton": "host-proton",
+            "program": "host-nsys"}
+    for name, measure in want.items():
+        assert set(backends.get(name).measures(run.workload, run.frame).values()) == {measure}, name
+
+
+def test_cpu_time_and_torch_trace_are_not_the_same_measure(cpu_runs):
+    # time's bare host clock against torch.profiler's host times, which hold its recording of each
+    # op: refused (exit 2), not called a slowdown of the code
+    trace = cpu_runs / "trace"
+    res = run_cli("torch-trace", "square", "--device", "cpu", "--size", "1e6", "--iters", "5",
+                  "-v", "torch_square,mul,numba", "-o", str(trace))
+    assert res.returncode == 0, res.stderr
+    big = cpu_runs / "big"
+    res = run_cli("compare", str(big), str(trace))
+    assert res.returncode == 2, res.stdout
+    assert ("what the medians time (torch_square, mul): A host, the host's wall-clock time per call, no profiler "
+            "attached; B host-torch-trace, the host's wall-clock time per call under torch.profiler") in res.stderr
+    assert "hint: on the CPU every backend times the host, and only `time` without a profiler's cost" in res.stderr
+    assert "slower" not in res.stdout + res.stderr and "Traceback" not in res.stderr
+    res = run_cli("compare", str(big), str(trace), "--allow-mismatch")
+    assert res.returncode == 0, res.stderr
+    assert "warning: compared despite a mismatch: what the medians time (torch_square, mul)" in res.stdout
+    assert "their medians time the same thing" not in res.stdout
+    # one profiler's runs against each other: the same measure
+    res = run_cli("compare", str(trace), str(trace))
+    assert res.returncode == 0 and "what the medians time" not in res.stdout, res.stderr
 
 
 def test_another_gpu_compares_pct_of_peak_bandwidth(h200_run, tmp_path):
@@ -270,15 +297,16 @@ def test_proton_times_kernels_without_memsets(h200_run):
 
 def test_a_captured_range_without_gpu_work_times_the_host(h200_run):
     # exec-train's ranges hold no GPU work of their own (nsys lost the launches' events under
-    # CUDA 13: every kernel lies outside them), so their times are wall times; exec-train-steady's
-    # hold their kernels
+    # CUDA 13: every kernel lies outside them), so their times are wall times, taken under nsys;
+    # exec-train-steady's hold their kernels
     from orchestrator import backends
     from orchestrator.results import load_run
 
     lost, steady = h200_run("exec-train", "h200-programs"), h200_run("exec-train-steady", "h200-programs")
-    for folder, want in ((lost, "host"), (steady, "kernels")):
+    for folder, want in ((lost, "host-nsys"), (steady, "kernels")):
         run = load_run(folder, write=False)
         assert backends.get("program").measures(run.workload, run.frame) == {
             v: want for v in ("step", "forward", "backward", "optimizer")}
-    res = run_cli("compare", str(lost), str(steady))
-    assert res.returncode == 2 and "what the medians time (step, forward, backward, optimizer): A host" in res.stderr
+    # and nsys said it lost events there: its rows are incomplete, no result to set against B's
+    res = run_cli("compare", str(lost), str(steady), "--allow-mismatch")
+    assert res.returncode != 0 and "the runs share no variant that ran" in res.stderr

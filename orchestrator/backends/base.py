@@ -67,8 +67,10 @@ class Backend:
     merged: MergedTime | None = None
     # it measures only on an NVIDIA GPU: elsewhere `all` skips it, saying so
     needs_gpu = False
-    # what its median times on a GPU (reports.schema.MEASURES); a CPU run times the host
+    # what its median times on a GPU (reports.schema.MEASURES)
     measure = "kernels"
+    # what it times on the CPU: the host, bare (`time`) or under its profiler, whose cost is in it
+    host_measure = "host"
     # the help of its command, `gprof-orch NAME WORKLOAD` (the registry holds the one-line summary)
     help = ""
     # set by plan() while it builds the commands: runner_argv() writes no spec.json then
@@ -78,7 +80,7 @@ class Backend:
         """variant -> what its median times (reports.schema.MEASURES), from its run's workload.json
         and unified frame: `compare` refuses to set two different ones side by side. Override
         where it varies by variant (time's clock, a captured range with no GPU work)."""
-        what = "host" if workload.get("device") == "cpu" else self.measure
+        what = self.host_measure if workload.get("device") == "cpu" else self.measure
         return {v["name"]: what for v in workload.get("variants", [])}
 
     @classmethod
@@ -188,6 +190,13 @@ class Backend:
         reads files only, needs no GPU. Every backend overrides it, through its reader in
         orchestrator/parsers."""
         raise NotImplementedError
+
+    def complete(self, rf: RunFolder, *, write: bool) -> None:
+        """Make what a run stopped before its last step left undone, from what its folder holds,
+        before its report is read (results.build_report): `gprof-orch report` of a folder whose
+        run was interrupted. `write` False (a reading that writes nothing, `compare`): raise
+        ParseError saying how instead. Override where a tool's step can be made after the run
+        (nsys's export); nothing by default."""
 
     def warnings(self, rf: RunFolder) -> list[str]:
         """What the tool's own logs say that the reader of the table must know (lost events,

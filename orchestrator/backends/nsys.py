@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, NEWER_NSYS, SAFE_LAUNCHES, no_report
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
@@ -21,8 +22,6 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
 
     from reports.unify import RowMaker
 
-REPORT = "report.nsys-rep"
-SQLITE = "report.sqlite"
 TRACE = "trace.json"
 # the program of `doctor --check`'s nsys run: one range of ours, in our domain
 _SELF_TEST_PROGRAM = f"""
@@ -38,6 +37,7 @@ class NsysBackend(ToolBackend):
     name = "nsys"
     tool = "nsys"
     mode = "profile"
+    host_measure = "host-nsys"
     default_iters = 20
     default_warmup = 3
     merged = MergedTime("nsys_us", "nsys us", "nsys", on_gpu="kernel durations per iteration",
@@ -75,9 +75,7 @@ class NsysBackend(ToolBackend):
         profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
                    f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args,
                    *self.runner_argv(req, run_dir)]
-        export = [exe, "export", "--type=sqlite", f"--output={run_dir / SQLITE}", "--force-overwrite=true",
-                  str(run_dir / REPORT)]
-        return [Step("nsys-profile", profile, ok_codes=(0, 1)), Step("nsys-export", export)]
+        return [Step("nsys-profile", profile, ok_codes=(0, 1)), export_step(exe, run_dir)]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
         """Profile, then export whatever report nsys wrote, even on a timeout or Ctrl-C (a partial
@@ -122,6 +120,12 @@ class NsysBackend(ToolBackend):
                   f"{req.iters or self.default_iters} iterations): nsys {found.version} with "
                   f"--cuda-flush-interval=0 failed to process {ANALYSIS_FAILED_AT:,} on the H200 "
                   f"({SAFE_LAUNCHES:,} worked); drop that flag or use fewer --iters", file=sys.stderr, flush=True)
+
+    def complete(self, rf: RunFolder, *, write: bool) -> None:
+        """The export of the report nsys wrote, where the run stopped before it (nsys_export)."""
+        step = pending_export(rf, write)
+        if step is not None:
+            export_pending(lambda: self._export(step, rf), rf)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         from orchestrator.parsers import nsys_chrome

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
+from pathlib import Path
+
 from orchestrator import proc
-from orchestrator.errors import ToolFailedError
+from orchestrator.errors import ParseError, ToolFailedError
 
 # measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
 # --cuda-flush-interval=0, one variant of 10,000 iterations was processed and 20,000 ended in
@@ -45,3 +47,14 @@ def no_report(res: proc.Result, log: str) -> ToolFailedError:
                            returncode=res.returncode, log_tail=log, log=res.stderr,
                            hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
                                 "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again" if lost else None)
+
+
+def unreadable_report(exc: ToolFailedError, report: Path | str, hint: str) -> ParseError | None:
+    """A failed `nsys export` whose log says the report cannot be read (empty, cut short, not a
+    report): the input is damaged (exit 4), not the tool; None for any other failure."""
+    said = [ln.strip() for ln in exc.log_tail.splitlines() if ln.startswith(UNREADABLE_REPORT)]
+    if not said:
+        return None
+    err = ParseError(report, said[-1], hint=hint)
+    err.log = exc.log
+    return err

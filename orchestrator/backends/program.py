@@ -19,11 +19,12 @@ import pandas as pd
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
-from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, UNREADABLE_REPORT, no_report
+from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
+from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
 from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolFailedError
-from orchestrator.runfolder import RunFolder
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
                             WALL_TIME_ONLY)
 from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
@@ -39,14 +40,15 @@ class ProgramBackend(ToolBackend):
     tool = "nsys"
     mode = "capture"
     merged = None  # a user's program is not one of `all`'s backends
+    host_measure = "host-nsys"
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
         """A range with no GPU activity of its own (no kernel, memset or copy attributed to it) is
-        timed by its wall time: the host's."""
+        timed by its wall time: the host's, under nsys."""
         out = super().measures(workload, frame)
         gpu = set(frame.loc[frame["metric"].isin(list(ACTIVITY_METRIC.values())), "variant"]) if not frame.empty else set()
-        return {v: m if v in gpu else "host" for v, m in out.items()}
+        return {v: m if v in gpu else self.host_measure for v, m in out.items()}
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
@@ -62,8 +64,18 @@ class ProgramBackend(ToolBackend):
         return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
 
     def _export_step(self, req: ProgramRequest, run_dir: Path, rep: Path | None = None) -> Step:
-        return Step("nsys-export", [self.exe(req), "export", "--type=sqlite", f"--output={run_dir / SQLITE}",
-                                    "--force-overwrite=true", str(rep or run_dir / REPORT)])
+        return export_step(self.exe(req), run_dir, rep)
+
+    def complete(self, rf: RunFolder, *, write: bool) -> None:
+        """The export of the report nsys wrote, where the run stopped before it (nsys_export), and
+        the workload.json of its ranges, which the run writes from the export."""
+        from orchestrator.capture import write_workload
+
+        step = pending_export(rf, write)
+        if step is not None:
+            export_pending(lambda: self._export(step, rf), rf)
+            if not (rf.path / WORKLOAD_MANIFEST).is_file():
+                write_workload(rf)
 
     def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
         """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
@@ -93,8 +105,13 @@ class ProgramBackend(ToolBackend):
         if interrupted:
             raise interrupted
         if res is not None and res.returncode != 0:
-            # nsys exits with the program's status: the program failed; its ranges are still reported
-            raise RunFailedError(f"the program exited with status {res.returncode}", log=res.stderr,
+            # nsys exits with the program's status: the program failed; its ranges are still reported.
+            # Its stderr passes through nsys to the log: what it said last is why (a missing file)
+            said = _last_lines(res.stderr)
+            last = said.splitlines()[-1] if said else ""
+            raise RunFailedError(f"the program exited with status {res.returncode}" + (f": {last}" if last else ""),
+                                 log=res.stderr, log_tail=said if "\n" in said else "",
+                                 tail_title="the program's last lines on stderr",
                                  hint=f"its output is in {rf.logs}/nsys-profile.*.log")
 
     def ingest(self, req: ProgramRequest, rf: RunFolder, src: Path, kind: str) -> None:
@@ -106,14 +123,10 @@ class ProgramBackend(ToolBackend):
             try:
                 self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
             except ToolFailedError as exc:
-                # nsys's own word for a report it cannot read (empty, cut short, not a report):
-                # the input is damaged (exit 4), not the tool
-                said = [ln.strip() for ln in exc.log_tail.splitlines() if ln.startswith(UNREADABLE_REPORT)]
-                if not said:
+                err = unreadable_report(exc, src, "a damaged or cut-short .nsys-rep; its .sqlite export, where one "
+                                                  "was made, imports too")
+                if err is None:
                     raise
-                err = ParseError(src, said[-1], hint="a damaged or cut-short .nsys-rep; its .sqlite export, "
-                                 "where one was made, imports too")
-                err.log = exc.log
                 raise err from exc
             return
         name = SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
@@ -140,6 +153,13 @@ class ProgramBackend(ToolBackend):
     def warnings(self, rf: RunFolder) -> list[str]:
         """The capture's own notes (from the manifest) and what nsys's log said about lost events."""
         return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
+
+
+def _last_lines(log: Path, lines: int = 10) -> str:
+    """The last non-empty lines of a log as a terminal shows them (a progress bar redrawn with
+    carriage returns: its last state)."""
+    text = [ln.rsplit("\r", 1)[-1].rstrip() for ln in proc.log_tail(log, 4 * lines).splitlines()]
+    return "\n".join([ln for ln in text if ln.strip()][-lines:])
 
 
 def stop_program_first(run_dir: Path, argv: list[str]):

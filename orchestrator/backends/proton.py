@@ -55,6 +55,7 @@ class ProtonBackend(Backend):
             "iteration, and the FLOPs and bytes the Triton kernels' launch_metadata declares. Needs an NVIDIA GPU.")
     needs_gpu = True
     measure = "kernels-only"  # proton's CUPTI scope records kernels, not memsets or copies
+    host_measure = "host-proton"
     merged = MergedTime("proton_us", "proton us", "proton", on_gpu="kernel durations per iteration (CUPTI)",
                         on_cpu=None,
                         reason="proton sums each iteration's CUPTI kernel durations (no launch latency, no gaps "

@@ -20,6 +20,7 @@ class TorchTraceBackend(Backend):
     turned into per-variant kernels and times."""
     name = "torch-trace"
     mode = "torch-trace"
+    host_measure = "host-torch-trace"
     default_iters = 20
     default_warmup = 5
     merged = MergedTime("torch_trace_us", "torch-trace us", "torch-trace", on_gpu="kernel durations per iteration",
