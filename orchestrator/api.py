@@ -139,7 +139,7 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
         "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()), hint=f"the other {what} are in {rf.path}")
         if bad else None)
     # the parent's reports carry its final status: set it first, then write them once
-    rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
+    rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err)
     from orchestrator.results import _build_multi, _write_multi
 
     multi = _build_multi(rf, write=False, children_write=False, built=built)
@@ -148,7 +148,7 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
     except GprofError as exc:
         rf.remove_reports()
         err = err or exc
-        rf.set_status("failed", err.message)
+        rf.set_status("failed", err)
     rf.finish()
     multi.manifest = rf.manifest
     if err is not None:
@@ -351,7 +351,7 @@ def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
     if outcome is None or outcome.archive is None:
         error = outcome.as_error() if outcome else interrupted or RunFailedError("the point never ran")
         rf.update(cluster=where, placement=outcome.placement if outcome else None)
-        rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error.message)
+        rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error)
         error.run_path = rf.path  # type: ignore[attr-defined]
         raise error
     return land_point(rf.path, outcome, argv=argv or [], request=req.to_json(), cluster=where)

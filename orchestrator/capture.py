@@ -205,7 +205,11 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
                           argv=cli_argv)
     rf.update(machine=envinfo.machine(), tools=tools, kind="import", notes=[],
               program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec})
-    return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed)
+    # the copy ingest() makes of an export (a .nsys-rep is read by nsys, which names it itself)
+    copy = rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")) \
+        if kind == "sqlite" else None
+    return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed,
+                       copy=copy)
 
 
 def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
@@ -237,7 +241,7 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
         trace = tt.read_trace(compressed.locate(rf.path / TRACE))
         return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed)
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def _located(sqlite: Path) -> Path | None:
@@ -265,6 +269,16 @@ def capture_kind(src: Path) -> str:
     raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
 
 
+def _as_given(exc: GprofError, copy: Path | None, source: str) -> GprofError:
+    """An error reading the run folder's copy of an imported capture, naming the file the user
+    gave: theirs is the one to fix or take again (and the copy goes with the folder)."""
+    if copy is None or not isinstance(exc, ParseError) or exc.path.resolve() != copy.resolve():
+        return exc
+    err = ParseError(source, exc.reason, hint=exc.hint)
+    err.__cause__, err.log = exc, exc.log
+    return err
+
+
 def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> None:
     """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
     the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's."""
@@ -276,10 +290,11 @@ def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> None:
 
 
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
-                manifest=None):
+                manifest=None, copy: Path | None = None):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
-    final status, as api.profile does for a built-in run."""
+    final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
+    imported capture, which an error reading it names as the user's file (`source`)."""
     from orchestrator.execution import conclude
     from orchestrator.results import build_report
     from orchestrator.parsers import compressed
@@ -323,6 +338,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
                 frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
             run = build_report(rf, frame, write=False)
         except GprofError as exc:
+            exc = _as_given(exc, copy, source)
             if error is None:
                 error = exc
             else:  # the program failed (or was stopped) and its capture cannot be reported either

@@ -70,7 +70,7 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
         return ncu_manifest(rep, domain, prefix, name=name, source=str(src), iters=req.iters,
                             borrowed=borrowed, held=held)
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str, iters: int | None,

@@ -84,7 +84,9 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
 @click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
               "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
 def report(runs, fmt, as_json, per_kernel) -> None:
-    """Rebuild the report of saved run folders (no GPU needed).
+    """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
+    124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
+    printed all the same; 4 (or the folder's own code) when a folder could not be read.
 
     \b
     Example:
@@ -94,7 +96,7 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
-    docs, unreadable, codes = [], [], []
+    docs, unreadable, codes, ended = [], [], [], []
     for path in runs:
         try:
             run = api.load_run(path, write=True)
@@ -106,23 +108,39 @@ def report(runs, fmt, as_json, per_kernel) -> None:
             codes.append(exc.exit_code)
             continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
+        doc = run_doc(run, per_kernel=per_kernel)
         if fmt == "json":  # one document on stdout: printed once every folder is read
-            docs.append(run_doc(run, per_kernel=per_kernel))
+            docs.append(doc)
         else:
             _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
-    # the others' tables are printed; the exit code says that a result could not be read
+        if doc["exit_code"]:
+            ended.append((path, doc))
+    # the tables are printed; the exit code says that a folder could not be read, else how the
+    # (first) run that did not end ok ended
     message = "could not read " + "; ".join(unreadable) if unreadable else None
-    code = (codes or [EXIT_PARSE])[0]
+    code = (codes or [EXIT_PARSE])[0] if message else ended[0][1]["exit_code"] if ended else 0
+    for path, doc in ended:
+        click.echo(f"gprof-orch: {path}: the run ended {doc['status']} (exit {doc['exit_code']}): "
+                   f"{doc['error']['message']}", err=True)
     if fmt == "json":
-        doc = docs[0] if len(runs) == 1 else {
-            "status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
-            "error": None, "runs": docs}
-        if message:
-            doc = {**doc, "status": "failed", "exit_code": code,
-                   "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
-        click.echo(json.dumps(doc, indent=1))
+        click.echo(json.dumps(_report_json(docs, len(runs), ended, message, code), indent=1))
     if message:
         click.echo(f"gprof-orch: error: {message}", err=True)
+    if code:
         sys.exit(code)
+
+
+def _report_json(docs: list[dict], n: int, ended: list, message: str | None, code: int) -> dict:
+    """`report --json`'s one document: the folder's own (report.json's), or {"runs": [...]} of
+    several, with the exit code and error of the whole command."""
+    doc = docs[0] if n == 1 else {
+        "status": "failed" if ended else "ok", "exit_code": code,
+        "error": {"kind": ended[0][1]["error"]["kind"],
+                  "message": "; ".join(f"{p}: {d['error']['message']}" for p, d in ended)} if ended else None,
+        "runs": docs}
+    if message:
+        doc = {**doc, "status": "failed", "exit_code": code,
+               "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
+    return doc

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError
+from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolTimeoutError, UsageError
 from orchestrator.request import Request
-from orchestrator.runfolder import RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -76,7 +76,11 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
     from orchestrator.results import write_report
 
-    rf.set_status(status, error.message if error else None)
+    if run is None and collected_nothing(rf, error):
+        rf.discard()
+        error.log = None  # it was in the folder
+        raise error
+    rf.set_status(status, error)
     if run is not None:
         t0 = time.monotonic()
         try:
@@ -89,7 +93,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
             else:  # the run had already gone wrong (the runner could not write either, say): both
                 error.message += f"; {exc.message}"
             error.hint = f"free some space, then `gprof-orch report {rf.path}` writes the reports"
-            rf.set_status("failed", error.message)
+            rf.set_status("failed", error)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
@@ -102,6 +106,16 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
         raise error
     assert run is not None
     return run
+
+
+def collected_nothing(rf: RunFolder, error: GprofError | None) -> bool:
+    """Whether a run that went wrong left nothing worth its folder: a usage error (`--size` too
+    large for the device, found by the runner) or an input of the user's that could not be read
+    (a ParseError naming a file outside the folder: an imported capture), before any workload.json."""
+    folder = rf.path.resolve()
+    bad_input = isinstance(error, UsageError) or (isinstance(error, ParseError) and folder != error.path.resolve()
+                                                  and folder not in error.path.resolve().parents)
+    return bad_input and not (rf.path / WORKLOAD_MANIFEST).exists()
 
 
 def execute_point(point: Any, out: Path) -> "RunFolder | str":
@@ -123,7 +137,7 @@ def execute_point(point: Any, out: Path) -> "RunFolder | str":
         except GprofError as exc:
             error = exc
     status, error = final_status(rf, workload, error)
-    rf.set_status(status, error.message if error else None)
+    rf.set_status(status, error)
     rf.finish()
     if error is not None:
         error.run_path = rf.path  # type: ignore[attr-defined]

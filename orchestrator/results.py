@@ -12,7 +12,7 @@ import pandas as pd
 
 from orchestrator import backends
 from orchestrator.errors import ParseError
-from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error, run_exit_code
 
 
 @dataclass
@@ -43,6 +43,11 @@ class Run:
     def backend(self) -> str:
         """The name of the backend that made the run ("" if unrecorded)."""
         return self.manifest.get("backend", "")
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code the run ended with (0 ok, 1 failed, 124 timed out, 130 interrupted, ...)."""
+        return run_exit_code(self.manifest, self.workload)
 
     def title(self) -> str:
         """The one-line heading of the run's tables: backend, workload, shape and dtype, device,
@@ -141,15 +146,33 @@ def write_report(run: Run) -> None:
 
     meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
             "status": run.status}
-    json_meta = meta | ({"findings": json.loads(run.findings.to_json(orient="records"))}
-                        if not run.findings.empty else {})
     try:
-        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=json_meta)
+        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), doc=report_doc(run))
         html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
                         notes=run.footer(), kernels=run.kernels, findings=run.findings)
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
     run.saved = True
+
+
+def report_doc(run: "Run | MultiRun", *, kernels: bool = False) -> dict[str, Any]:
+    """The one JSON document of a run: report.json holds it, `--json` prints it (with `kernels`,
+    the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
+    command exited, error: null when it went well), meta (ncu's findings in "findings") and
+    the per-variant table."""
+    from reports import render
+
+    code, m = run.exit_code, run.manifest
+    meta = {"run": str(run.path), "backend": run.backend, "workload": run.workload.get("workload") or
+            m.get("workload"), "status": run.status}
+    if isinstance(run, MultiRun):
+        meta["kind"] = run.kind
+    elif not run.findings.empty:
+        meta["findings"] = json.loads(run.findings.to_json(orient="records"))
+    kind = m.get("error_kind") or {124: "ToolTimeoutError", 130: "InterruptedRunError"}.get(code, "RunFailedError")
+    error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
+    return {"status": run.status, "exit_code": code, "error": error,
+            **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None))}
 
 
 def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
@@ -200,6 +223,11 @@ class MultiRun:
     def backend(self) -> str:
         """The kind of the multi-run ("all", "sweep", "each-gpu"), where a Run names its backend."""
         return self.kind
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code the whole run ended with (0 ok, 1 a child failed, 130 interrupted, ...)."""
+        return run_exit_code(self.manifest)
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -344,9 +372,9 @@ def _write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
     if multi.kind in MERGED_FIRST:
         sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
-    meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
     try:
-        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)
+        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(),
+                         doc=report_doc(multi))
         html.write_html(multi.path / "report.html", multi.title(), sections,
                         sweep=multi.table if multi.kind == "sweep" else None,
                         meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),

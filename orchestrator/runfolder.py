@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import GprofError, ParseError, UsageError
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_TIMEOUT, GprofError, ParseError, \
+    UsageError
 from reports.schema import SCHEMA_VERSION
 from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
@@ -28,6 +29,9 @@ from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
+# the exit code of a run by its status, where its manifest records none (folders written before
+# it was recorded); a folder still `running` was never concluded: gprof-orch itself was killed
+STATUS_EXIT = {"ok": EXIT_OK, "failed": EXIT_RUN_FAILED, "interrupted": EXIT_INTERRUPTED, "running": EXIT_RUN_FAILED}
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
 
@@ -76,6 +80,8 @@ def _writable_dir(path: Path) -> None:
 class RunFolder:
     path: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    # whether this run made the folder (else: an empty --out that was there before, or a folder opened)
+    made: bool = False
 
     @classmethod
     def create(cls, backend: str, workload: str, *, out: Path | None = None, root: Path | None = None,
@@ -86,8 +92,10 @@ class RunFolder:
         if out is not None:
             out = Path(out)
             _writable_dir(out.parent if out.parent != Path("") else Path("."))
+            made = False
             try:
                 out.mkdir(parents=True, exist_ok=False)
+                made = True
             except FileExistsError:
                 if any(out.iterdir()):
                     raise UsageError(f"--out {out} exists and is not empty; choose a new folder") from None
@@ -110,6 +118,7 @@ class RunFolder:
                 path = root / (base if i == 0 else f"{base}-{i + 1}")
                 try:
                     path.mkdir()
+                    made = True
                     break
                 except FileExistsError:
                     continue
@@ -126,7 +135,7 @@ class RunFolder:
             "argv": argv or [],
             "request": request or {},
             "commands": [],
-        })
+        }, made=made)
         rf.save()
         return rf
 
@@ -183,15 +192,23 @@ class RunFolder:
             raise disk_error(self.path, exc) from exc
         self.save()
 
-    def set_status(self, status: str, error: str | None = None) -> None:
-        """The final status, in memory: the reports are written with it, then finish() saves it."""
+    def set_status(self, status: str, error: GprofError | str | None = None) -> None:
+        """The final status, in memory: the reports are written with it, then finish() saves it.
+        With it the exit code the command ends with (`error`'s own: 124 for a timeout, 5 for
+        counters denied; else the status's), so `report` of the folder exits the same."""
         assert status in STATUSES
         self.manifest["status"] = status
         self.manifest["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        code = STATUS_EXIT[status]
+        if isinstance(error, GprofError):
+            code = error.exit_code if status != "ok" else code
+            self.manifest["error_kind"] = type(error).__name__
+            error = error.message
+        self.manifest["exit_code"] = code
         if error:
             self.manifest["error"] = error
 
-    def finish(self, status: str | None = None, error: str | None = None) -> None:
+    def finish(self, status: str | None = None, error: GprofError | str | None = None) -> None:
         """Save the final status (set here or by set_status). On a full disk, where the atomic
         write has no room, the manifest is rewritten in place, compact, within the space the
         old one holds: a folder must not say `running` once its run has ended. Raises only
@@ -217,6 +234,21 @@ class RunFolder:
         except OSError:
             return False
         return True
+
+    def discard(self) -> None:
+        """Remove what a run that collected nothing wrote (a usage error, an import whose file
+        could not be read): the folder where this run made it; an --out that was there, empty,
+        before the run is left as it was found, empty (its content is all this run's)."""
+        import shutil
+
+        if self.made:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for p in self.path.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                _unlink(p)
 
     def writable(self) -> bool:
         """Whether the reports can be (re)written here: not on a read-only mount or folder."""
@@ -271,6 +303,19 @@ class RunFolder:
         if problem:
             raise ParseError(p, f"malformed: {problem}")
         return data
+
+
+def run_exit_code(manifest: dict[str, Any], workload: dict[str, Any] | None = None) -> int:
+    """The exit code a run folder's run ended with: as its manifest records it (set_status), else
+    by its status; a folder from before it was recorded whose workload.json says `timed out`
+    ended by --timeout (124)."""
+    code = manifest.get("exit_code")
+    if type(code) is int and 0 <= code <= 255:
+        return code
+    status = manifest.get("status")
+    if status == "failed" and (workload or {}).get("status") == "timed out":
+        return EXIT_TIMEOUT
+    return STATUS_EXIT.get(status, EXIT_RUN_FAILED)
 
 
 def _is_number(x: Any, none: bool = False) -> bool:
