@@ -303,6 +303,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
 
     t0 = time.monotonic()
     error: GprofError | None = None
+    unreadable = False  # the imported file itself could not be read: its folder holds nothing else
     try:
         step()
     except GprofError as exc:
@@ -337,14 +338,14 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
 
                 frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
             run = build_report(rf, frame, write=False)
-        except GprofError as exc:
-            exc = _as_given(exc, copy, source)
+        except GprofError as raised:
+            exc = _as_given(raised, copy, source)
             if error is None:
-                error = exc
+                error, unreadable = exc, exc is not raised
             else:  # the program failed (or was stopped) and its capture cannot be reported either
                 error.message += f"; {exc.message}"
                 error.hint = error.hint or exc.hint
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    return conclude(rf, run, status, error)
+    return conclude(rf, run, status, error, unreadable_input=unreadable)

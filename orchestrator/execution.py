@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import GprofError, InterruptedRunError, ParseError, RunFailedError, ToolTimeoutError, UsageError
+from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolTimeoutError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
@@ -71,12 +71,14 @@ def final_status(rf: RunFolder, workload: dict[str, Any] | None,
     return status, error
 
 
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> "Run":
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *,
+             unreadable_input: bool = False) -> "Run":
     """End a run folder: the reports carry the final status, so set it first, write them once,
-    then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
+    then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
+    `unreadable_input`: `error` says the file the user imported could not be read at all."""
     from orchestrator.results import write_report
 
-    if run is None and collected_nothing(rf, error):
+    if error is not None and run is None and collected_nothing(rf, error, unreadable_input):
         rf.discard()
         error.log = None  # it was in the folder
         raise error
@@ -108,14 +110,11 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
     return run
 
 
-def collected_nothing(rf: RunFolder, error: GprofError | None) -> bool:
-    """Whether a run that went wrong left nothing worth its folder: a usage error (`--size` too
-    large for the device, found by the runner) or an input of the user's that could not be read
-    (a ParseError naming a file outside the folder: an imported capture), before any workload.json."""
-    folder = rf.path.resolve()
-    bad_input = isinstance(error, UsageError) or (isinstance(error, ParseError) and folder != error.path.resolve()
-                                                  and folder not in error.path.resolve().parents)
-    return bad_input and not (rf.path / WORKLOAD_MANIFEST).exists()
+def collected_nothing(rf: RunFolder, error: GprofError, unreadable_input: bool = False) -> bool:
+    """Whether a run that went wrong left nothing worth its folder: no workload.json, and a usage
+    error (`--size` too large for the device, found by the runner) or an imported file that
+    could not be read (its copy is all the folder would hold)."""
+    return (isinstance(error, UsageError) or unreadable_input) and not (rf.path / WORKLOAD_MANIFEST).exists()
 
 
 def execute_point(point: Any, out: Path) -> "RunFolder | str":
