@@ -193,3 +193,19 @@ def test_sizes_in_gib_read_in_a_few_digits():
 
     assert [gib(n) for n in (0, 22.1 * 2**30, 1536 * 2**30, 2.8e31)] == ["0.0 GiB", "22.1 GiB", "1,536 GiB",
                                                                           "2.6e+22 GiB"]
+
+
+def test_any_size_in_gib_is_short_and_reads_back_close():
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    from workloads.environment import gib
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(st.floats(min_value=2**20, max_value=1e40))
+    def check(nbytes):
+        text = gib(nbytes)
+        assert len(text) <= 13 and text.endswith(" GiB"), text
+        assert float(text[:-4].replace(",", "")) == pytest.approx(nbytes / 2**30, rel=0.05, abs=0.05)
+
+    check()
