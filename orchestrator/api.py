@@ -20,11 +20,12 @@ from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 if TYPE_CHECKING:
-    from orchestrator.results import MultiRun, Run
+    from orchestrator.multirun import MultiRun
+    from orchestrator.results import Run
 
 # The results and compare are the API's too (`from orchestrator.api import load_run, Run`), imported
 # when first asked for: they bring pandas (0.35 s), and a --cluster run starts its workers first
-_LATER = {"MultiRun": "orchestrator.results", "Run": "orchestrator.results", "build_report": "orchestrator.results",
+_LATER = {"MultiRun": "orchestrator.multirun", "Run": "orchestrator.results", "build_report": "orchestrator.results",
           "load_run": "orchestrator.results", "write_report": "orchestrator.results",
           "compare": "orchestrator.comparison"}
 
@@ -136,17 +137,17 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
         "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()), hint=f"the other {what} are in {rf.path}")
         if bad else None)
     # the parent's reports carry its final status: set it first, then write them once
-    rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err.message if err else None)
+    rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err)
     multi = None
     try:
-        from orchestrator.results import _build_multi, _write_multi
+        from orchestrator.multirun import build_multi, write_multi
 
-        multi = _build_multi(rf, write=False, children_write=False, built=built)
-        _write_multi(multi, drawn)
+        multi = build_multi(rf, write=False, children_write=False, built=built)
+        write_multi(multi, drawn)
     except BaseException as exc:
         rf.remove_reports()
         err = reporting_error(rf, exc, err)
-        rf.set_status("interrupted" if interrupt_in(exc) else "failed", err.message)
+        rf.set_status("interrupted" if interrupt_in(exc) else "failed", err)
     rf.finish()
     if multi is not None:
         multi.manifest = rf.manifest
@@ -206,7 +207,8 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
 
     def record(outcome: Any) -> None:
         # pandas and matplotlib (0.75 s) load here, once the points are submitted and running
-        from orchestrator.results import MERGED_FIRST, Run
+        from orchestrator.multirun import MERGED_FIRST
+        from orchestrator.results import Run
         from reports import html
 
         try:
@@ -352,7 +354,7 @@ def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
     if outcome is None or outcome.archive is None:
         error = outcome.as_error() if outcome else interrupted or RunFailedError("the point never ran")
         rf.update(cluster=where, placement=outcome.placement if outcome else None)
-        rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error.message)
+        rf.finish("interrupted" if isinstance(error, InterruptedRunError) else "failed", error)
         error.run_path = rf.path  # type: ignore[attr-defined]
         raise error
     return land_point(rf.path, outcome, argv=argv or [], request=req.to_json(), cluster=where)

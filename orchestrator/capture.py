@@ -206,7 +206,11 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
                           argv=cli_argv)
     rf.update(machine=envinfo.machine(), tools=tools, kind="import", notes=[],
               program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec})
-    return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed)
+    # the copy ingest() makes of an export (a .nsys-rep is read by nsys, which names it itself)
+    copy = rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")) \
+        if kind == "sqlite" else None
+    return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed,
+                       copy=copy)
 
 
 def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
@@ -239,7 +243,7 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
         return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed,
                               compare_ranges=req.compare_ranges)
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def write_workload(rf) -> None:
@@ -288,6 +292,16 @@ def capture_kind(src: Path) -> str:
     raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
 
 
+def _as_given(exc: GprofError, copy: Path | None, source: str) -> GprofError:
+    """An error reading the run folder's copy of an imported capture, naming the file the user
+    gave: theirs is the one to fix or take again (and the copy goes with the folder)."""
+    if copy is None or not isinstance(exc, ParseError) or exc.path.resolve() != copy.resolve():
+        return exc
+    err = ParseError(source, exc.reason, hint=exc.hint)
+    err.__cause__, err.log = exc, exc.log
+    return err
+
+
 # nsys 2024.2.3 writes a range only once it ends (2023.4.4 ended an open push/pop range at the stop)
 OPEN_AT_STOP = ("the program was stopped: a range still open then is in the capture only where this nsys ends it "
                 "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)")
@@ -314,12 +328,12 @@ def _unreported_too(error: GprofError, exc: GprofError) -> None:
 
 
 def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
-                manifest=None):
+                manifest=None, copy: Path | None = None):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
-    final status, as api.profile does for a built-in run."""
+    final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
+    imported capture, which an error reading it names as the user's file (`source`)."""
     from orchestrator.execution import conclude, reporting_error
-    from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 
     t0 = time.monotonic()
     error: GprofError | None = None
@@ -330,7 +344,7 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     except KeyboardInterrupt:
         error = InterruptedRunError("interrupted")
     rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
-    run = None
+    run, unreadable = None, False  # unreadable: the imported file itself could not be read
     located = _located(rf.path / SQLITE)
     handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once
 
@@ -351,24 +365,34 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
     if manifest is None and located is not None:
         manifest = nsys_manifest
     if manifest is not None and (error is None or located is not None):
-        try:  # pandas is imported here, inside: a Ctrl-C during its import ends the run as any other
-            from orchestrator.results import build_report
-
-            wman = manifest()
-            if _stopped_inside(wman, error):
-                rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
-            write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-            frame = None
-            if handed:  # the rows from the export already in memory, by workload.json as written
-                from orchestrator.backends.program import frame_from_capture
-
-                frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
-            run = build_report(rf, frame, write=False)
-        except BaseException as exc:
-            if error is not None and isinstance(exc, GprofError) and not interrupt_in(exc):
+        try:
+            run = _capture_report(rf, manifest, error, located, handed)
+        except BaseException as raised:
+            exc = _as_given(raised, copy, source) if isinstance(raised, GprofError) else raised
+            if error is None and isinstance(exc, GprofError):
+                unreadable = exc is not raised
+            elif error is not None and isinstance(exc, GprofError) and not interrupt_in(exc):
                 _unreported_too(error, exc)
             error = reporting_error(rf, exc, error)
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    return conclude(rf, run, status, error)
+    return conclude(rf, run, status, error, unreadable_input=unreadable)
+
+
+def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list):
+    """The capture's workload.json written (`manifest()`'s), its Run built (not written). pandas is
+    imported here, inside the caller's guard: a Ctrl-C during its import ends the run as any other."""
+    from orchestrator.results import build_report
+    from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
+
+    wman = manifest()
+    if _stopped_inside(wman, error):
+        rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
+    write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
+    frame = None
+    if handed:  # the rows from the export already in memory, by workload.json as written
+        from orchestrator.backends.program import frame_from_capture
+
+        frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
+    return build_report(rf, frame, write=False)

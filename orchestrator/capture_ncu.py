@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
@@ -20,6 +20,9 @@ from orchestrator.errors import ParseError, UsageError
 from orchestrator.backends.ncu import REPORT
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
 
@@ -71,7 +74,7 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
         return ncu_manifest(rep, domain, prefix, name=name, source=str(src), iters=req.iters,
                             borrowed=borrowed, held=held, compare_ranges=req.compare_ranges)
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest)
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str, iters: int | None,

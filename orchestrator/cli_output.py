@@ -59,17 +59,22 @@ def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
                    per_kernel=per_kernel)
 
 
-def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int = 0,
+def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int | None = None,
             per_kernel: bool = False) -> dict:
-    """A run as the one JSON document --json prints: status, exit code, error (None when it
-    went well), meta and the per-variant table; with `per_kernel`, the per-kernel breakdown
-    as "kernels" beside "variants"."""
-    from reports import render
+    """A run as the one JSON document --json prints: report.json's (results.report_doc: status,
+    exit code, error, meta, the per-variant table); with `per_kernel`, the per-kernel breakdown
+    as "kernels" beside "variants". A run that has just failed overrides how it ended with the
+    error as raised (its hint and log)."""
+    from orchestrator.results import report_doc
 
-    meta = {"run": str(run.path), "status": run.status, "backend": run.backend}
-    kernels = run.kernels if per_kernel else None
-    return {"status": status or run.status, "exit_code": exit_code, "error": error,
-            **json.loads(render.to_json(run.table, meta, kernels=kernels))}
+    doc = report_doc(run, kernels=per_kernel)
+    if status is not None:
+        doc["status"] = status
+    if exit_code is not None:
+        doc["exit_code"] = exit_code
+    if error is not None:
+        doc["error"] = error
+    return doc
 
 
 def _print_run(run, fmt: str, per_kernel: bool = False) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli_output import _print_run, _run_and_print, run_doc
+from orchestrator.cli_output import _print_run, run_doc
 from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
 from reports.formats import FORMATS
 
@@ -94,18 +94,6 @@ def _load(path: Path):
         raise
 
 
-def _reported(run):
-    """The run read back, or the error its table carries (raised with the run: printed with it)."""
-    from orchestrator.execution import report_error
-
-    error = report_error(run)
-    if error is not None:
-        raise error
-    if not run.saved:
-        click.echo(f"gprof-orch: {run.path} is read-only: its saved reports were not rewritten", err=True)
-    return run
-
-
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
@@ -113,7 +101,9 @@ def _reported(run):
 @click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
               "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
 def report(runs, fmt, as_json, per_kernel) -> None:
-    """Rebuild the report of saved run folders (no GPU needed).
+    """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
+    124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
+    printed all the same; 4 (or the folder's own code) when a folder could not be read.
 
     \b
     Example:
@@ -122,42 +112,51 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
-    if len(runs) == 1:  # one folder: its table, then the error its numbers carry
-        _run_and_print(lambda: _reported(_load(runs[0])), fmt, False, per_kernel)
-        return
-    from orchestrator.execution import report_error
-
-    docs, unreadable, codes, carried = [], [], [], []
+    docs, unreadable, codes, ended = [], [], [], []
     for path in runs:
         try:
             run = _load(path)
         except GprofError as exc:
+            if len(runs) == 1:
+                raise
             # one bad folder of several: named at the end; the others are still reported
             unreadable.append(f"{exc.path}: {exc.reason}" if isinstance(exc, ParseError) else exc.message)
             codes.append(exc.exit_code)
             continue
         unreadable += [f"{path}/{n}: {why}" for n, why in (getattr(run, "unreadable", None) or {}).items()]
-        err = report_error(run)
-        if err is not None:
-            carried.append(err)
+        doc = run_doc(run, per_kernel=per_kernel)
         if fmt == "json":  # one document on stdout: printed once every folder is read
-            docs.append(run_doc(run, per_kernel=per_kernel))
+            docs.append(doc)
         else:
             _print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
-    # the others' tables are printed; the exit code says that a result could not be read, or is not whole
-    message = "; ".join(([f"could not read {'; '.join(unreadable)}"] if unreadable else [])
-                        + [e.message for e in carried]) or None
-    code = (codes or [e.exit_code for e in carried] or [EXIT_PARSE])[0]
+        if doc["exit_code"]:
+            ended.append((path, doc))
+    # the tables are printed; the exit code says that a folder could not be read, else how the
+    # (first) run that did not end ok ended
+    message = "could not read " + "; ".join(unreadable) if unreadable else None
+    code = (codes or [EXIT_PARSE])[0] if message else ended[0][1]["exit_code"] if ended else 0
+    for path, doc in ended:
+        click.echo(f"gprof-orch: {path}: the run ended {doc['status']} (exit {doc['exit_code']}): "
+                   f"{doc['error']['message']}", err=True)
     if fmt == "json":
-        doc = {"status": "ok" if all(d["status"] == "ok" for d in docs) else "failed", "exit_code": 0,
-               "error": None, "runs": docs}
-        if message:
-            kind = "ParseError" if unreadable and code == EXIT_PARSE else type(carried[0]).__name__ if carried \
-                else "GprofError"
-            doc = {**doc, "status": "failed", "exit_code": code, "error": {"kind": kind, "message": message}}
-        click.echo(json.dumps(doc, indent=1))
+        click.echo(json.dumps(_report_json(docs, len(runs), ended, message, code), indent=1))
     if message:
         click.echo(f"gprof-orch: error: {message}", err=True)
+    if code:
         sys.exit(code)
+
+
+def _report_json(docs: list[dict], n: int, ended: list, message: str | None, code: int) -> dict:
+    """`report --json`'s one document: the folder's own (report.json's), or {"runs": [...]} of
+    several, with the exit code and error of the whole command."""
+    doc = docs[0] if n == 1 else {
+        "status": "failed" if ended else "ok", "exit_code": code,
+        "error": {"kind": ended[0][1]["error"]["kind"],
+                  "message": "; ".join(f"{p}: {d['error']['message']}" for p, d in ended)} if ended else None,
+        "runs": docs}
+    if message:
+        doc = {**doc, "status": "failed", "exit_code": code,
+               "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
+    return doc

@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import ParseError
-from orchestrator.results import MultiRun, Run, load_run
+from orchestrator.multirun import MultiRun
+from orchestrator.results import Run, load_run
 from reports.schema import MEASURES
 
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
 from orchestrator.errors import (GprofError, InterruptedRunError, RunFailedError, SamplesLostError, ToolTimeoutError,
-                                 interrupt_in)
+                                 UsageError, interrupt_in)
 from orchestrator.request import Request
-from orchestrator.runfolder import RunFolder
+from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -90,15 +90,21 @@ def reporting_error(rf: RunFolder, exc: BaseException, error: GprofError | None)
     return error or exc
 
 
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None) -> "Run":
+def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *,
+             unreadable_input: bool = False) -> "Run":
     """End a run folder: the reports carry the final status, so set it first, write them once,
-    then save the manifest; raise `error` (with `.run`, what could be built) if there is one."""
+    then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
+    `unreadable_input`: `error` says the file the user imported could not be read at all."""
     from orchestrator.results import write_report
 
+    if error is not None and run is None and collected_nothing(rf, error, unreadable_input):
+        rf.discard()
+        error.log = None  # it was in the folder
+        raise error
     if error is None and run is not None:
         error = incomplete_error(run, backends.get(rf.manifest["backend"]).lost_events(rf))
         status = "incomplete" if error else status
-    rf.set_status(status, error.message if error else None)
+    rf.set_status(status, error)
     if run is not None:
         t0 = time.monotonic()
         try:
@@ -117,7 +123,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
             else:  # samples the runner could not save are lost: only a new run brings them back
                 error.hint = "free some space and run again" if isinstance(error, SamplesLostError) else \
                     f"free some space, then `gprof-orch report {rf.path}` writes the reports"
-            rf.set_status("interrupted" if stopped else "failed", error.message)
+            rf.set_status("interrupted" if stopped else "failed", error)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
         error.hint = (error.hint + "; " if error.hint else "") + f"run folder kept: {rf.path}"
@@ -175,6 +181,13 @@ def report_error(run: Any) -> GprofError | None:
     return error
 
 
+def collected_nothing(rf: RunFolder, error: GprofError, unreadable_input: bool = False) -> bool:
+    """Whether a run that went wrong left nothing worth its folder: no workload.json, and a usage
+    error (`--size` too large for the device, found by the runner) or an imported file that
+    could not be read (its copy is all the folder would hold)."""
+    return (isinstance(error, UsageError) or unreadable_input) and not (rf.path / WORKLOAD_MANIFEST).exists()
+
+
 def execute_point(point: Any, out: Path) -> "RunFolder | str":
     """A point as a Dask worker runs it: the same runs into `out` as run_point makes, the status
     (from workload.json) in the manifest and every raw file, but no report. The client builds
@@ -194,7 +207,7 @@ def execute_point(point: Any, out: Path) -> "RunFolder | str":
         except GprofError as exc:
             error = exc
     status, error = final_status(rf, workload, error)
-    rf.set_status(status, error.message if error else None)
+    rf.set_status(status, error)
     rf.finish()
     if error is not None:
         error.run_path = rf.path  # type: ignore[attr-defined]

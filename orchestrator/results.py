@@ -1,5 +1,5 @@
-"""Run folders read back: a Run (one backend's folder) or a MultiRun (an `all`, sweep or
-each-gpu folder of child runs), built from what the folder holds, with their report files.
+"""Run folders read back: a Run (one backend's folder; a parent folder of child runs is a
+MultiRun, orchestrator.multirun), built from what the folder holds, with their report files.
 Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
 `write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
 nsys's export of the report it wrote)."""
@@ -9,13 +9,16 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
-from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error
+from orchestrator.errors import EXIT_INCOMPLETE, ParseError
+from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
+
+if TYPE_CHECKING:
+    from orchestrator.multirun import MultiRun
 
 
 @dataclass
@@ -46,6 +49,11 @@ class Run:
     def backend(self) -> str:
         """The name of the backend that made the run ("" if unrecorded)."""
         return self.manifest.get("backend", "")
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code the run ended with (0 ok, 1 failed, 124 timed out, 130 interrupted, ...)."""
+        return run_exit_code(self.manifest, self.workload)
 
     def title(self) -> str:
         """The one-line heading of the run's tables: backend, workload, shape and dtype, device,
@@ -178,10 +186,8 @@ def write_report(run: Run) -> None:
 
     meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
             "status": run.status}
-    json_meta = meta | ({"findings": json.loads(run.findings.to_json(orient="records"))}
-                        if not run.findings.empty else {})
     try:
-        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), meta=json_meta)
+        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), doc=report_doc(run))
         _pause_for_test("write")
         html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
                         notes=run.footer(), kernels=run.kernels, findings=run.findings)
@@ -190,110 +196,49 @@ def write_report(run: Run) -> None:
     run.saved = True
 
 
+def report_doc(run: "Run | MultiRun", *, kernels: bool = False) -> dict[str, Any]:
+    """The one JSON document of a run: report.json holds it, `--json` prints it (with `kernels`,
+    the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
+    command exited, error: null when it went well), meta (ncu's findings in "findings") and
+    the per-variant table."""
+    from reports import render
+
+    code, m = run.exit_code, run.manifest
+    meta = {"run": str(run.path), "backend": run.backend, "workload": run.workload.get("workload") or
+            m.get("workload"), "status": run.status}
+    if not isinstance(run, Run):  # a parent folder (orchestrator.multirun)
+        meta["kind"] = run.kind
+    elif not run.findings.empty:
+        meta["findings"] = json.loads(run.findings.to_json(orient="records"))
+    kind = m.get("error_kind") or {124: "ToolTimeoutError", 130: "InterruptedRunError"}.get(code, "RunFailedError")
+    error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
+    status = run.status
+    if not code:  # a folder that ended ok whose table is not whole (read by an older gprof-orch)
+        from orchestrator.execution import report_error
+
+        carried = report_error(run)
+        if carried is not None:
+            code, status = carried.exit_code, "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed"
+            error = {"kind": type(carried).__name__, "message": carried.message, "hint": carried.hint}
+    return {"status": status, "exit_code": code, "error": error,
+            **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None))}
+
+
 def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
     """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
     It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
     the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
     rf = RunFolder.open(path)
     write = write and rf.writable()
+    from orchestrator.multirun import MULTI_KINDS, build_multi
+
     if rf.manifest.get("kind") in MULTI_KINDS:
-        return _build_multi(rf, write=write)
+        return build_multi(rf, write=write)
     backend = rf.manifest.get("backend")
     if not isinstance(backend, str) or backend not in backends.BACKENDS:
         raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
     return build_report(rf, write=write)
 
-
-# -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
-
-# the kinds of parent folder: every backend, every size/dtype, the one point on every worker's GPU
-MULTI_KINDS = ("all", "sweep", "each-gpu")
-# the kinds whose page opens with the merged table, before a section per child
-MERGED_FIRST = ("all", "each-gpu")
-
-
-@dataclass
-class MultiRun:
-    """A parent run folder holding child runs: kind 'all' (one a backend), 'sweep' (one a size and
-    dtype) or 'each-gpu' (one a worker's GPU). `table` is the merged table (all), the time-vs-size
-    table (sweep) or the per-GPU table with the slow GPUs flagged (each-gpu)."""
-
-    path: Path
-    manifest: dict[str, Any]
-    runs: dict[str, Run]
-    skipped: dict[str, str]
-    table: pd.DataFrame
-    kind: str
-    saved: bool = True
-    # children whose results are there but could not be read (a damaged report): name -> why;
-    # the table holds the others
-    unreadable: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        """The status of the whole sweep or `all` run from its manifest ("" if unrecorded)."""
-        return self.manifest.get("status", "")
-
-    @property
-    def backend(self) -> str:
-        """The kind of the multi-run ("all", "sweep", "each-gpu"), where a Run names its backend."""
-        return self.kind
-
-    @property
-    def frame(self) -> pd.DataFrame:
-        """Every child run's unified long-form frame, concatenated (built on each access)."""
-        from reports.schema import concat
-
-        return concat(r.frame for r in self.runs.values())
-
-    @property
-    def workload(self) -> dict[str, Any]:
-        """The first child run's workload manifest ({} with no child): the children share the
-        workload, so its name, device and env stand for all."""
-        return next(iter(self.runs.values())).workload if self.runs else {}
-
-    @property
-    def kernels(self) -> pd.DataFrame:
-        """Every child run's per-kernel breakdown, its child's name (backend, or size-dtype) in `run`."""
-        from reports.kernels import KERNEL_COLUMNS
-
-        parts = [r.kernels.assign(run=name) for name, r in self.runs.items()
-                 if isinstance(getattr(r, "kernels", None), pd.DataFrame) and not r.kernels.empty]
-        if not parts:
-            return pd.DataFrame(columns=["run", *KERNEL_COLUMNS])
-        return pd.concat(parts, ignore_index=True)[["run", *KERNEL_COLUMNS]]
-
-    def title(self) -> str:
-        """The one-line heading of the merged table: workload, what was run (all backends, a
-        sweep, each GPU), device and the folder."""
-        w = self.workload
-        dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
-        what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
-        return heading(self.manifest.get("workload"), _words(what, dev and f"on {dev}"), self.path)
-
-    def footer(self) -> list[str]:
-        """The lines printed under the merged table: how the run ended, the children skipped or
-        unreadable, each child's weighting note, and the legend of `all`'s columns."""
-        lines = []
-        if self.status not in ("ok", None):
-            err = self.manifest.get("error")
-            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
-        lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
-        lines += [f"{name}: unreadable, left out of the table: {why}" for name, why in self.unreadable.items()]
-        for name, r in self.runs.items():
-            weighted = _weighting_legend(r)
-            if weighted:
-                lines.append(f"{name}: {weighted}")
-        if self.kind == "all":
-            from reports import merge
-
-            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda",
-                                      table=self.table))
-        if self.kind == "each-gpu" and not self.table.empty:
-            from orchestrator.cluster.each_gpu import slow_lines
-
-            lines += slow_lines(self.table)
-        return lines
 
 
 
@@ -350,73 +295,3 @@ def _weighting_legend(run: Any) -> str | None:
     if not isinstance(frame, pd.DataFrame):
         return None
     return weighting_legend(frame, [v["name"] for v in workload.get("variants", [])])
-
-
-def _build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None,
-                 built: dict[str, Run] | None = None) -> MultiRun:
-    """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
-    says otherwise, its children's) rewritten. `built`: children's Runs already built from their
-    folders as they ended (the run that made them), not parsed again."""
-    from reports import merge
-
-    children_write = write if children_write is None else children_write
-
-    kind = rf.manifest.get("kind", "all")
-    runs: dict[str, Run] = {}
-    skipped: dict[str, str] = {}
-    unreadable: dict[str, str] = {}
-    for name, child in (rf.manifest.get("children") or {}).items():
-        if child.get("status") == "skipped":
-            skipped[name] = child.get("reason", "")
-            continue
-        folder = rf.file(child.get("folder", name))
-        if built and name in built and not children_write:
-            runs[name] = built[name]
-        elif (folder / WORKLOAD_MANIFEST).exists():
-            try:
-                child = RunFolder.open(folder)
-                runs[name] = build_report(child, write=children_write and child.writable())
-            except (ParseError, ToolNotFoundError, ToolFailedError) as exc:
-                # one damaged result (or one whose export cannot be made) does not take the others' table with it
-                unreadable[name] = exc.render().splitlines()[0]
-        elif child.get("status") == "ok":
-            # the parent saw it end with results: its folder was moved or deleted since
-            what = "is missing" if not folder.exists() else f"holds no {WORKLOAD_MANIFEST}"
-            unreadable[name] = f"its folder {what}, though it ended ok"
-        else:
-            skipped[name] = child.get("error", "no results")
-    if kind == "all":
-        first = next(iter(runs.values())).workload if runs else {}
-        table = merge.merged_table({n: r.table for n, r in runs.items()}, backends.merged_sources(runs),
-                                   first.get("baseline"),
-                                   on_gpu=first.get("device") == "cuda")
-    elif kind == "each-gpu":
-        from orchestrator.cluster.each_gpu import each_gpu_table
-
-        table = each_gpu_table(runs)
-    else:
-        points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
-        table = merge.sweep_table(points)
-    multi = MultiRun(rf.path, rf.manifest, runs, skipped, table, kind, saved=False, unreadable=unreadable)
-    if write:
-        _write_multi(multi)
-    return multi
-
-
-def _write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
-    """A parent folder's reports; `drawn`: its page's sections drawn ahead (html.draw_section)."""
-    from reports import html, render
-
-    sections = [(f"{n}", r.table) for n, r in multi.runs.items()]
-    if multi.kind in MERGED_FIRST:
-        sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
-    meta = {"run": multi.path.name, "kind": multi.kind, "status": multi.status}
-    try:
-        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(), meta=meta)
-        html.write_html(multi.path / "report.html", multi.title(), sections,
-                        sweep=multi.table if multi.kind == "sweep" else None,
-                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),
-                        kernels=multi.kernels, drawn=drawn)
-    except OSError as exc:
-        raise disk_error(multi.path, exc) from exc
-    multi.saved = True

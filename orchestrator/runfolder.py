@@ -13,22 +13,26 @@ manifest, and the report.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import GprofError, ParseError, UsageError
-from reports.schema import NOT_SAVED, SCHEMA_VERSION
+from orchestrator.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_TIMEOUT, GprofError, \
+    ParseError, UsageError
+from orchestrator import workload_check
+from reports.schema import SCHEMA_VERSION
 from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
-from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
 # incomplete: the run ended, but the profiler's report lacks part of what ran (execution.conclude)
 STATUSES = ("running", "ok", "failed", "interrupted", "incomplete")
+# the exit code of a run by its status, where its manifest records none (folders written before
+# it was recorded); a folder still `running` was never concluded: gprof-orch itself was killed
+STATUS_EXIT = {"ok": EXIT_OK, "failed": EXIT_RUN_FAILED, "interrupted": EXIT_INTERRUPTED, "running": EXIT_RUN_FAILED,
+               "incomplete": EXIT_INCOMPLETE}
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
 
@@ -79,6 +83,8 @@ class RunFolder:
     manifest: dict[str, Any] = field(default_factory=dict)
     # whether its runner has ended (a folder still `running` may be read while it runs)
     ended: bool = False
+    # whether this run made the folder (else: an empty --out that was there before, or a folder opened)
+    made: bool = False
 
     @classmethod
     def create(cls, backend: str, workload: str, *, out: Path | None = None, root: Path | None = None,
@@ -89,8 +95,10 @@ class RunFolder:
         if out is not None:
             out = Path(out)
             _writable_dir(out.parent if out.parent != Path("") else Path("."))
+            made = False
             try:
                 out.mkdir(parents=True, exist_ok=False)
+                made = True
             except FileExistsError:
                 if any(out.iterdir()):
                     raise UsageError(f"--out {out} exists and is not empty; choose a new folder") from None
@@ -113,6 +121,7 @@ class RunFolder:
                 path = root / (base if i == 0 else f"{base}-{i + 1}")
                 try:
                     path.mkdir()
+                    made = True
                     break
                 except FileExistsError:
                     continue
@@ -129,7 +138,7 @@ class RunFolder:
             "argv": argv or [],
             "request": request or {},
             "commands": [],
-        })
+        }, made=made)
         rf.save()
         return rf
 
@@ -188,15 +197,23 @@ class RunFolder:
             raise disk_error(self.path, exc) from exc
         self.save()
 
-    def set_status(self, status: str, error: str | None = None) -> None:
-        """The final status, in memory: the reports are written with it, then finish() saves it."""
+    def set_status(self, status: str, error: GprofError | str | None = None) -> None:
+        """The final status, in memory: the reports are written with it, then finish() saves it.
+        With it the exit code the command ends with (`error`'s own: 124 for a timeout, 5 for
+        counters denied; else the status's), so `report` of the folder exits the same."""
         assert status in STATUSES
         self.manifest["status"] = status
         self.manifest["finished_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        code = STATUS_EXIT[status]
+        if isinstance(error, GprofError):
+            code = error.exit_code if status != "ok" else code
+            self.manifest["error_kind"] = type(error).__name__
+            error = error.message
+        self.manifest["exit_code"] = code
         if error:
             self.manifest["error"] = error
 
-    def finish(self, status: str | None = None, error: str | None = None) -> None:
+    def finish(self, status: str | None = None, error: GprofError | str | None = None) -> None:
         """Save the final status (set here or by set_status). On a full disk, where the atomic
         write has no room, the manifest is rewritten in place, compact, within the space the
         old one holds: a folder must not say `running` once its run has ended. Raises only
@@ -222,6 +239,21 @@ class RunFolder:
         except OSError:
             return False
         return True
+
+    def discard(self) -> None:
+        """Remove what a run that collected nothing wrote (a usage error, an import whose file
+        could not be read): the folder where this run made it; an --out that was there, empty,
+        before the run is left as it was found, empty (its content is all this run's)."""
+        import shutil
+
+        if self.made:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for p in self.path.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                _unlink(p)
 
     def writable(self) -> bool:
         """Whether the reports can be (re)written here: not on a read-only mount or folder."""
@@ -272,23 +304,12 @@ class RunFolder:
             data = json.loads(p.read_text())
         except ValueError as exc:
             raise ParseError(p, f"corrupt ({exc})") from exc
-        problem = _workload_manifest_problem(data)
+        problem = workload_check.problem(data)
         if problem:
             raise ParseError(p, f"malformed: {problem}")
         if self.ended and data.get("status") == "running":
-            _close_unsaved(data)
+            workload_check.close_unsaved(data)
         return data
-
-
-def _close_unsaved(data: dict[str, Any]) -> None:
-    """A workload.json its runner never ended (it could not write it again, or was killed): the
-    variant it was measuring has no saved result, those it never reached did not run."""
-    for v in data["variants"]:
-        if v.get("status") == "measuring":
-            v.update(status=NOT_SAVED, reason="its result was not saved: the runner stopped while measuring it, "
-                                              "before workload.json was written again")
-        elif v.get("status") == "pending":
-            v.update(status="skipped", reason="not run: the run stopped before it")
 
 
 def _file_hint(path: Path) -> str:
@@ -305,81 +326,14 @@ def _file_hint(path: Path) -> str:
     return f"a capture: `gprof-orch import {path}` reads it into a run folder"
 
 
-def _is_number(x: Any, none: bool = False) -> bool:
-    return (x is None and none) or (isinstance(x, (int, float)) and not isinstance(x, bool))
-
-
-def _variant_problem(v: dict[str, Any]) -> str | None:
-    """What is wrong with the fields of one variant that the reports read, or None."""
-    for key in ("status", "label"):  # the runner writes both from the start (status "pending")
-        if not isinstance(v.get(key), str):
-            return f'"{key}" is missing or not a string'
-    for key in ("status", "label", "reason", "error"):
-        if v.get(key) is not None and not isinstance(v[key], str):
-            return f'"{key}" is {type(v[key]).__name__}, not a string'
-    if v.get("status") == "ok" and "bytes_moved" not in v:
-        return '"bytes_moved" is missing'
-    moved = v.get("bytes_moved")
-    if moved is not None and (type(moved) is not int or moved < 0):
-        return f'"bytes_moved" is {moved!r}, not a count of bytes'
-    for key in ("time_samples_ns", "cpu_samples_ns"):
-        samples = v.get(key)
-        if key in v and (not isinstance(samples, list) or not all(map(_is_duration, samples))):
-            return f'"{key}" is not a list of durations (finite numbers >= 0)'
-    return None
-
-
-def _is_duration(x: Any) -> bool:
-    # a time is never negative nor NaN: such a sample is damage, never a median to print
-    return _is_number(x) and math.isfinite(x) and x >= 0
-
-
-def _workload_manifest_problem(data: Any) -> str | None:
-    """What is wrong with the shape of a workload.json that the reports rely on, or None."""
-    if not isinstance(data, dict):
-        return f"not a JSON object but {type(data).__name__}"
-    variants = data.get("variants")
-    if not isinstance(variants, list) or not variants:
-        return f'"variants" is {type(variants).__name__ if variants != [] else "empty"}, not a list of variants'
-    # the speedups are over the baseline (a capture's ranges have none unless they are alternatives:
-    # capture_manifest.capture_baseline); the device decides GPU time or host wall time
-    for key in ("workload", "baseline", "device"):
-        if not isinstance(data.get(key), str) and not (key == "baseline" and data.get("mode") == "capture"
-                                                       and data.get(key) is None):
-            return f'"{key}" is missing or not a string'
-    if "iters" not in data:
-        return '"iters" is missing'
-    version = data.get("schema_version", WORKLOAD_SCHEMA)
-    if type(version) is not int or version > WORKLOAD_SCHEMA:
-        return (f'"schema_version" is {version!r}: written by a newer gprof-orch '
-                f'(this one reads up to {WORKLOAD_SCHEMA})')
-    for i, v in enumerate(variants):
-        if not isinstance(v, dict) or not isinstance(v.get("name"), str):
-            return f'"variants"[{i}] is not an object with a "name" string'
-        problem = _variant_problem(v)
-        if problem:
-            return f'"variants"[{i}] ({v["name"]}): {problem}'
-    for key in ("baseline", "device", "dtype", "trace"):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            return f'"{key}" is {type(data[key]).__name__}, not a string'
-    if not _is_number(data.get("numel"), none=True):
-        return f'"numel" is {data["numel"]!r}, not a number'
-    env, nvtx = data.get("env") or {}, data.get("nvtx") or {}
-    peak = env.get("peak_bandwidth_bytes_per_s") if isinstance(env, dict) else None
-    if peak is not None and not (_is_number(peak) and 1e9 <= peak < 1e16):  # 1 GB/s to 10 PB/s
-        return f'"env"/"peak_bandwidth_bytes_per_s" is {peak!r}, not a memory bandwidth in bytes/s'
-    # domain None is NVTX's default domain; a prefix is always written, "" to take every range
-    if isinstance(nvtx, dict) and ((nvtx.get("domain") is not None and not isinstance(nvtx["domain"], str))
-                                   or ("prefix" in nvtx and not isinstance(nvtx["prefix"], str))):
-        return '"nvtx" has a domain or prefix that is not a string'
-    for key, kind in (("shape", list), ("env", dict), ("nvtx", dict)):
-        if data.get(key) is not None and not isinstance(data[key], kind):
-            return f'"{key}" is {type(data[key]).__name__}, not {kind.__name__}'
-    iters = data.get("iters")
-    # null only where a stop rule set the counts, or each variant has its own (an imported capture)
-    if iters is None and not data.get("stop_rule") and not all(type(v.get("iters")) is int for v in variants):
-        return '"iters" is null and there is no stop rule'
-    if iters is not None and (type(iters) is not int or iters < 0):
-        return f'"iters" is {iters!r}, not a count'
-    return None
-
+def run_exit_code(manifest: dict[str, Any], workload: dict[str, Any] | None = None) -> int:
+    """The exit code a run folder's run ended with: as its manifest records it (set_status), else
+    by its status; a folder from before it was recorded whose workload.json says `timed out`
+    ended by --timeout (124)."""
+    code = manifest.get("exit_code")
+    if type(code) is int and 0 <= code <= 255:
+        return code
+    status = manifest.get("status")
+    if status == "failed" and (workload or {}).get("status") == "timed out":
+        return EXIT_TIMEOUT
+    return STATUS_EXIT.get(status, EXIT_RUN_FAILED)

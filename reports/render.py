@@ -119,10 +119,8 @@ def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None, *, kernels:
 
 
 def render_kernels(kernels: pd.DataFrame, fmt: str) -> str:
-    """The per-kernel breakdown (--per-kernel) in a text format: table, markdown or csv; render()
-    puts it under the main table after a blank line. JSON: to_json(kernels=...)."""
-    if fmt == "csv":
-        return kernels.to_csv(index=False)
+    """The per-kernel breakdown (--per-kernel) as a table or in markdown; render() puts it under
+    the main table after a blank line. JSON: to_json(kernels=...); CSV: to_csv_with_kernels."""
     title = KERNELS_TITLE
     if not any(c in kernels and kernels[c].notna().any() for c in ("dram_pct_of_peak", "sm_pct_of_peak")):
         title = title.split("; ncu:")[0]
@@ -165,9 +163,10 @@ def replacing(path: Path) -> Iterator[Path]:
 
 
 def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
-              meta: dict[str, Any]) -> dict[str, Path]:
-    """report.csv/.json/.md, the frame as frame.parquet, and as frame.csv where wants_frame_csv();
-    each file replaced whole (`gprof-orch report` stopped part-way leaves every file whole)."""
+              doc: dict[str, Any]) -> dict[str, Path]:
+    """report.csv/.md from the table, report.json (`doc`: the run's JSON document, what --json
+    prints), the frame as frame.parquet, and as frame.csv where wants_frame_csv(); each file
+    replaced whole (`gprof-orch report` stopped part-way leaves every file whole)."""
     paths = {"parquet": folder / "frame.parquet", "csv": folder / "report.csv", "json": folder / "report.json",
              "markdown": folder / "report.md"}
     csv = wants_frame_csv(len(frame))
@@ -189,7 +188,7 @@ def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: 
     with replacing(paths["csv"]) as tmp:
         table.to_csv(tmp, index=False)
     with replacing(paths["json"]) as tmp:
-        tmp.write_text(to_json(table, meta))
+        tmp.write_text(json.dumps(doc, indent=1))
     with replacing(paths["markdown"]) as tmp:
         tmp.write_text(to_markdown(table, title, footer))
     return paths
@@ -202,11 +201,25 @@ def render(table: pd.DataFrame, fmt: str, *, title: str = "", footer: list[str] 
     if fmt == "json":
         return to_json(table, meta, kernels=kernels)
     if fmt == "csv":
-        out = table.to_csv(index=False)
-    elif fmt == "markdown":
+        return table.to_csv(index=False) if kernels is None else to_csv_with_kernels(table, kernels)
+    if fmt == "markdown":
         out = to_markdown(table, title, footer)
     else:
         out = to_text(table, title, footer)
-    if kernels is not None:  # csv and markdown end in a newline, the text table does not
-        out += ("\n" if fmt in ("csv", "markdown") else "\n\n") + render_kernels(kernels, fmt)
+    if kernels is not None:  # markdown ends in a newline, the text table does not
+        out += ("\n" if fmt == "markdown" else "\n\n") + render_kernels(kernels, fmt)
     return out
+
+
+def to_csv_with_kernels(table: pd.DataFrame, kernels: pd.DataFrame) -> str:
+    """The variant table and the per-kernel breakdown as one CSV table (two tables one after the
+    other read as one, the second header a row of data): the variant rows, then the kernel rows,
+    `table` first saying which ("variants" or "kernels"); the columns of both, each once, in the
+    schema's order (a kernel row's launches/iter, DRAM %, ... are that kernel's own)."""
+    # whole-number columns stay whole where the other table leaves them empty (3, not 3.0)
+    ints = {c for f in (table, kernels) for c in f.columns if pd.api.types.is_integer_dtype(f[c])}
+    parts = [f.astype({c: "Int64" for c in ints if c in f}).assign(table=name)
+             for f, name in ((table, "variants"), (kernels, "kernels"))]
+    order = {c.name: i for i, c in enumerate(schema.REPORT_COLUMNS)}
+    cols = ["table", *sorted(dict.fromkeys([*table.columns, *kernels.columns]), key=lambda c: order.get(c, len(order)))]
+    return pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)[cols].to_csv(index=False)

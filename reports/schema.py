@@ -158,6 +158,9 @@ class Column:
 
 _TIME = "{:.2f}"
 REPORT_COLUMNS: list[Column] = [
+    # --per-kernel in CSV: the one table holds both, this column says which a row is ("variants",
+    # "kernels": the JSON's keys), so that a CSV reader gets one well-typed frame
+    Column("table", "table", tables=(), shown=False),
     # a child run of an `all` or sweep folder (its per-kernel rows), or a worker's folder (each-gpu)
     Column("run", "run", tables=(EACH_GPU,)),
     Column("gpu", "GPU", tables=(EACH_GPU,)),

@@ -11,9 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "workloads", "reports")
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60
-# modules still over MAX_LINES, at most this many lines (lower a number when a module shrinks):
-# a concept kept whole over the guide (a module is split by concept, not by line count)
-OVER = {"orchestrator.results": 410}
+# modules still over MAX_LINES, at most this many lines (lower a number when a module shrinks)
+OVER = {}
 
 
 def _modules():

@@ -85,10 +85,11 @@ def test_a_run_stopped_after_measuring_ends_interrupted(point, sig, tmp_path):
         assert {r["variant"] for r in doc["variants"]} == {v["name"] for v in wman["variants"]}
     else:
         assert doc["run"] == str(out)
-    # what the hint says: `report` writes them, with the status the folder ended with
+    # what the hint says: `report` writes them, with the status the folder ended with, and exits as
+    # the run did
     again = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(out), "--json"], cwd=REPO,
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 130 and json.loads(again.stdout)["exit_code"] == 130, again.stderr
     assert json.loads((out / "report.json").read_text())["meta"]["status"] == "interrupted"
 
 

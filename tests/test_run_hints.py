@@ -192,10 +192,9 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
     again = run_cli("report", str(out))
     assert again.returncode == 1, again.stderr
     assert "torch_square  torch.square  not saved" in again.stdout and "pending" not in again.stdout
-    assert (f"gprof-orch: error: no result saved for {out}: torch_square: the runner stopped while measuring, "
-            "before it wrote workload.json again (the rows say `not saved`)") in again.stderr
+    assert f"gprof-orch: {out}: the run ended failed (exit 1): " in again.stderr
     doc = json.loads(run_cli("report", str(out), "--json").stdout)
-    assert (doc["status"], doc["exit_code"], doc["error"]["kind"]) == ("failed", 1, "RunFailedError")
+    assert (doc["status"], doc["exit_code"], doc["error"]["kind"]) == ("failed", 1, "SamplesLostError")
 
 
 # -- a median far above the fastest sample: a busy machine or two speeds, whatever the stop rule --

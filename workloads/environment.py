@@ -97,14 +97,28 @@ def check_memory(spec: RunSpec, workload: registry.Workload, numel: int, itemsiz
         import torch
 
         free, total = torch.cuda.mem_get_info()
-        where = f"the GPU has {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
+        where = f"the GPU has {gib(free)} free of {gib(total)}"
     else:
         free = _mem_available_bytes()
-        where = f"this machine has {free / 2**30:.1f} GiB available" if free else ""
+        where = f"this machine has {gib(free)} available" if free else ""
     if free and need > 0.9 * free:
+        shape = "x".join(map(_count, spec.shape or ()))
         raise RunnerUsageError(
-            f"size {'x'.join(map(str, spec.shape or ()))} ({numel:,} elements of {spec.dtype}) needs about "
-            f"{need / 2**30:.1f} GiB; {where}. Choose a smaller --size.")
+            f"size {shape} ({_count(numel, ',')} elements of {spec.dtype}) needs about {gib(need)}; {where}. "
+            f"Choose a smaller --size.")
+
+
+def gib(nbytes: float) -> str:
+    """A size in GiB as a person reads it: 22.1 GiB, 1,536 GiB, and 2.6e+22 GiB for a size no
+    machine has (`--size 1e30`), not its 23 digits."""
+    x = nbytes / 2**30
+    return f"{x:.1f} GiB" if x < 1000 else f"{x:,.0f} GiB" if x < 1e6 else f"{x:.2g} GiB"
+
+
+def _count(n: int, sep: str = "") -> str:
+    """A count (elements, a dimension) in full up to 15 digits, past them in 3 significant digits:
+    a float size's 31-digit integer (1e30 -> 1000000000000000019884624838656) says nothing more."""
+    return f"{n:{sep}}" if n < 10**15 else f"{n:.3g}"
 
 
 def _mem_available_bytes() -> int | None:
