@@ -64,6 +64,8 @@ KINDS = {
     "ncu-rep": ("ncu-triton-mean", "report.ncu-rep", True),
     "torch-trace": ("torch-trace-mean", "trace.json", False),
     "ncu-rep.xz": ("ncu-triton-mean", "report.ncu-rep.xz", True),
+    # a user's program under `exec nsys`, exported by Nsight Systems 2024.2.3 (nested ranges)
+    "program-sqlite": ("../h100-programs/exec-nested-steps", "report.sqlite", True),
 }
 
 
@@ -342,7 +344,7 @@ def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | N
 
 # kinds whose file only the backend's parse reads (ncu: its rules too, from the same records):
 # a case that parses to the undamaged frame (or raw records) is "same" without the rest (_Same)
-_PARSED_ONLY = {"nsys-sqlite", "ncu-rep", "ncu-rep.xz", "torch-trace"}
+_PARSED_ONLY = {"nsys-sqlite", "program-sqlite", "ncu-rep", "ncu-rep.xz", "torch-trace"}
 _BASE: dict[str, tuple[Path, bytes, object, pd.DataFrame, object, dict | None]] = {}
 
 
