@@ -18,7 +18,7 @@
 # kclock (the kernel clock: cupti-python, its tests, CUPTI's host cost; KCLOCK_TESTS_ONLY=1: the time GPU
 # tests on it), cupti (cupti-python installed first: every later stage on the kernel clock), square-wall (the default
 # time square's wall time, the clock on and off), wall-ab (the same, an older commit's copy
-# (WALL_OLD) against this tree, interleaved), goals (issue 15's A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer),
+# (WALL_OLD) against this tree, interleaved), goals (the timing goals: A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer),
 # programs (a PyTorch program, unchanged, under the plain exec nsys and exec ncu, against nvtx_kern_sum)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
