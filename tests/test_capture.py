@@ -242,7 +242,7 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
     if not version_of(NSYS).startswith("2023."):
         # nsys 2024.2.3 records a range only once it ends: the one stopped inside is not in the
         # capture, and the message says why no range is there (not a bare "no range matches")
-        assert "no NVTX range matches" in res.stderr and "2024.2.3 records a range only once it ends" in res.stderr
+        assert "2024.2.3 records a range only once it ends" in res.stderr, res.stderr
         return
     # the range it was stopped inside is timed to the stop, and says so (it read `ok`)
     row = {r["variant"]: r for r in json.loads((tmp_path / "a" / "report.json").read_text())["variants"]}["sleep"]
