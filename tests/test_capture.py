@@ -237,11 +237,9 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
                   sys.executable, str(PROGRAM), "--sleep", "60", env=env, cwd=tmp_path)
     assert res.returncode == 124, res.stderr
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["status"] == "failed"
-    from orchestrator.tools import version_of
-
-    if not version_of(NSYS).startswith("2023."):
-        # nsys 2024.2.3 records a range only once it ends: the one stopped inside is not in the
-        # capture, and the message says why no range is there (not a bare "no range matches")
+    if not (tmp_path / "a" / "report.json").exists():
+        # nsys 2024.2.3, at times, records a range only once it ends: the one stopped inside is not
+        # in the capture, and the message says why no range is there (not a bare "no range matches")
         assert "2024.2.3 records a range only once it ends" in res.stderr, res.stderr
         return
     # the range it was stopped inside is timed to the stop, and says so (it read `ok`)
