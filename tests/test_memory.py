@@ -72,3 +72,44 @@ def test_a_folder_recorded_before_the_columns_has_them_empty(h200_run):
     run = api.load_run(h200_run("time-square"), write=False)
     for col in ("peak_mib", "alloc_mib_per_call", "allocs_per_call", "result_mib"):
         assert run.table[col].isna().all()
+
+
+def test_memory_figures_that_are_not_numbers_leave_the_columns_empty(tmp_path):
+    """A workload.json whose `memory` was damaged (text, null, a list) rebuilds: those figures
+    are empty, the others and the times as they were."""
+    rows, _, _ = _run(tmp_path, "time", "temporaries", "--workload-file", str(FIXTURE))
+    path = tmp_path / "time" / "workload.json"
+    data = json.loads(path.read_text())
+    by = {v["name"]: v for v in data["variants"]}
+    by["temps"]["memory"].update(peak_bytes="lots", allocations=None, result_bytes=[1])
+    by["clean"]["memory"] = "gone"
+    path.write_text(json.dumps(data))
+    res = run_cli("report", str(tmp_path / "time"), "--format", "json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    again = {r["variant"]: r for r in json.loads(res.stdout)["variants"]}
+    assert again["temps"]["peak_mib"] is None and again["temps"]["allocs_per_call"] is None
+    assert again["temps"]["alloc_mib_per_call"] == pytest.approx(rows["temps"]["alloc_mib_per_call"])
+    assert again["clean"]["peak_mib"] is None and again["clean"]["result_mib"] is None
+    assert "temporaries" not in again["temps"]["note"]
+    assert again["temps"]["time_median_us"] == pytest.approx(rows["temps"]["time_median_us"])
+
+
+def test_a_variant_whose_extra_call_raises_is_still_timed(tmp_path):
+    """The memory call is an observation: a raise there is said in workload.json's `memory`,
+    the columns stay empty, and the variant is timed as it would have been."""
+    wfile = tmp_path / "third.py"
+    wfile.write_text(
+        "from workloads import Variant, Workload\n"
+        "calls = []\n"
+        "def third(a):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 3:\n"
+        "        raise RuntimeError('the third call fails')\n"
+        "    return a * a\n"
+        "WORKLOADS = [Workload('third', 'fails on its third call', [Variant('third', third, 'a*a')],\n"
+        "                      reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s,\n"
+        "                      default_shape=(1000,))]\n")
+    rows, man, _ = _run(tmp_path, "time", "third", "--workload-file", str(wfile), "--warmup", "2")
+    assert man["third"]["memory"]["error"] == "RuntimeError: the third call fails"
+    assert man["third"]["status"] == "ok" and rows["third"]["samples"] == 5
+    assert rows["third"]["peak_mib"] is None and rows["third"]["result_mib"] is None
