@@ -113,3 +113,22 @@ def test_a_variant_whose_extra_call_raises_is_still_timed(tmp_path):
     assert man["third"]["memory"]["error"] == "RuntimeError: the third call fails"
     assert man["third"]["status"] == "ok" and rows["third"]["samples"] == 5
     assert rows["third"]["peak_mib"] is None and rows["third"]["result_mib"] is None
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_caching_allocators_counters_tell_the_same(tmp_path):
+    """On a GPU: the allocator rounds each block to 512 bytes, so a clean call's peak is its
+    result within 512 bytes; the scalar 0.5 stays on the host, so the temporary variant makes 5."""
+    out = tmp_path / "gpu"
+    res = run_cli("time", "temporaries", "--workload-file", str(FIXTURE), "--device", "cuda", "--iters", "5",
+                  "--size", str(N), "--out", str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    man = {v["name"]: v for v in json.loads((out / "workload.json").read_text())["variants"]}
+    rows = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    clean, temps = man["clean"]["memory"], man["temps"]["memory"]
+    assert clean["source"] == "cuda-caching-allocator" and isinstance(clean["reserved_new"], bool)
+    assert clean["result_bytes"] == 4 * N and clean["allocations"] == 1
+    assert 0 <= clean["peak_bytes"] - clean["result_bytes"] < 512
+    assert temps["allocations"] == 5 and 0 <= temps["peak_bytes"] - 3 * 4 * N < 3 * 512
+    assert "temporaries: 7.63 MiB above the result" in rows["temps"]["note"]
+    assert "temporaries" not in rows["clean"]["note"]
