@@ -237,6 +237,12 @@ REPORT_COLUMNS: list[Column] = [
     Column("host_bound", "host-bound", blank=""),
     Column("extra_kernels_per_iter", "extra kernels/iter", INT_OR_3G),
     Column("why", "why", shown=False, blank=""),
+    # one extra call's memory (workloads/call_memory.py): the caching allocator's view on CUDA
+    Column("peak_mib", "peak MiB", "{:.2f}", source="call_peak_bytes", agg="max", scale=2.0**-20),
+    Column("alloc_mib_per_call", "alloc MiB/call", "{:.2f}", source="call_allocated_bytes", agg="max",
+           scale=2.0**-20),
+    Column("allocs_per_call", "allocs/call", INT_OR_3G, source="call_allocations", agg="max"),
+    Column("result_mib", "result MiB", "{:.2f}", source="call_result_bytes", agg="max", scale=2.0**-20),
     Column("speedup_vs_baseline", "speedup", "{:.2f}x", tables=(VARIANT, MERGED, SWEEP)),
     Column("same_kernel_as", "same kernel as", tables=(VARIANT, MERGED)),
     Column("agreement", "agreement", tables=(MERGED,)),

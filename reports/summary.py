@@ -23,6 +23,9 @@ ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
 # between the full kernel names of `kernels_full` (they hold commas, never this)
 FULL_NAMES_SEP = "; "
 
+# a call's peak above its result by more than this fraction, and these bytes, is noted (temporaries)
+TEMPORARIES_OVER, TEMPORARIES_MIN_BYTES = 0.10, 64 * 2**10
+
 # IQR / median above this is called out: the numbers are too noisy to rank variants by
 HIGH_SPREAD = 0.10
 
@@ -114,6 +117,7 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
             note = _also(note, weighted)
         note = _run_notes(row, v, wman, t, note)
         note = _report_notes(row, g, iters, note)
+        note = _memory_notes(row, g, note)
         if t["n"] == 1:
             note = _also(note, SINGLE_SAMPLE)
         if t["median"] > 0 and t["iqr"] / t["median"] > HIGH_SPREAD:
@@ -233,6 +237,20 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
         note = _also(note, (
             f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
             f"time (the report lost events or is damaged)"))
+    return note
+
+
+def _memory_notes(row: dict[str, Any], g: pd.DataFrame, note: str) -> str:
+    """The note's clauses on one call's memory: a peak more than TEMPORARIES_OVER its result
+    (and over TEMPORARIES_MIN_BYTES: allocator rounding and scalars are no trade-off), and a call
+    that made the allocator reserve new memory from the driver."""
+    peak, result = row.get("peak_mib"), row.get("result_mib")
+    if pd.notna(peak) and pd.notna(result):
+        over = (peak - result) * 2**20
+        if over > TEMPORARIES_OVER * result * 2**20 and over > TEMPORARIES_MIN_BYTES:
+            note = _also(note, f"temporaries: {over / 2**20:,.2f} MiB above the result")
+    if (g["metric"] == "call_reserved_new").any():
+        note = _also(note, "its call made the allocator reserve new memory from the driver")
     return note
 
 

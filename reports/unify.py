@@ -92,13 +92,25 @@ def _floats(values: Any) -> np.ndarray:
     return pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").astype("float64").to_numpy()
 
 
+# workload.json's `memory` of a variant (workloads/call_memory.py) -> (metric, unit)
+CALL_MEMORY = [("peak_bytes", "call_peak_bytes", "bytes"), ("allocated_bytes", "call_allocated_bytes", "bytes"),
+               ("allocations", "call_allocations", "count"), ("result_bytes", "call_result_bytes", "bytes")]
+
+
 def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
-    """What the workload itself says of each variant that ran: bytes it must move, iterations."""
+    """What the workload itself says of each variant that ran: bytes it must move, iterations,
+    and the memory of one extra call where the runner measured it."""
     for v in wman.get("variants", []):
         if v.get("status") not in SAMPLED:
             continue
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
         rows.add(v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count")
+        mem = v.get("memory") if isinstance(v.get("memory"), dict) else {}
+        for key, metric, unit in CALL_MEMORY:
+            if isinstance(mem.get(key), (int, float)) and not isinstance(mem.get(key), bool):
+                rows.add(v["name"], metric, mem[key], unit)
+        if mem.get("reserved_new"):
+            rows.add(v["name"], "call_reserved_new", 1.0, "flag")
 
 
 def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str) -> None:

@@ -313,10 +313,10 @@ def test_workload_json_says_where_the_runners_time_went(tmp_path):
     rc, man = _run(tmp_path, workload="square", shape=(1000,), variants=["mul", "pow"])
     assert rc == 0
     phases = man["phases_s"]
-    assert list(phases) == ["start", "settle", "describe", "warm_up", "measure", "total"]
+    assert list(phases) == ["start", "settle", "describe", "warm_up", "memory", "measure", "total"]
     assert all(s >= 0 for s in phases.values())
     # the phases run back to back from run()'s start: together at most the process's total
-    assert sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "measure")) <= phases["total"] + 0.01
+    assert sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "memory", "measure")) <= phases["total"] + 0.01
     for v in _by_name(man).values():
         assert v["warm_up_s"] >= v["setup_s"] >= 0 and v["measure_s"] >= 0
 

@@ -2,7 +2,8 @@
 --out RUN`, the spec (workloads/spec.py) resolved by the parent.
 
 It makes the input and warms each variant up outside any measured range, checks each result
-against a float64 reference, then runs the measured iterations of each variant inside one NVTX
+against a float64 reference, measures the memory of one more call of each (workloads/call_memory.py),
+then runs the measured iterations of each variant inside one NVTX
 range `variant:<name>` (domain `gprof`) and one torch.profiler `record_function` of the same
 name. What ran, what was skipped and why, what failed and how, and the raw timing samples go to
 `workload.json` in the output folder, rewritten after every variant so a crash keeps the rest.
@@ -18,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from workloads import registry
+from workloads import call_memory, registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
 from workloads.manifest import EXIT_NOT_SAVED, MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
@@ -58,6 +59,9 @@ def run(spec: RunSpec) -> int:
     man.save()
     ready, x = _warm_up(spec, workload, runnable, entries, man)
     laps.lap("warm_up")
+    # one extra call each, before any timed or profiled one: what a call's memory is
+    call_memory.measure_all(spec, ready, x, entries, man)
+    laps.lap("memory")
     man.data["current"] = None
 
     if spec.mode == "time":
