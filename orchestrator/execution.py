@@ -102,7 +102,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
         error.log = None  # it was in the folder
         raise error
     if error is None and run is not None:
-        error = incomplete_error(run, backends.get(rf.manifest["backend"]).lost_events(rf))
+        error = incomplete_error(run)
         status = "incomplete" if error else status
     rf.set_status(status, error)
     if run is not None:
@@ -142,10 +142,10 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
 UNREPORTED = ("incomplete", "not in report")
 
 
-def incomplete_error(run: "Run", lost: str | None = None) -> GprofError | None:
+def incomplete_error(run: "Run") -> GprofError | None:
     """An IncompleteReportError naming the variants that ran but whose report is not whole (lost
-    events, a missing range): the table keeps them, marked, and the run must not exit 0. `lost`:
-    the backend's word on lost events (Backend.lost_events), the hint when there is one."""
+    events, a missing range): the table keeps them, marked, and the run must not exit 0. The
+    backend's word on lost events (`run.lost`) is its hint where there is one."""
     from orchestrator.errors import IncompleteReportError
 
     t = run.table
@@ -156,7 +156,7 @@ def incomplete_error(run: "Run", lost: str | None = None) -> GprofError | None:
         return None
     return IncompleteReportError(
         f"the profiler's report is incomplete for {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())}"
-        f": their numbers are not whole", hint=(lost or "see each row's note") + "; the rows are kept, marked")
+        f": their numbers are not whole", hint=(run.lost or "see each row's note") + "; the rows are kept, marked")
 
 
 def report_error(run: Any) -> GprofError | None:
@@ -172,7 +172,7 @@ def report_error(run: Any) -> GprofError | None:
         t = r.table
         if "status" in t and "variant" in t:
             lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
-        error = error or incomplete_error(r, backends.get(r.backend).lost_events(RunFolder.open(r.path)))
+        error = error or incomplete_error(r)
     if lost:
         error = RunFailedError(f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
                                f"it wrote workload.json again (the rows say `not saved`)")

@@ -39,6 +39,8 @@ class Run:
     kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
     # ncu's rule results per variant (reports.why.findings_table); empty for other backends
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # why the profiler's report may lack part of what ran (Backend.lost_events, read once), or None
+    lost: str | None = None
 
     @property
     def status(self) -> str:
@@ -166,14 +168,15 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
     wman = rf.workload_manifest()
     if frame is None:
         frame = backend.parse(rf)
-    if backend.lost_events(rf):
+    lost = backend.lost_events(rf)
+    if lost:
         frame = summary.mark_lost_events(frame, wman)
     table = summary.variant_table(frame, wman)
     findings = why.findings_table(backend.rules(rf), frame)
     table["why"] = why.explain(table, frame, wman, findings)
     run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
-              summary.warnings_for(table) + backend.warnings(rf), saved=False,
-              kernels=kernels.kernel_table(frame, wman), findings=findings)
+              summary.warnings_for(table) + backend.warnings(rf) + ([lost] if lost else []), saved=False,
+              kernels=kernels.kernel_table(frame, wman), findings=findings, lost=lost)
     if write:
         write_report(run)
     return run

@@ -205,8 +205,9 @@ class Backend:
 
     def lost_events(self, rf: RunFolder) -> str | None:
         """Why the tool's report may lack part of what ran (its own log says it lost events), or
-        None. Every variant's row is then `incomplete` and the run exits EXIT_INCOMPLETE. Override
-        where the tool says so; None by default."""
+        None. The report reads it once (results.build_report): a warning line under the table,
+        every variant's row `incomplete`, and the run exits EXIT_INCOMPLETE. Override where the
+        tool says so; None by default."""
         return None
 
     def rules(self, rf: RunFolder) -> pd.DataFrame | None:

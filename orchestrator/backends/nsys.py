@@ -149,9 +149,9 @@ class NsysBackend(ToolBackend):
                 return frame_from_export(sqlite, wman, run=rf.path.name,
                                          domain=nv.get("domain"), prefix=nv.get("prefix", RANGE_PREFIX))
         except ParseError as exc:
-            said = self.warnings(rf)
+            said = self.lost_events(rf)
             if said:
-                exc.hint = said[0] + (f"; {exc.hint}" if exc.hint else "")
+                exc.hint = said + (f"; {exc.hint}" if exc.hint else "")
             raise
 
     @classmethod
@@ -213,11 +213,6 @@ class NsysBackend(ToolBackend):
                 return (f"nsys reported errors while processing the raw events (logs/{name}): events were "
                         f"lost; {why}")
         return None
-
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """What nsys's own log says about lost events (lost_events), as a warning line."""
-        lost = self.lost_events(rf)
-        return [lost] if lost else []
 
 
 def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:

@@ -151,8 +151,9 @@ class ProgramBackend(ToolBackend):
         return NsysBackend().lost_events(rf)
 
     def warnings(self, rf: RunFolder) -> list[str]:
-        """The capture's own notes (from the manifest) and what nsys's log said about lost events."""
-        return list(rf.manifest.get("notes") or []) + NsysBackend().warnings(rf)
+        """The capture's own notes (from the manifest); what nsys's log said about lost events is
+        lost_events's, which every report shows."""
+        return list(rf.manifest.get("notes") or [])
 
 
 def _last_lines(log: Path, lines: int = 10) -> str:
