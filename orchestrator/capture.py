@@ -261,7 +261,7 @@ def write_workload(rf) -> None:
     with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:
         wman = workload_manifest(ns.read_export(plain, lean=True), plain, req.filter, name=req.workload_name(),
                                  source=req.capture or " ".join(req.argv), iters_per_range=req.iters or 1,
-                                 borrowed=borrowed)
+                                 borrowed=borrowed, compare_ranges=req.compare_ranges)
     if rf.manifest.get("status") == "interrupted":
         _stopped_inside(wman, InterruptedRunError("interrupted"))
     write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
