@@ -4,10 +4,20 @@ The entry points: `profile` (one run), `sweep` (every size/dtype), `profile_all`
 backend), `load_run` (a run folder read back). They are imported lazily so that `import orchestrator` (and the CLI's
 --help) stays light.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["profile", "sweep", "profile_all", "load_run", "Run", "profile_program", "import_capture", "__version__"]
+__all__ = [
+    "profile",
+    "sweep",
+    "profile_all",
+    "load_run",
+    "Run",
+    "profile_program",
+    "import_capture",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

@@ -7,6 +7,7 @@ Example:
     >>> run.frame.query("metric == 'time_ns'").groupby("variant").value.median()
     >>> load_run(run.path).table  # the same, rebuilt from the folder, no GPU needed
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError, interrupt_in
-from orchestrator.execution import conclude, execute, final_status, land_point, point_unavailable, reporting_error
+from orchestrator.execution import (
+    conclude,
+    execute,
+    final_status,
+    land_point,
+    point_unavailable,
+    reporting_error,
+)
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
@@ -25,9 +33,14 @@ if TYPE_CHECKING:
 
 # The results and compare are the API's too (`from orchestrator.api import load_run, Run`), imported
 # when first asked for: they bring pandas (0.35 s), and a --cluster run starts its workers first
-_LATER = {"MultiRun": "orchestrator.multirun", "Run": "orchestrator.results", "build_report": "orchestrator.results",
-          "load_run": "orchestrator.results", "write_report": "orchestrator.results",
-          "compare": "orchestrator.comparison"}
+_LATER = {
+    "MultiRun": "orchestrator.multirun",
+    "Run": "orchestrator.results",
+    "build_report": "orchestrator.results",
+    "load_run": "orchestrator.results",
+    "write_report": "orchestrator.results",
+    "compare": "orchestrator.comparison",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,7 +61,7 @@ def plan(req: Request, sub: str | None = None) -> Any:
     return backends.get(req.backend).plan(req, folder / sub if sub else folder)
 
 
-def profile(workload: str, backend: str = "time", **options: Any) -> "Run | MultiRun":
+def profile(workload: str, backend: str = "time", **options: Any) -> Run | MultiRun:
     """Run `workload` under `backend` once and return the Run (see Request for the options).
     Every backend into one folder is `profile_all`; every size or dtype, `sweep`. (With
     --each-gpu the one point runs on every worker's GPU: a MultiRun.)
@@ -59,8 +72,10 @@ def profile(workload: str, backend: str = "time", **options: Any) -> "Run | Mult
     if backend == "all":
         raise UsageError("profile() runs one backend: every backend is profile_all(workload, ...)")
     if "," in str(options.get("size") or "") + str(options.get("dtype") or ""):
-        raise UsageError("profile() runs one size and dtype: a list of them is sweep(workload, backend, "
-                         "sizes, dtypes, ...)")
+        raise UsageError(
+            "profile() runs one size and dtype: a list of them is sweep(workload, backend, "
+            "sizes, dtypes, ...)"
+        )
     argv = options.pop("argv", None)
     req = Request(workload=workload, backend=backend, **options).validate()
     if req.each_gpu:
@@ -108,15 +123,18 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     return _finish_children(rf, what, interrupted, built=built)
 
 
-def _record_child(rf: RunFolder, name: str, result: "Run | MultiRun | str | GprofError", **extra: Any) -> None:
+def _record_child(rf: RunFolder, name: str, result: Run | MultiRun | str | GprofError, **extra: Any) -> None:
     """Record how the child `name` ended in the parent manifest, and save it: a Run (its status),
     a string (why it was skipped), or the error it ended with (interrupted, or failed). `extra`
     (where it ran, on a cluster) is kept beside."""
     if isinstance(result, str):
         entry: dict[str, Any] = {"status": "skipped", "reason": result}
     elif isinstance(result, GprofError):
-        entry = {"status": "interrupted" if isinstance(result, InterruptedRunError) else "failed", "folder": name,
-                 "error": result.message}
+        entry = {
+            "status": "interrupted" if isinstance(result, InterruptedRunError) else "failed",
+            "folder": name,
+            "error": result.message,
+        }
     else:
         entry = {"status": result.status, "folder": name}
     rf.manifest.setdefault("children", {})[name] = {**entry, **extra}
@@ -126,16 +144,27 @@ def _record_child(rf: RunFolder, name: str, result: "Run | MultiRun | str | Gpro
         pass  # finish() tries again, and says so if it cannot
 
 
-def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError | None, *,
-                     built: dict[str, Run] | None = None, drawn: dict | None = None) -> MultiRun:
+def _finish_children(
+    rf: RunFolder,
+    what: str,
+    interrupted: InterruptedRunError | None,
+    *,
+    built: dict[str, Run] | None = None,
+    drawn: dict | None = None,
+) -> MultiRun:
     """End a parent folder once its children have ended: its status from theirs, its reports
     (from `built`, the children's Runs as they ended, and `drawn`, its page's sections drawn
     ahead: html.draw_section), its manifest saved. Raises what went wrong, with `.run`."""
     children = rf.manifest.setdefault("children", {})
     bad = {n: c for n, c in children.items() if c["status"] in ("failed", "interrupted")}
-    err: GprofError | None = interrupted or (RunFailedError(
-        "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()), hint=f"the other {what} are in {rf.path}")
-        if bad else None)
+    err: GprofError | None = interrupted or (
+        RunFailedError(
+            "; ".join(f"{n}: {c.get('error', '')}" for n, c in bad.items()),
+            hint=f"the other {what} are in {rf.path}",
+        )
+        if bad
+        else None
+    )
     # the parent's reports carry its final status: set it first, then write them once
     rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err)
     multi = None
@@ -157,7 +186,7 @@ def _finish_children(rf: RunFolder, what: str, interrupted: InterruptedRunError 
     return multi  # type: ignore[return-value]
 
 
-def run_point(point: Any, out: Path) -> "Run | MultiRun | str":
+def run_point(point: Any, out: Path) -> Run | MultiRun | str:
     """One child of a parent folder (an orchestrator.cluster.Point: a sweep's size and dtype, a
     backend of `all`, a worker's GPU) run into `out` by the serial loop, its reports written. A
     string is why the backend cannot run here (`all` skips it). Raises GprofError as profile()
@@ -172,8 +201,11 @@ def _point_options(req: Request, *drop: str) -> dict[str, Any]:
     """A point's own profile() options: the parent request's, less where and how the parent runs."""
     from orchestrator.request import CLUSTER_FIELDS
 
-    opts = {k: v for k, v in req.to_json().items()
-            if k not in ("workload", "backend", "out", "root", *CLUSTER_FIELDS, *drop)}
+    opts = {
+        k: v
+        for k, v in req.to_json().items()
+        if k not in ("workload", "backend", "out", "root", *CLUSTER_FIELDS, *drop)
+    }
     if opts.get("workload_file"):  # a worker's working folder is not ours
         opts["workload_file"] = str(Path(opts["workload_file"]).resolve())
     return opts
@@ -215,12 +247,16 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
             result = _unpack_outcome(rf.path / outcome.name, outcome)
         except GprofError as exc:  # it could not be written here (disk full): that point failed
             result = exc
-        _record_child(rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS})
+        _record_child(
+            rf, outcome.name, result, placement={k: outcome.placement.get(k) for k in PLACEMENT_KEYS}
+        )
         if isinstance(result, InterruptedRunError) and outcome.status != "interrupted":
             raise KeyboardInterrupt  # Ctrl-C here, as the point landed: the session stops the others
         if isinstance(result, Run):
             built[outcome.name] = result
-            first = 2 if rf.manifest.get("kind") in MERGED_FIRST else 1  # that page's section 1 is the merged table
+            first = (
+                2 if rf.manifest.get("kind") in MERGED_FIRST else 1
+            )  # that page's section 1 is the merged table
             html.draw_section(drawn, first + position[outcome.name], outcome.name, result.table)
 
     interrupted = session.run(points, retries=retries, on_result=record)
@@ -238,7 +274,7 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
 PLACEMENT_KEYS = ("worker", "host", "gpu_name", "gpu_uuid", "attempts")
 
 
-def _unpack_outcome(folder: Path, outcome: Any) -> "Run | str | GprofError":
+def _unpack_outcome(folder: Path, outcome: Any) -> Run | str | GprofError:
     """A point's Outcome into `folder` (land_point), as _record_child records it: the Run, why it
     was skipped, or the error it ended with."""
     if outcome.status == "skipped":
@@ -270,7 +306,9 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
 
     names = backends_ or backends.of_all()
     opts = _point_options(req)
-    return _run_points(create, [Point(n, workload, n, opts, check=True) for n in names], "backends' results", req)
+    return _run_points(
+        create, [Point(n, workload, n, opts, check=True) for n in names], "backends' results", req
+    )
 
 
 def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
@@ -288,14 +326,18 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
         raise UsageError("--each-gpu runs one point on every GPU: give one --size and one --dtype")
 
     def create() -> RunFolder:
-        rf = RunFolder.create(f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(),
-                              argv=argv)
+        rf = RunFolder.create(
+            f"{backend}-sweep", workload, out=base.out, root=base.root, request=base.to_json(), argv=argv
+        )
         rf.update(machine=envinfo.machine(), kind="sweep", sweep_backend=backend, sizes=sizes, dtypes=dtypes)
         return rf
 
     opts = _point_options(base, "size", "dtype")
-    points = [Point(point_name(s, d), workload, backend, {**opts, "size": s, "dtype": d})
-              for d in dtypes for s in sizes]
+    points = [
+        Point(point_name(s, d), workload, backend, {**opts, "size": s, "dtype": d})
+        for d in dtypes
+        for s in sizes
+    ]
     return _run_points(create, points, "points", base)
 
 
@@ -309,7 +351,9 @@ def sweep_axes(sizes: list[str], dtypes: list[str]) -> tuple[list[str | None], l
     for flag, given in (("--size", sizes_), ("--dtype", dtypes)):
         twice = list(dict.fromkeys(x for x in given if given.count(x) > 1))
         if twice:
-            raise UsageError(f"{flag} names {', '.join(map(str, twice))} more than once: each point runs once")
+            raise UsageError(
+                f"{flag} names {', '.join(map(str, twice))} more than once: each point runs once"
+            )
     return sizes_, dtypes
 
 
@@ -330,10 +374,20 @@ def each_gpu(req: Request, argv: list[str] | None = None) -> MultiRun:
     opts = _point_options(req)
     with cluster.Session(spec, req.connect_timeout) as session:
         workers = session.workers()
-        points = [cluster.Point(cluster.worker_label(a, w["name"]), req.workload, req.backend, opts,
-                                worker=w["name"]) for a, w in sorted(workers.items(), key=lambda aw: aw[1]["name"])]
-        rf = RunFolder.create(f"{req.backend}-each-gpu", req.workload, out=req.out, root=req.root,
-                              request=req.to_json(), argv=argv)
+        points = [
+            cluster.Point(
+                cluster.worker_label(a, w["name"]), req.workload, req.backend, opts, worker=w["name"]
+            )
+            for a, w in sorted(workers.items(), key=lambda aw: aw[1]["name"])
+        ]
+        rf = RunFolder.create(
+            f"{req.backend}-each-gpu",
+            req.workload,
+            out=req.out,
+            root=req.root,
+            request=req.to_json(),
+            argv=argv,
+        )
         rf.update(machine=envinfo.machine(), kind="each-gpu", each_gpu_backend=req.backend)
         return _run_on_cluster(rf, session, points, "GPUs' results", req.retries)
 
@@ -345,8 +399,9 @@ def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
 
     with cluster.Session(req.cluster_spec(), req.connect_timeout) as session:
         where = session.info()
-        rf = RunFolder.create(req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(),
-                              argv=argv)
+        rf = RunFolder.create(
+            req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
+        )
         point = cluster.Point(rf.path.name, req.workload, req.backend, _point_options(req))
         outcomes: list = []
         interrupted = session.run([point], retries=req.retries, on_result=outcomes.append)

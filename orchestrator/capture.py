@@ -20,6 +20,7 @@ Example:
     >>> run.table[["variant", "samples", "time_median_us"]]
     >>> import_capture("report.nsys-rep").table        # every range, nested ones too
 """
+
 from __future__ import annotations
 
 import re
@@ -31,11 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import proc
+from orchestrator.capture_manifest import (
+    TRACE,
+    sibling_workload,
+    trace_manifest,
+    trace_prefix,
+    workload_manifest,
+)
 from orchestrator.capture_ncu import NCU_SUFFIXES, import_ncu
-from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix, workload_manifest
 from orchestrator.capture_ranges import RangeFilter
-from orchestrator.errors import (GprofError, InterruptedRunError, ParseError, ToolTimeoutError, UsageError,
-                                 check_seconds, interrupt_in)
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    ParseError,
+    ToolTimeoutError,
+    UsageError,
+    check_seconds,
+    interrupt_in,
+)
 
 SQLITE = "report.sqlite"
 REPORT = "report.nsys-rep"
@@ -46,6 +60,7 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_ch
 
 
 # --------------------------------------------------------------------------- nvtx vs nsys
+
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
@@ -64,9 +79,11 @@ def nvtx_problem(nvtx_version: str | None, nsys_version: str | None) -> str | No
     if not nvtx_version or not nsys_version:
         return None
     if _version_tuple(nsys_version)[:1] == (2023,) and _version_tuple(nvtx_version) >= (0, 2, 13):
-        return (f"the nvtx package {nvtx_version} emits ranges that nsys {nsys_version} does not record (only "
-                "their domains' create/destroy events reach the report): its nvtx ranges will be missing; "
-                "pip install nvtx==0.2.10 or use a newer nsys (torch.cuda.nvtx ranges are recorded either way)")
+        return (
+            f"the nvtx package {nvtx_version} emits ranges that nsys {nsys_version} does not record (only "
+            "their domains' create/destroy events reach the report): its nvtx ranges will be missing; "
+            "pip install nvtx==0.2.10 or use a newer nsys (torch.cuda.nvtx ranges are recorded either way)"
+        )
     return None
 
 
@@ -75,11 +92,14 @@ def program_nvtx_version(argv: list[str], timeout: float = 30) -> str | None:
     exe = argv[0]
     if not re.fullmatch(r"python[0-9.]*", Path(exe).name) and exe != sys.executable:
         return None
-    out = proc.output([exe, "-c", "import importlib.metadata as m; print(m.version('nvtx'))"], timeout=timeout)
+    out = proc.output(
+        [exe, "-c", "import importlib.metadata as m; print(m.version('nvtx'))"], timeout=timeout
+    )
     return (out or "").strip() or None
 
 
 # --------------------------------------------------------------------------- requests
+
 
 @dataclass
 class ProgramRequest:
@@ -90,18 +110,18 @@ class ProgramRequest:
     tool: str = "nsys"
     ranges: str | None = None
     name: str | None = None
-    iters: int | None = None          # iterations in one range instance (None: 1)
+    iters: int | None = None  # iterations in one range instance (None: 1)
     nsys: str | None = None
     nsys_args: list[str] = field(default_factory=list)
     trace_osrt: bool = False
-    cuda: bool | None = None          # trace CUDA (None: when nvidia-smi sees a GPU)
+    cuda: bool | None = None  # trace CUDA (None: when nvidia-smi sees a GPU)
     timeout: float | None = None
     out: Path | None = None
     root: Path | None = None
-    capture: str | None = None        # import: the source file
-    compare_ranges: bool = False      # the ranges are alternatives: speedups between them
+    capture: str | None = None  # import: the source file
+    compare_ranges: bool = False  # the ranges are alternatives: speedups between them
 
-    def validate(self) -> "ProgramRequest":
+    def validate(self) -> ProgramRequest:
         RangeFilter.parse(self.ranges)
         if self.capture is None and not self.argv:
             raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
@@ -124,7 +144,9 @@ class ProgramRequest:
             for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
                 base = base.removesuffix(suffix)
             return base or "capture"
-        script = next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
+        script = (
+            next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
+        )
         return Path(script or self.argv[0]).stem or "program"
 
     def to_json(self) -> dict[str, Any]:
@@ -132,13 +154,15 @@ class ProgramRequest:
 
 
 def _is_python(argv: list[str]) -> bool:
-    return bool(argv) and (bool(re.fullmatch(r"python[0-9.]*", Path(argv[0]).name)) or argv[0] == sys.executable)
+    return bool(argv) and (
+        bool(re.fullmatch(r"python[0-9.]*", Path(argv[0]).name)) or argv[0] == sys.executable
+    )
 
 
 # --------------------------------------------------------------------------- the library calls
 
-def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None = None,
-                    **options: Any):
+
+def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None = None, **options: Any):
     """Run `argv` under `tool` (nsys) and report it per NVTX range: each range named by
     `ranges` ("DOMAIN@PREFIX"; default: every range, nested ones too) is a variant, each of its
     instances one iteration (or `iters` of them). Returns the same Run a built-in run does;
@@ -162,10 +186,16 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
         notes.append(problem)
     from orchestrator.runfolder import RunFolder
 
-    rf = RunFolder.create(BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(),
-                          argv=cli_argv)
-    rf.update(machine=envinfo.machine(), tools=tools, kind="exec", notes=notes,
-              program={"argv": req.argv, "tool": req.tool, "ranges": req.filter.spec})
+    rf = RunFolder.create(
+        BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
+    )
+    rf.update(
+        machine=envinfo.machine(),
+        tools=tools,
+        kind="exec",
+        notes=notes,
+        program={"argv": req.argv, "tool": req.tool, "ranges": req.filter.spec},
+    )
     return _finish_run(rf, req, lambda: be.execute(req, rf), source=" ".join(req.argv))
 
 
@@ -196,24 +226,38 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     if ranges is None and borrowed and nv.get("prefix") is not None and nv.get("api") != "capture":
         ranges = f"{nv.get('domain') or ''}@{nv['prefix']}"
     if options.get("iters") is None and borrowed and isinstance(borrowed.get("iters"), int):
-        options["iters"] = borrowed["iters"] if nv.get("api") != "capture" else borrowed.get("iters_per_range")
+        options["iters"] = (
+            borrowed["iters"] if nv.get("api") != "capture" else borrowed.get("iters_per_range")
+        )
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
     req = ProgramRequest(ranges=ranges, capture=str(src.resolve()), **options).validate()
     be = backends.get(BACKEND)
     tools = be.require(req) if kind == "nsys-rep" else {}
-    rf = RunFolder.create(BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(),
-                          argv=cli_argv)
-    rf.update(machine=envinfo.machine(), tools=tools, kind="import", notes=[],
-              program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec})
+    rf = RunFolder.create(
+        BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
+    )
+    rf.update(
+        machine=envinfo.machine(),
+        tools=tools,
+        kind="import",
+        notes=[],
+        program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec},
+    )
     # the copy ingest() makes of an export (a .nsys-rep is read by nsys, which names it itself)
-    copy = rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")) \
-        if kind == "sqlite" else None
-    return _finish_run(rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed,
-                       copy=copy)
+    copy = (
+        rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
+        if kind == "sqlite"
+        else None
+    )
+    return _finish_run(
+        rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed, copy=copy
+    )
 
 
-def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
+def _import_trace(
+    src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]
+):
     """import_capture() of a torch.profiler Chrome trace: a `torch-trace` run folder whose
     variants are the record_function ranges named PREFIX..."""
     from orchestrator import envinfo
@@ -222,16 +266,24 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
     from orchestrator.runfolder import RunFolder
 
     if options.get("iters") is not None:
-        raise UsageError("--iters applies to NVTX captures; a torch.profiler trace's iterations are its `iter` "
-                         "record_function ranges, or else each range")
+        raise UsageError(
+            "--iters applies to NVTX captures; a torch.profiler trace's iterations are its `iter` "
+            "record_function ranges, or else each range"
+        )
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
     req = ProgramRequest(ranges=prefix, capture=str(src.resolve()), **options)
-    rf = RunFolder.create("torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(),
-                          argv=cli_argv)
-    rf.update(machine=envinfo.machine(), tools={}, kind="import", notes=[],
-              program={"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix})
+    rf = RunFolder.create(
+        "torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
+    )
+    rf.update(
+        machine=envinfo.machine(),
+        tools={},
+        kind="import",
+        notes=[],
+        program={"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix},
+    )
     dest = rf.path / (TRACE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
 
     def step() -> None:
@@ -240,8 +292,14 @@ def _import_trace(src: Path, ranges: str | None, borrowed: dict[str, Any] | None
 
     def manifest() -> dict[str, Any]:
         trace = tt.read_trace(compressed.locate(rf.path / TRACE))
-        return trace_manifest(trace, prefix, name=req.workload_name(), source=str(src), borrowed=borrowed,
-                              compare_ranges=req.compare_ranges)
+        return trace_manifest(
+            trace,
+            prefix,
+            name=req.workload_name(),
+            source=str(src),
+            borrowed=borrowed,
+            compare_ranges=req.compare_ranges,
+        )
 
     return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
@@ -259,9 +317,16 @@ def write_workload(rf) -> None:
     src = Path(req.capture) if req.capture else None
     borrowed = sibling_workload(src) if src is not None and src.is_file() else None
     with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:
-        wman = workload_manifest(ns.read_export(plain, lean=True), plain, req.filter, name=req.workload_name(),
-                                 source=req.capture or " ".join(req.argv), iters_per_range=req.iters or 1,
-                                 borrowed=borrowed, compare_ranges=req.compare_ranges)
+        wman = workload_manifest(
+            ns.read_export(plain, lean=True),
+            plain,
+            req.filter,
+            name=req.workload_name(),
+            source=req.capture or " ".join(req.argv),
+            iters_per_range=req.iters or 1,
+            borrowed=borrowed,
+            compare_ranges=req.compare_ranges,
+        )
     if rf.manifest.get("status") == "interrupted":
         _stopped_inside(wman, InterruptedRunError("interrupted"))
     write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
@@ -289,7 +354,9 @@ def capture_kind(src: Path) -> str:
         head = fh.read(16)
     if head.startswith(b"SQLite format 3"):
         return "sqlite"
-    raise UsageError(f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)")
+    raise UsageError(
+        f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)"
+    )
 
 
 def _as_given(exc: GprofError, copy: Path | None, source: str) -> GprofError:
@@ -303,16 +370,23 @@ def _as_given(exc: GprofError, copy: Path | None, source: str) -> GprofError:
 
 
 # nsys 2024.2.3 writes a range only once it ends (2023.4.4 ended an open push/pop range at the stop)
-OPEN_AT_STOP = ("the program was stopped: a range still open then is in the capture only where this nsys ends it "
-                "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)")
+OPEN_AT_STOP = (
+    "the program was stopped: a range still open then is in the capture only where this nsys ends it "
+    "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)"
+)
 
 
 def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
     """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
     the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's.
     True when the run was stopped and the capture holds no such range (it may have dropped it)."""
-    stop = "timed out" if isinstance(error, ToolTimeoutError) else \
-        "interrupted" if isinstance(error, InterruptedRunError) else None
+    stop = (
+        "timed out"
+        if isinstance(error, ToolTimeoutError)
+        else "interrupted"
+        if isinstance(error, InterruptedRunError)
+        else None
+    )
     for v in wman.get("variants", []):
         if stop and v.get("unclosed"):
             v["status"] = stop
@@ -327,8 +401,16 @@ def _unreported_too(error: GprofError, exc: GprofError) -> None:
     error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
 
 
-def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[str, Any] | None = None,
-                manifest=None, copy: Path | None = None):
+def _finish_run(
+    rf,
+    req: ProgramRequest,
+    step,
+    *,
+    source: str,
+    borrowed: dict[str, Any] | None = None,
+    manifest=None,
+    copy: Path | None = None,
+):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
     final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
@@ -356,9 +438,16 @@ def _finish_run(rf, req: ProgramRequest, step, *, source: str, borrowed: dict[st
             # lean: what the manifest and the report use (a million-kernel capture read twice in
             # full took longer than `nsys stats` on it)
             export = ns.read_export(plain, lean=True)
-            wman = workload_manifest(export, plain, req.filter, name=req.workload_name(), source=source,
-                                     iters_per_range=req.iters or 1, borrowed=borrowed,
-                                     compare_ranges=req.compare_ranges)
+            wman = workload_manifest(
+                export,
+                plain,
+                req.filter,
+                name=req.workload_name(),
+                source=source,
+                iters_per_range=req.iters or 1,
+                borrowed=borrowed,
+                compare_ranges=req.compare_ranges,
+            )
         handed.append(export)
         return wman
 

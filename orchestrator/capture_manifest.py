@@ -1,6 +1,7 @@
 """The synthetic workload.json of a capture: one variant per NVTX range name (an nsys export) or
 per record_function range name (a torch.profiler trace), so that `report`, `compare` and the
 HTML report read an imported or exec'd run as any other."""
+
 from __future__ import annotations
 
 import json
@@ -44,9 +45,17 @@ def session_end(sqlite: Path, export) -> int | None:
     return end if isinstance(end, int) else None
 
 
-def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, source: str,
-                      iters_per_range: int = 1, borrowed: dict[str, Any] | None = None,
-                      compare_ranges: bool = False) -> dict[str, Any]:
+def workload_manifest(
+    export,
+    sqlite: Path,
+    filt: RangeFilter,
+    *,
+    name: str,
+    source: str,
+    iters_per_range: int = 1,
+    borrowed: dict[str, Any] | None = None,
+    compare_ranges: bool = False,
+) -> dict[str, Any]:
     """The synthetic workload.json of a capture: one variant (status ok) per range name the
     filter takes, in order of first appearance, with its range count and iterations; one that
     holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
@@ -56,8 +65,11 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
     ranges = filt.select(export)
     if ranges.empty:
         held = held_ranges(export)
-        raise ParseError(source, f"no NVTX range matches {filt.spec}",
-                         hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""))
+        raise ParseError(
+            source,
+            f"no NVTX range matches {filt.spec}",
+            hint=held + ("; choose them with --ranges DOMAIN@PREFIX" if held.startswith("it holds") else ""),
+        )
     counts = ranges.groupby("variant", sort=False).size()
     holds, cut = nesting(ranges), unclosed(export, ranges, session_end(sqlite, export))
     device, device_name = capture_device(sqlite, export)
@@ -66,13 +78,23 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
     variants = []
     for v, n in counts.items():
         b = known.get(v, {})
-        variants.append({"name": v, "label": b.get("label", v), "status": "ok",
-                         "bytes_moved": b.get("bytes_moved"), "ranges": int(n), "iters": int(n) * iters_per_range})
+        variants.append(
+            {
+                "name": v,
+                "label": b.get("label", v),
+                "status": "ok",
+                "bytes_moved": b.get("bytes_moved"),
+                "ranges": int(n),
+                "iters": int(n) * iters_per_range,
+            }
+        )
         if v in holds:  # reported with its nested ranges' activity included, never as the baseline
             variants[-1]["holds"] = holds[v]
         if v in cut:  # its time holds the rest of the capture: the finished run says why (capture.py)
-            variants[-1].update(unclosed=int(cut[v]), reason=(
-                f"{cut[v]} of its {n} instance(s) never closed: timed to the end of the capture"))
+            variants[-1].update(
+                unclosed=int(cut[v]),
+                reason=(f"{cut[v]} of its {n} instance(s) never closed: timed to the end of the capture"),
+            )
     iters = {v["iters"] for v in variants}
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", device)
@@ -81,21 +103,37 @@ def workload_manifest(export, sqlite: Path, filt: RangeFilter, *, name: str, sou
     flat = [v["name"] for v in variants if v["name"] not in holds]
     baseline = capture_baseline(flat, variants[0]["name"], borrowed, compare_ranges)
     return {
-        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA,
+        "workload": name,
+        "workload_source": "capture",
         "description": f"NVTX ranges ({filt.spec}) of {source}",
-        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture",
-        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
-        "device": device, "iters": iters.pop() if len(iters) == 1 else None, "iters_per_range": iters_per_range,
-        "nvtx": {**filt.to_json(), "api": "capture"}, "env": env, "status": "ok", "variants": variants,
+        "baseline": baseline,
+        "compare_ranges": compare_ranges,
+        "mode": "capture",
+        "shape": borrowed.get("shape") or [],
+        "numel": borrowed.get("numel"),
+        "dtype": borrowed.get("dtype") or "",
+        "device": device,
+        "iters": iters.pop() if len(iters) == 1 else None,
+        "iters_per_range": iters_per_range,
+        "nvtx": {**filt.to_json(), "api": "capture"},
+        "env": env,
+        "status": "ok",
+        "variants": variants,
     }
 
 
-def capture_baseline(flat: list[str], first: str, borrowed: dict[str, Any], compare_ranges: bool) -> str | None:
+def capture_baseline(
+    flat: list[str], first: str, borrowed: dict[str, Any], compare_ranges: bool
+) -> str | None:
     """The baseline of a capture's variants, or None: a program's ranges are its parts (a step, its
     forward, its reduction), not alternatives, so no speedup is set between them unless the user
     says they are (`--compare-ranges`) or the capture is a gprof-orch run's own, whose variants are."""
-    if not compare_ranges and not (borrowed.get("baseline") and (borrowed.get("nvtx") or {}).get("api") != "capture"
-                                   and borrowed.get("workload_source") != "capture"):
+    if not compare_ranges and not (
+        borrowed.get("baseline")
+        and (borrowed.get("nvtx") or {}).get("api") != "capture"
+        and borrowed.get("workload_source") != "capture"
+    ):
         return None
     return borrowed.get("baseline") if borrowed.get("baseline") in flat else (flat or [first])[0]
 
@@ -118,13 +156,22 @@ def trace_prefix(spec: str | None, borrowed: dict[str, Any] | None = None) -> st
     if spec is None:
         return ((borrowed or {}).get("ranges") or {}).get("prefix", RANGE_PREFIX)
     if "@" in spec:
-        raise UsageError(f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
-                         f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})")
+        raise UsageError(
+            f"--ranges {spec!r}: a torch.profiler trace has no NVTX domains; give the record_function "
+            f"name's PREFIX alone (--ranges {spec.split('@', 1)[1] or 'PREFIX'!r})"
+        )
     return spec
 
 
-def trace_manifest(trace, prefix: str, *, name: str, source: str,
-                   borrowed: dict[str, Any] | None = None, compare_ranges: bool = False) -> dict[str, Any]:
+def trace_manifest(
+    trace,
+    prefix: str,
+    *,
+    name: str,
+    source: str,
+    borrowed: dict[str, Any] | None = None,
+    compare_ranges: bool = False,
+) -> dict[str, Any]:
     """The synthetic workload.json of a torch.profiler trace: one variant per record_function
     range name starting with `prefix` (the name after it), in order of first appearance; its
     iterations are the `iter` ranges inside it (gprof-orch's own traces), else its instances.
@@ -139,10 +186,17 @@ def trace_manifest(trace, prefix: str, *, name: str, source: str,
     if not ann["name"].str.startswith(prefix).any():
         counts = ann.groupby("name", sort=False).size().sort_values(ascending=False, kind="stable")
         held = ", ".join(f"{n} x{c}" for n, c in counts.head(25).items()) + (
-            f", and {len(counts) - 25} more" if len(counts) > 25 else "")
-        raise ParseError(source, f"no record_function range starts with {prefix!r}",
-                         hint=(f"it holds (name xcount): {held}; choose them with --ranges PREFIX" if held else
-                               "it holds no record_function range at all (torch.profiler.record_function)"))
+            f", and {len(counts) - 25} more" if len(counts) > 25 else ""
+        )
+        raise ParseError(
+            source,
+            f"no record_function range starts with {prefix!r}",
+            hint=(
+                f"it holds (name xcount): {held}; choose them with --ranges PREFIX"
+                if held
+                else "it holds no record_function range at all (torch.profiler.record_function)"
+            ),
+        )
     ranges, iters = tt.variant_ranges(trace, prefix)
     holds = nesting(ranges.rename(columns={"tid": "global_tid", "start_ns": "start", "end_ns": "end"}))
     per_iter = iters.groupby("variant").size()
@@ -152,25 +206,45 @@ def trace_manifest(trace, prefix: str, *, name: str, source: str,
     variants = []
     for v, n in counts.items():
         b = known.get(v, {})
-        variants.append({"name": v, "label": b.get("label", v), "status": "ok", "bytes_moved": b.get("bytes_moved"),
-                         "ranges": int(n), "iters": int(per_iter.get(v, n))})
+        variants.append(
+            {
+                "name": v,
+                "label": b.get("label", v),
+                "status": "ok",
+                "bytes_moved": b.get("bytes_moved"),
+                "ranges": int(n),
+                "iters": int(per_iter.get(v, n)),
+            }
+        )
         if v in holds:
             variants[-1]["holds"] = holds[v]
     device = "cuda" if ev["cat"].isin(tt.GPU_CATS).any() else "cpu"
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", device)
-    gpu_name = next((d.get("name") for d in trace.device_properties if isinstance(d, dict) and d.get("name")), None)
+    gpu_name = next(
+        (d.get("name") for d in trace.device_properties if isinstance(d, dict) and d.get("name")), None
+    )
     if gpu_name:
         env.setdefault("device_name", gpu_name)
     flat = [v["name"] for v in variants if v["name"] not in holds]
     baseline = capture_baseline(flat, variants[0]["name"], borrowed, compare_ranges)
     n_iters = {v["iters"] for v in variants}
     return {
-        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA,
+        "workload": name,
+        "workload_source": "capture",
         "description": f"record_function ranges ({prefix}*) of {source}",
-        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture",
-        "shape": borrowed.get("shape") or [], "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "",
-        "device": device, "iters": n_iters.pop() if len(n_iters) == 1 else None,
-        "ranges": {"prefix": prefix, "api": "record_function"}, "trace": TRACE,
-        "env": env, "status": "ok", "variants": variants,
+        "baseline": baseline,
+        "compare_ranges": compare_ranges,
+        "mode": "capture",
+        "shape": borrowed.get("shape") or [],
+        "numel": borrowed.get("numel"),
+        "dtype": borrowed.get("dtype") or "",
+        "device": device,
+        "iters": n_iters.pop() if len(n_iters) == 1 else None,
+        "ranges": {"prefix": prefix, "api": "record_function"},
+        "trace": TRACE,
+        "env": env,
+        "status": "ok",
+        "variants": variants,
     }

@@ -8,16 +8,17 @@ PREFIX. ncu keeps no range instances: they are counted from the kernels' order
 that sits in a gprof-orch `ncu` run folder keeps that run's variants, iterations, labels and bytes. The run folder is an `ncu` one:
 the copy of the report, a synthetic workload.json, the ncu backend's parse and the same table.
 """
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.backends.ncu import REPORT
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.errors import ParseError, UsageError
-from orchestrator.backends.ncu import REPORT
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
@@ -39,7 +40,9 @@ def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str |
     return (None if filt.domain == ANY_DOMAIN else filt.domain), filt.prefix
 
 
-def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]):
+def import_ncu(
+    src: Path, ranges: str | None, borrowed: dict[str, Any] | None, cli_argv, options: dict[str, Any]
+):
     """import_capture() of a `.ncu-rep` (also `.xz`/`.gz`): an `ncu` run folder whose variants
     are the report's NVTX ranges. Raises ParseError (exit 4) when no kernel is in a matching
     range, naming the ranges the report holds."""
@@ -55,8 +58,13 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
     req = ProgramRequest(ranges=ranges, capture=str(src.resolve()), tool="nsys", **options).validate()
     name = req.name or src.name.split(".ncu-rep")[0] or "capture"
     rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
-    rf.update(machine=envinfo.machine(), tools={}, kind="import", notes=[],
-              program={"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"})
+    rf.update(
+        machine=envinfo.machine(),
+        tools={},
+        kind="import",
+        notes=[],
+        program={"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"},
+    )
     dest = rf.path / (REPORT + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
 
     def step() -> None:
@@ -70,16 +78,36 @@ def import_ncu(src: Path, ranges: str | None, borrowed: dict[str, Any] | None, c
         rep = ncu.read_report(dest, domain, prefix)
         held = None
         if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
-            held = list(dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna()))
-        return ncu_manifest(rep, domain, prefix, name=name, source=str(src), iters=req.iters,
-                            borrowed=borrowed, held=held, compare_ranges=req.compare_ranges)
+            held = list(
+                dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna())
+            )
+        return ncu_manifest(
+            rep,
+            domain,
+            prefix,
+            name=name,
+            source=str(src),
+            iters=req.iters,
+            borrowed=borrowed,
+            held=held,
+            compare_ranges=req.compare_ranges,
+        )
 
     return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
-def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str, iters: int | None,
-                 borrowed: dict[str, Any] | None = None, held: list[str] | None = None,
-                 compare_ranges: bool = False) -> dict[str, Any]:
+def ncu_manifest(
+    rep,
+    domain: str | None,
+    prefix: str,
+    *,
+    name: str,
+    source: str,
+    iters: int | None,
+    borrowed: dict[str, Any] | None = None,
+    held: list[str] | None = None,
+    compare_ranges: bool = False,
+) -> dict[str, Any]:
     """The synthetic workload.json of a read `.ncu-rep` (ncu_rep.NcuReport): one variant per
     range name, in order of first kernel; a borrowed run's (its folder's workload.json) variants,
     labels, bytes, iterations and environment where it has them. `held`: the innermost range
@@ -87,36 +115,67 @@ def ncu_manifest(rep, domain: str | None, prefix: str, *, name: str, source: str
     k = rep.kernels
     found = list(dict.fromkeys(k["variant"].dropna())) if "variant" in k else []
     if not found:
-        raise ParseError(source, f"no kernel is inside an NVTX range {domain or '*'}@{prefix}*",
-                         hint=(f"it holds: {', '.join(held[:25])}; choose with --ranges DOMAIN@PREFIX" if held else
-                               "were the kernels profiled with `ncu --nvtx`? choose the ranges with --ranges"))
+        raise ParseError(
+            source,
+            f"no kernel is inside an NVTX range {domain or '*'}@{prefix}*",
+            hint=(
+                f"it holds: {', '.join(held[:25])}; choose with --ranges DOMAIN@PREFIX"
+                if held
+                else "were the kernels profiled with `ncu --nvtx`? choose the ranges with --ranges"
+            ),
+        )
     borrowed = borrowed or {}
     known = {v["name"]: v for v in borrowed.get("variants", []) if isinstance(v, dict) and "name" in v}
     own = borrowed.get("iters") if isinstance(borrowed.get("iters"), int) else None
     # a gprof-orch run's own report: its variants' iterations; anyone's: each range instance is
     # `iters` iterations (1), as `exec nsys` counts them
-    per = {v: own for v in found} if own else {v: n * (iters or 1) for v, n in range_instances(k["variant"]).items()}
-    variants = [{"name": v, "label": known.get(v, {}).get("label", v), "status": "ok",
-                 "bytes_moved": known.get(v, {}).get("bytes_moved"), "iters": per[v]} for v in found]
+    per = (
+        {v: own for v in found}
+        if own
+        else {v: n * (iters or 1) for v, n in range_instances(k["variant"]).items()}
+    )
+    variants = [
+        {
+            "name": v,
+            "label": known.get(v, {}).get("label", v),
+            "status": "ok",
+            "bytes_moved": known.get(v, {}).get("bytes_moved"),
+            "iters": per[v],
+        }
+        for v in found
+    ]
     n_iters = set(per.values()).pop() if len(set(per.values())) == 1 else None
     baseline = capture_baseline(found, found[0], borrowed, compare_ranges)
     env = dict(borrowed.get("env") or {})
     env.setdefault("device", "cuda")
-    named = rep.metrics.loc[rep.metrics["metric"] == "device__attribute_display_name", "raw_value"] \
-        if "metric" in rep.metrics else ()
+    named = (
+        rep.metrics.loc[rep.metrics["metric"] == "device__attribute_display_name", "raw_value"]
+        if "metric" in rep.metrics
+        else ()
+    )
     if len(named) and str(named.iloc[0]).strip():  # the GPU ncu profiled on: the title names it
         env.setdefault("device_name", str(named.iloc[0]).strip())
     return {
-        "schema_version": WORKLOAD_SCHEMA, "workload": name, "workload_source": "capture",
+        "schema_version": WORKLOAD_SCHEMA,
+        "workload": name,
+        "workload_source": "capture",
         "description": f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
-        "baseline": baseline, "compare_ranges": compare_ranges, "mode": "capture", "shape": borrowed.get("shape") or [],
-        "numel": borrowed.get("numel"), "dtype": borrowed.get("dtype") or "", "device": "cuda",
-        "iters": n_iters, "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
-        "env": env, "status": "ok", "variants": variants,
+        "baseline": baseline,
+        "compare_ranges": compare_ranges,
+        "mode": "capture",
+        "shape": borrowed.get("shape") or [],
+        "numel": borrowed.get("numel"),
+        "dtype": borrowed.get("dtype") or "",
+        "device": "cuda",
+        "iters": n_iters,
+        "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
+        "env": env,
+        "status": "ok",
+        "variants": variants,
     }
 
 
-def range_instances(variant: "pd.Series") -> dict[str, int]:
+def range_instances(variant: pd.Series) -> dict[str, int]:
     """Each range's instances, counted from its kernels in launch order (ncu profiles serially):
     a new instance starts where a kernel of the range follows one of another range or of none.
     ncu keeps no instance of a range, so two instances with no profiled kernel between them read
@@ -132,13 +191,31 @@ def ncu_program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[st
     from orchestrator.backends.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, LOG, table_metrics
 
     metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
-    return [exe, "--nvtx", *[a for s in DEFAULT_SECTIONS for a in ("--section", s)], "--metrics", metrics,
-            "--export", str(run_dir / REPORT), "--force-overwrite", "--log-file", str(run_dir / "logs" / LOG),
-            *ncu_args, *argv]
+    return [
+        exe,
+        "--nvtx",
+        *[a for s in DEFAULT_SECTIONS for a in ("--section", s)],
+        "--metrics",
+        metrics,
+        "--export",
+        str(run_dir / REPORT),
+        "--force-overwrite",
+        "--log-file",
+        str(run_dir / "logs" / LOG),
+        *ncu_args,
+        *argv,
+    ]
 
 
-def profile_program_ncu(argv: list[str], *, ranges: str | None = None, ncu: str | None = None,
-                        ncu_args: list[str] | None = None, cli_argv=None, **options: Any):
+def profile_program_ncu(
+    argv: list[str],
+    *,
+    ranges: str | None = None,
+    ncu: str | None = None,
+    ncu_args: list[str] | None = None,
+    cli_argv=None,
+    **options: Any,
+):
     """`gprof-orch exec ncu -- CMD`: run CMD under Nsight Compute (every kernel it launches is
     replayed and measured: limit them with `--ncu-arg=--launch-count=N` or `-k REGEX`) and report
     it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
@@ -154,23 +231,44 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, ncu: str 
     found = tools.find("ncu", ncu, timeout=req.timeout)  # a missing ncu fails here, before a folder exists
     name = req.workload_name()
     rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
-    rf.update(machine=envinfo.machine(), tools={"ncu": str(found.path), "ncu_version": found.version},
-              kind="exec", notes=[], program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"})
+    rf.update(
+        machine=envinfo.machine(),
+        tools={"ncu": str(found.path), "ncu_version": found.version},
+        kind="exec",
+        notes=[],
+        program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"},
+    )
     cmd = ncu_program_argv(str(found.path), req.argv, rf.path.resolve(), list(ncu_args or []))
 
     def step() -> None:
         rf.add_command("ncu", cmd)
         res = proc.run(cmd, log_dir=rf.logs, name="ncu", timeout=req.timeout)
         if res.returncode != 0:
-            kept = " (the report it wrote is kept: `gprof-orch import` reads it)" if (rf.path / REPORT).exists() else ""
-            raise ToolFailedError(f"ncu (or the program under it) exited with status {res.returncode}{kept}",
-                                  argv=cmd, returncode=res.returncode, log_tail=res.tail(), log=res.stderr)
+            kept = (
+                " (the report it wrote is kept: `gprof-orch import` reads it)"
+                if (rf.path / REPORT).exists()
+                else ""
+            )
+            raise ToolFailedError(
+                f"ncu (or the program under it) exited with status {res.returncode}{kept}",
+                argv=cmd,
+                returncode=res.returncode,
+                log_tail=res.tail(),
+                log=res.stderr,
+            )
 
     def manifest() -> dict[str, Any]:
         from orchestrator.backends import ncu
 
         rep = ncu.read_report(rf.path / REPORT, domain, prefix)
-        return ncu_manifest(rep, domain, prefix, name=name, source=" ".join(req.argv), iters=req.iters,
-                            compare_ranges=req.compare_ranges)
+        return ncu_manifest(
+            rep,
+            domain,
+            prefix,
+            name=name,
+            source=" ".join(req.argv),
+            iters=req.iters,
+            compare_ranges=req.compare_ranges,
+        )
 
     return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

@@ -1,5 +1,6 @@
 """Which NVTX ranges of a capture are variants (RangeFilter, `--ranges DOMAIN@PREFIX`), which of
 them hold others, and the activity launched inside a range, nested ranges' included."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ class RangeFilter:
     top_level: bool = False
 
     @classmethod
-    def parse(cls, spec: str | None) -> "RangeFilter":
+    def parse(cls, spec: str | None) -> RangeFilter:
         if spec is None:
             return cls()
         if "/" in spec:
@@ -56,10 +57,15 @@ class RangeFilter:
         return f"{'' if self.domain is None else self.domain}@{self.prefix}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"domain": self.domain, "prefix": self.prefix, "top_level": self.top_level, "ranges": self.spec}
+        return {
+            "domain": self.domain,
+            "prefix": self.prefix,
+            "top_level": self.top_level,
+            "ranges": self.spec,
+        }
 
     @classmethod
-    def from_json(cls, nvtx: dict[str, Any]) -> "RangeFilter":
+    def from_json(cls, nvtx: dict[str, Any]) -> RangeFilter:
         return cls(nvtx.get("domain"), nvtx.get("prefix") or "", bool(nvtx.get("top_level", False)))
 
     def select(self, export) -> pd.DataFrame:
@@ -76,7 +82,7 @@ class RangeFilter:
         if self.top_level:
             sel &= every["top_level"]
         r = every[sel].reset_index(drop=True)
-        rest = [t[len(self.prefix):] or t for t in r["text"]]  # `@step` names the range "step", not ""
+        rest = [t[len(self.prefix) :] or t for t in r["text"]]  # `@step` names the range "step", not ""
         if self.domain == ANY_DOMAIN:
             rest = [f"{d}:{t}" if isinstance(d, str) else t for d, t in zip(r["domain"], rest)]
         out = r[["start", "end", "wall_ns", "global_tid", "event_type"]].copy()
@@ -116,8 +122,16 @@ def all_ranges(export) -> pd.DataFrame:
         if len(r):
             parts.append(r.rename(columns={"variant": "text"}).drop(columns="range_id"))
     if not parts:
-        cols = {"text": object, "domain": object, "start": "int64", "end": "int64", "wall_ns": "int64",
-                "global_tid": "int64", "event_type": "int64", "top_level": bool}
+        cols = {
+            "text": object,
+            "domain": object,
+            "start": "int64",
+            "end": "int64",
+            "wall_ns": "int64",
+            "global_tid": "int64",
+            "event_type": "int64",
+            "top_level": bool,
+        }
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
     r = pd.concat(parts, ignore_index=True)
     r = r.sort_values(["start", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)
@@ -177,11 +191,18 @@ def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: 
     from orchestrator.parsers import nsys_sqlite as ns
 
     mine = ranges[ranges["variant"] == variant]
-    act = attributed[attributed["range_id"] >= 0]  # activity outside every selected range is outside these too
+    act = attributed[
+        attributed["range_id"] >= 0
+    ]  # activity outside every selected range is outside these too
     if mine.empty or act.empty:
         return attributed.iloc[:0]
-    hit = ns._innermost_containing(mine["global_tid"].to_numpy(), mine["start"].to_numpy(), mine["end"].to_numpy(),
-                                   act["global_tid"].to_numpy(), act["launch_start"].to_numpy(dtype=np.int64))
+    hit = ns._innermost_containing(
+        mine["global_tid"].to_numpy(),
+        mine["start"].to_numpy(),
+        mine["end"].to_numpy(),
+        act["global_tid"].to_numpy(),
+        act["launch_start"].to_numpy(dtype=np.int64),
+    )
     out = act[hit >= 0].copy()
     out["range_id"] = mine["range_id"].to_numpy()[hit[hit >= 0]]
     out["variant"] = pd.Series(variant, index=out.index, dtype=attributed["variant"].dtype)
@@ -194,12 +215,18 @@ def held_ranges(export, limit: int = 25) -> str:
     if every.empty:
         created = export.nvtx[export.nvtx["event_type"] == 75]
         if len(created):
-            return ("no NVTX range at all, though NVTX domains were created "
-                    f"({', '.join(sorted(set(created['text'].dropna())))}): nsys 2023.4.4 drops the ranges of "
-                    "the nvtx package 0.2.13 and newer (pip install nvtx==0.2.10, or a newer nsys)")
+            return (
+                "no NVTX range at all, though NVTX domains were created "
+                f"({', '.join(sorted(set(created['text'].dropna())))}): nsys 2023.4.4 drops the ranges of "
+                "the nvtx package 0.2.13 and newer (pip install nvtx==0.2.10, or a newer nsys)"
+            )
         return "no NVTX range at all (was NVTX traced? `nsys profile -t nvtx,...`)"
-    g = (every.assign(domain=every["domain"].fillna("(default)"))
-         .groupby(["domain", "text"], sort=False).size().sort_values(ascending=False, kind="stable"))
+    g = (
+        every.assign(domain=every["domain"].fillna("(default)"))
+        .groupby(["domain", "text"], sort=False)
+        .size()
+        .sort_values(ascending=False, kind="stable")
+    )
     lines = [f"{d}@{t} x{n}" for (d, t), n in g.head(limit).items()]
     more = f", and {len(g) - limit} more" if len(g) > limit else ""
     return "it holds (domain@name xcount): " + ", ".join(lines) + more

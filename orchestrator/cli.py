@@ -2,6 +2,7 @@
 
 Kept free of torch, triton and pandas imports at module level so `--help` is instant.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,15 @@ import click
 
 from orchestrator import __version__
 from orchestrator.cli_capture import exec_group, import_cmd
-from orchestrator.cli_reports import compare, report
 from orchestrator.cli_output import _run_and_print, error_doc, exit_internal, exit_with_error
-from orchestrator.errors import EXIT_BROKEN_PIPE, EXIT_RUN_FAILED, GprofError, InterruptedRunError, interrupt_in
+from orchestrator.cli_reports import compare, report
+from orchestrator.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_RUN_FAILED,
+    GprofError,
+    InterruptedRunError,
+    interrupt_in,
+)
 from reports.formats import FORMATS
 
 EPILOG_RUN = """\b
@@ -33,9 +40,12 @@ def _terminate(signum, frame):
 def wants_json(args: list[str]) -> bool:
     """Whether the command line asks for JSON (--json, --format json): then stdout gets one JSON
     document whatever happens, errors included, and human text goes to stderr."""
-    args = args[:args.index("--")] if "--" in args else args
-    return ("--json" in args or "--format=json" in args
-            or any(a == "--format" and b == "json" for a, b in zip(args, args[1:])))
+    args = args[: args.index("--")] if "--" in args else args
+    return (
+        "--json" in args
+        or "--format=json" in args
+        or any(a == "--format" and b == "json" for a, b in zip(args, args[1:]))
+    )
 
 
 class Group(click.Group):
@@ -67,7 +77,9 @@ class Group(click.Group):
         except click.UsageError as exc:
             if not as_json:
                 raise
-            click.echo(json.dumps(error_doc(exc.format_message(), exc.exit_code, kind="UsageError"), indent=1))
+            click.echo(
+                json.dumps(error_doc(exc.format_message(), exc.exit_code, kind="UsageError"), indent=1)
+            )
             exc.show()
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -96,8 +108,10 @@ class DtypeOption(click.Option):
         from workloads import registry
 
         dtypes = registry.builtin_dtypes()
-        self.help = (f"{', '.join(dtypes[:-1])} or {dtypes[-1]} (what the built-in workloads take; `list` shows "
-                     "each workload's); comma-separated for a sweep.")
+        self.help = (
+            f"{', '.join(dtypes[:-1])} or {dtypes[-1]} (what the built-in workloads take; `list` shows "
+            "each workload's); comma-separated for a sweep."
+        )
         return super().get_help_record(ctx)
 
 
@@ -105,29 +119,74 @@ def run_options(f):
     """Options every backend shares."""
     opts = [
         click.argument("workload"),
-        click.option("--variants", "-v", multiple=True, help="Variant names, comma-separated or repeated (default: all). The workload's baseline "
-                     "runs too, named or not: the speedup column is over it (`list` marks it)."),
-        click.option("--size", "-s", default=None, help="Elements (1e8, 100000000) or a shape (10000x10000). "
-                     "Default: the workload's (built-ins: 10000x10000 on a GPU, 1000x1000 on the CPU; a workload file's "
-                     "default_shape, or its cpu_default_shape on the CPU)."),
+        click.option(
+            "--variants",
+            "-v",
+            multiple=True,
+            help="Variant names, comma-separated or repeated (default: all). The workload's baseline "
+            "runs too, named or not: the speedup column is over it (`list` marks it).",
+        ),
+        click.option(
+            "--size",
+            "-s",
+            default=None,
+            help="Elements (1e8, 100000000) or a shape (10000x10000). "
+            "Default: the workload's (built-ins: 10000x10000 on a GPU, 1000x1000 on the CPU; a workload file's "
+            "default_shape, or its cpu_default_shape on the CPU).",
+        ),
         click.option("--dtype", default="float32", show_default=True, cls=DtypeOption),
-        click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cuda", "cpu"]),
-                     help="auto: the GPU if torch sees one, else the CPU (said in the report)."),
-        click.option("--iters", type=int, default=None, help="Measured iterations per variant (time: exactly N samples instead of --max-noise; "
-                     "others: the backend's default)."),
-        click.option("--warmup", type=int, default=None, help="Warm-up iterations, outside every measured range."),
+        click.option(
+            "--device",
+            default="auto",
+            show_default=True,
+            type=click.Choice(["auto", "cuda", "cpu"]),
+            help="auto: the GPU if torch sees one, else the CPU (said in the report).",
+        ),
+        click.option(
+            "--iters",
+            type=int,
+            default=None,
+            help="Measured iterations per variant (time: exactly N samples instead of --max-noise; "
+            "others: the backend's default).",
+        ),
+        click.option(
+            "--warmup", type=int, default=None, help="Warm-up iterations, outside every measured range."
+        ),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input."),
-        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-<backend>-<workload>/."),
-        click.option("--format", "fmt", default="table", show_default=True,
-                     type=click.Choice(FORMATS), help="How the table is printed."),
+        click.option(
+            "--out",
+            "-o",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-<backend>-<workload>/.",
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            default="table",
+            show_default=True,
+            type=click.Choice(FORMATS),
+            help="How the table is printed.",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
-        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
-                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
-        click.option("--workload-file", type=click.Path(dir_okay=False), default=None,
-                     help="A Python file defining your own Workload(s) (see README)."),
-        click.option("--triton-interpret", is_flag=True, help="Run Triton kernels through its interpreter (CPU)."),
-        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
+        click.option(
+            "--per-kernel",
+            is_flag=True,
+            help="Also print each variant's kernels: launches, time, share of "
+            "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
+        ),
+        click.option(
+            "--workload-file",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="A Python file defining your own Workload(s) (see README).",
+        ),
+        click.option(
+            "--triton-interpret", is_flag=True, help="Run Triton kernels through its interpreter (CPU)."
+        ),
+        click.option(
+            "--timeout", type=float, default=None, help="Seconds before the run's process group is ended."
+        ),
         click.option("--dry-run", is_flag=True, help="Print the exact commands and exit."),
         click.option("--fail-variant", default=None, hidden=True),
         *cluster_options(),
@@ -143,19 +202,42 @@ def cluster_options() -> list:
     from orchestrator.request import Request
 
     return [
-        click.option("--cluster", default=None, metavar="SPEC",
-                     help="Run the points on Dask, each point (a sweep's size/dtype, a backend of `all`) one "
-                     "task needing the resource GPU=1: local:N (N worker processes here), local-cuda (one "
-                     "worker per visible GPU), tcp://HOST:PORT (a running scheduler)."),
-        click.option("--scheduler-file", type=click.Path(dir_okay=False), default=None,
-                     help="A running Dask scheduler, by the file it wrote (dask scheduler --scheduler-file, "
-                     "dask-jobqueue)."),
-        click.option("--retries", type=int, default=Request.retries, show_default=True,
-                     help="Times a point whose worker was lost (killed, out of memory) is submitted again."),
-        click.option("--each-gpu", is_flag=True, help="Run the one point on every worker's GPU (default cluster: "
-                     "local-cuda): a table per GPU, those more than 3% slower than the median flagged."),
-        click.option("--connect-timeout", type=float, default=Request.connect_timeout, show_default=True,
-                     metavar="S", help="Seconds a scheduler has to answer (then exit 3)."),
+        click.option(
+            "--cluster",
+            default=None,
+            metavar="SPEC",
+            help="Run the points on Dask, each point (a sweep's size/dtype, a backend of `all`) one "
+            "task needing the resource GPU=1: local:N (N worker processes here), local-cuda (one "
+            "worker per visible GPU), tcp://HOST:PORT (a running scheduler).",
+        ),
+        click.option(
+            "--scheduler-file",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="A running Dask scheduler, by the file it wrote (dask scheduler --scheduler-file, "
+            "dask-jobqueue).",
+        ),
+        click.option(
+            "--retries",
+            type=int,
+            default=Request.retries,
+            show_default=True,
+            help="Times a point whose worker was lost (killed, out of memory) is submitted again.",
+        ),
+        click.option(
+            "--each-gpu",
+            is_flag=True,
+            help="Run the one point on every worker's GPU (default cluster: "
+            "local-cuda): a table per GPU, those more than 3% slower than the median flagged.",
+        ),
+        click.option(
+            "--connect-timeout",
+            type=float,
+            default=Request.connect_timeout,
+            show_default=True,
+            metavar="S",
+            help="Seconds a scheduler has to answer (then exit 3).",
+        ),
     ]
 
 
@@ -257,8 +339,12 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 @main.command("list")
-@click.option("--workload-file", type=click.Path(dir_okay=False), default=None,
-              help="Also list the Workload(s) of this Python file (imported in a child process).")
+@click.option(
+    "--workload-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also list the Workload(s) of this Python file (imported in a child process).",
+)
 @click.option("--timeout", type=float, default=None, help="Seconds the import of --workload-file may take.")
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(workload_file, timeout, as_json) -> None:
@@ -278,7 +364,11 @@ def list_cmd(workload_file, timeout, as_json) -> None:
         click.echo(json.dumps(data, indent=1))
         return
     for w in data:
-        replaces = f" (from {w['source']}: replaces the built-in {w['workload']})" if w.get("replaces_builtin") else ""
+        replaces = (
+            f" (from {w['source']}: replaces the built-in {w['workload']})"
+            if w.get("replaces_builtin")
+            else ""
+        )
         click.echo(f"{w['workload']}: {w['description']}{replaces}")
         click.echo(f"  dtypes: {', '.join(w['dtypes'])}")
         for v in w["variants"]:
@@ -290,7 +380,9 @@ def list_cmd(workload_file, timeout, as_json) -> None:
 @main.command()
 @click.option("--nsys", default=None, help="Path to nsys.")
 @click.option("--ncu", default=None, help="Path to ncu.")
-@click.option("--check", is_flag=True, help="Also prove each tool works: a tiny real run of torch.profiler, nsys, ncu.")
+@click.option(
+    "--check", is_flag=True, help="Also prove each tool works: a tiny real run of torch.profiler, nsys, ncu."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def doctor(ctx, nsys, ncu, check, as_json) -> None:
@@ -312,20 +404,30 @@ def doctor(ctx, nsys, ncu, check, as_json) -> None:
             import tempfile
 
             scratch = Path(tempfile.mkdtemp(prefix="gprof-doctor-"))
-            click.echo(f"gprof-orch: doctor --check: the checks' reports and logs are kept in {scratch}", err=True)
+            click.echo(
+                f"gprof-orch: doctor --check: the checks' reports and logs are kept in {scratch}", err=True
+            )
         report["checks"] = doc.check_tools(nsys=nsys, ncu=ncu, scratch=scratch)
     failed = [c["check"] for c in report.get("checks", []) if c["ok"] is False]
     if as_json:
-        report = {"status": "failed" if failed else "ok", "exit_code": EXIT_RUN_FAILED if failed else 0,
-                  "error": {"kind": "CheckFailed", "message": f"check failed: {', '.join(failed)}"} if failed else None,
-                  **report}
+        report = {
+            "status": "failed" if failed else "ok",
+            "exit_code": EXIT_RUN_FAILED if failed else 0,
+            "error": {"kind": "CheckFailed", "message": f"check failed: {', '.join(failed)}"}
+            if failed
+            else None,
+            **report,
+        }
         click.echo(json.dumps(report, indent=1))
     else:
         click.echo(doc.render(report))
         if check:
             click.echo("checks:\n" + doc.render_checks(report["checks"]))
     if failed:
-        click.echo(f"gprof-orch: doctor --check: {', '.join(failed)} does not work here (see the fix above)", err=True)
+        click.echo(
+            f"gprof-orch: doctor --check: {', '.join(failed)} does not work here (see the fix above)",
+            err=True,
+        )
         sys.exit(EXIT_RUN_FAILED)
 
 
@@ -351,9 +453,11 @@ class BackendCommand(click.Command):
         if self.name == "all":
             classes = [backends.backend_class(n) for n in backends.of_all()]
             extra = list({c.tool: c.tool_option() for c in classes if getattr(c, "tool", "")}.values())
-            text = (f"Run every backend available here ({', '.join(backends.of_all())}) into one folder and write "
-                    "the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag where "
-                    "backends disagree by more than 10%.")
+            text = (
+                f"Run every backend available here ({', '.join(backends.of_all())}) into one folder and write "
+                "the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag where "
+                "backends disagree by more than 10%."
+            )
         else:
             cls = backends.backend_class(self.name)
             extra, text = cls.cli_options(), cls.help
@@ -374,7 +478,10 @@ class BackendCommand(click.Command):
 def _backend_commands() -> dict[str, str]:
     from orchestrator import backends
 
-    return {**backends.commands(), "all": "Every backend available here into one folder, and the merged table."}
+    return {
+        **backends.commands(),
+        "all": "Every backend available here into one folder, and the merged table.",
+    }
 
 
 # saved runs (orchestrator/cli_reports.py); any program, any capture: one variant per NVTX range

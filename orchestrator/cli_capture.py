@@ -1,5 +1,6 @@
 """`gprof-orch import` and `gprof-orch exec`: anyone's capture or program, one variant per
 NVTX range (orchestrator/capture.py), printed as every run is (orchestrator/cli_output.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -11,33 +12,61 @@ from orchestrator.cli_output import _run_and_print
 from reports.formats import FORMATS
 from workloads.nvtx_ranges import RANGE_PREFIX
 
-
 COMPARE_RANGES = click.option(
-    "--compare-ranges", is_flag=True,
+    "--compare-ranges",
+    is_flag=True,
     help="The ranges are alternatives (one operation done several ways): give each a speedup over the first and "
-         "count kernels beyond the fewest. Default: a program's ranges are its parts (a step, its forward), set "
-         "side by side with no speedup between them.")
+    "count kernels beyond the fewest. Default: a program's ranges are its parts (a step, its forward), set "
+    "side by side with no speedup between them.",
+)
 
 
 def _capture_options(f):
     """Options `exec` and `import` share."""
     opts = [
-        click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
-                     help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
-                     "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every range of every domain, nested ones too (*@). "
-                     f"A torch.profiler trace has no domains: PREFIX alone (default {RANGE_PREFIX})."),
-        click.option("--iters", type=int, default=None,
-                     help="Iterations inside one range instance (default 1: each instance is one iteration)."),
-        click.option("--name", default=None, help="The run's workload name (default: the script's or file's)."),
+        click.option(
+            "--ranges",
+            default=None,
+            metavar="DOMAIN@PREFIX",
+            help="The NVTX ranges that are variants: those in DOMAIN (empty: the default domain, as "
+            "torch.cuda.nvtx; *: any) whose name starts with PREFIX. Default: every range of every domain, nested ones too (*@). "
+            f"A torch.profiler trace has no domains: PREFIX alone (default {RANGE_PREFIX}).",
+        ),
+        click.option(
+            "--iters",
+            type=int,
+            default=None,
+            help="Iterations inside one range instance (default 1: each instance is one iteration).",
+        ),
+        click.option(
+            "--name", default=None, help="The run's workload name (default: the script's or file's)."
+        ),
         click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
-        click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-                     help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/."),
-        click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended."),
-        click.option("--format", "fmt", default="table", show_default=True,
-                     type=click.Choice(FORMATS), help="How the table is printed."),
+        click.option(
+            "--out",
+            "-o",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Run folder (must be new or empty). Default: gprof-runs/<UTC time>-program-<name>/.",
+        ),
+        click.option(
+            "--timeout", type=float, default=None, help="Seconds before the run's process group is ended."
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            default="table",
+            show_default=True,
+            type=click.Choice(FORMATS),
+            help="How the table is printed.",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json)."),
-        click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
-                     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them)."),
+        click.option(
+            "--per-kernel",
+            is_flag=True,
+            help="Also print each variant's kernels: launches, time, share of "
+            "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
+        ),
         COMPARE_RANGES,
     ]
     for opt in reversed(opts):
@@ -48,7 +77,9 @@ def _capture_options(f):
 @click.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
 @_capture_options
-def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges) -> None:
+def import_cmd(
+    capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges
+) -> None:
     """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
     too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
     trace (trace.json, .json.gz/.xz) is reported per record_function range (--ranges PREFIX, no
@@ -67,9 +98,22 @@ def import_cmd(capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, p
     """
     from orchestrator import capture as cap
 
-    _run_and_print(lambda: cap.import_capture(capture, ranges=ranges, iters=iters, name=name, nsys=nsys, out=out,
-                                              timeout=timeout, compare_ranges=compare_ranges, cli_argv=sys.argv),
-                   fmt, as_json, per_kernel)
+    _run_and_print(
+        lambda: cap.import_capture(
+            capture,
+            ranges=ranges,
+            iters=iters,
+            name=name,
+            nsys=nsys,
+            out=out,
+            timeout=timeout,
+            compare_ranges=compare_ranges,
+            cli_argv=sys.argv,
+        ),
+        fmt,
+        as_json,
+        per_kernel,
+    )
 
 
 @click.group("exec")
@@ -87,12 +131,31 @@ def exec_group() -> None:
 @exec_group.command("nsys", context_settings={"allow_interspersed_args": False})
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @_capture_options
-@click.option("--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable).")
-@click.option("--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU).")
+@click.option(
+    "--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable)."
+)
+@click.option(
+    "--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU)."
+)
 @click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
-def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges, nsys_args,
-              trace_osrt, cuda, dry_run) -> None:
+def exec_nsys(
+    cmd,
+    ranges,
+    iters,
+    name,
+    nsys,
+    out,
+    timeout,
+    fmt,
+    as_json,
+    per_kernel,
+    compare_ranges,
+    nsys_args,
+    trace_osrt,
+    cuda,
+    dry_run,
+) -> None:
     """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
     that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
     ranges still reported.
@@ -104,45 +167,71 @@ def exec_nsys(cmd, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_ke
     """
     from orchestrator import capture as cap
 
-    opts = dict(ranges=ranges, iters=iters, name=name, nsys=nsys, out=out, timeout=timeout,
-                nsys_args=list(nsys_args), trace_osrt=trace_osrt, cuda=cuda, compare_ranges=compare_ranges)
+    opts = dict(
+        ranges=ranges,
+        iters=iters,
+        name=name,
+        nsys=nsys,
+        out=out,
+        timeout=timeout,
+        nsys_args=list(nsys_args),
+        trace_osrt=trace_osrt,
+        cuda=cuda,
+        compare_ranges=compare_ranges,
+    )
     if dry_run:
-        from orchestrator import backends
+        from orchestrator import backends, envinfo
         from orchestrator.proc import format_argv
-
-        from orchestrator import envinfo
 
         req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
         if req.cuda is None:
             req.cuda = envinfo.nvidia_smi() is not None
-        for step in backends.get(cap.BACKEND).commands(req, Path(out).resolve() if out else Path("<run-folder>")):
+        for step in backends.get(cap.BACKEND).commands(
+            req, Path(out).resolve() if out else Path("<run-folder>")
+        ):
             click.echo(format_argv(step.argv))
         return
-    _run_and_print(lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json,
-                 per_kernel)
+    _run_and_print(
+        lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json, per_kernel
+    )
 
 
 @exec_group.command("ncu", context_settings={"allow_interspersed_args": False})
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--ranges", default=None, metavar="DOMAIN@PREFIX",
-              help="The NVTX ranges that are variants (the innermost of a kernel's stack that matches). "
-              "Default: every innermost range, any domain.")
-@click.option("--iters", type=int, default=None,
-              help="Iterations inside one range instance (default 1; ncu keeps no instances: they are counted from "
-                   "the kernels' order, so back-to-back instances with no kernel between read as one).")
+@click.option(
+    "--ranges",
+    default=None,
+    metavar="DOMAIN@PREFIX",
+    help="The NVTX ranges that are variants (the innermost of a kernel's stack that matches). "
+    "Default: every innermost range, any domain.",
+)
+@click.option(
+    "--iters",
+    type=int,
+    default=None,
+    help="Iterations inside one range instance (default 1; ncu keeps no instances: they are counted from "
+    "the kernels' order, so back-to-back instances with no kernel between read as one).",
+)
 @click.option("--name", default=None, help="The run's workload name (default: the script's).")
 @click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places).")
-@click.option("--ncu-arg", "ncu_args", multiple=True,
-              help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.")
-@click.option("--out", "-o", type=click.Path(path_type=Path), default=None, help="Run folder (must be new or empty).")
+@click.option(
+    "--ncu-arg",
+    "ncu_args",
+    multiple=True,
+    help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.",
+)
+@click.option(
+    "--out", "-o", type=click.Path(path_type=Path), default=None, help="Run folder (must be new or empty)."
+)
 @click.option("--timeout", type=float, default=None, help="Seconds before the run's process group is ended.")
 @click.option("--format", "fmt", default="table", show_default=True, type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
 @click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels.")
 @COMPARE_RANGES
 @click.option("--dry-run", is_flag=True, help="Print the exact command and exit.")
-def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json, per_kernel, compare_ranges,
-             dry_run) -> None:
+def exec_ncu(
+    cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json, per_kernel, compare_ranges, dry_run
+) -> None:
     """Run CMD under Nsight Compute: every kernel it launches is measured (ncu replays each one:
     limit them with --ncu-arg=--launch-count=N or --ncu-arg=-k --ncu-arg=REGEX), and reported per
     NVTX range as `import` reports a .ncu-rep.
@@ -161,6 +250,20 @@ def exec_ncu(cmd, ranges, iters, name, ncu, ncu_args, out, timeout, fmt, as_json
         where = Path(out).resolve() if out else Path("<run-folder>")
         click.echo(format_argv(capture_ncu.ncu_program_argv(exe, list(cmd), where, list(ncu_args))))
         return
-    _run_and_print(lambda: capture_ncu.profile_program_ncu(
-        list(cmd), ranges=ranges, iters=iters, name=name, ncu=ncu, ncu_args=list(ncu_args), out=out,
-        timeout=timeout, compare_ranges=compare_ranges, cli_argv=sys.argv), fmt, as_json, per_kernel)
+    _run_and_print(
+        lambda: capture_ncu.profile_program_ncu(
+            list(cmd),
+            ranges=ranges,
+            iters=iters,
+            name=name,
+            ncu=ncu,
+            ncu_args=list(ncu_args),
+            out=out,
+            timeout=timeout,
+            compare_ranges=compare_ranges,
+            cli_argv=sys.argv,
+        ),
+        fmt,
+        as_json,
+        per_kernel,
+    )

@@ -1,5 +1,6 @@
 """What the CLI prints for a run: the table (terminal, CSV, JSON, Markdown) or one JSON
 document, for a finished run, a partial one, or an error."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,21 @@ import click
 from orchestrator.errors import EXIT_RUN_FAILED, GprofError, InterruptedRunError
 
 
-def error_doc(message: str, exit_code: int, *, kind: str = "error", hint: str | None = None,
-              log: str | None = None, status: str = "error") -> dict:
+def error_doc(
+    message: str,
+    exit_code: int,
+    *,
+    kind: str = "error",
+    hint: str | None = None,
+    log: str | None = None,
+    status: str = "error",
+) -> dict:
     """The JSON document of a command that failed before it had a run to show."""
-    return {"status": status, "exit_code": exit_code,
-            "error": {"kind": kind, "message": message, "hint": hint, "log": log}}
+    return {
+        "status": status,
+        "exit_code": exit_code,
+        "error": {"kind": kind, "message": message, "hint": hint, "log": log},
+    }
 
 
 def exit_with_error(ctx: click.Context, exc: GprofError, cause: BaseException | None = None) -> None:
@@ -26,7 +37,9 @@ def exit_with_error(ctx: click.Context, exc: GprofError, cause: BaseException | 
     if _debug(ctx):
         traceback.print_exception(cause or exc)
     if ctx.meta.get("gprof.json", False):
-        click.echo(json.dumps(_gprof_error_doc(exc, ctx.meta.get("gprof.per_kernel", False)), indent=1, default=str))
+        click.echo(
+            json.dumps(_gprof_error_doc(exc, ctx.meta.get("gprof.per_kernel", False)), indent=1, default=str)
+        )
     click.echo(f"gprof-orch: error: {exc.render()}", err=True)
     ctx.exit(exc.exit_code)
 
@@ -49,18 +62,37 @@ def _debug(ctx: click.Context) -> bool:
 
 def _gprof_error_doc(exc: GprofError, per_kernel: bool = False) -> dict:
     partial = getattr(exc, "run", None)
-    status = partial.status if partial is not None else "interrupted" if isinstance(exc, InterruptedRunError) else "error"
-    err = error_doc(exc.message, exc.exit_code, kind=type(exc).__name__, hint=exc.hint,
-                    log=str(exc.log) if exc.log else None, status=status)
+    status = (
+        partial.status
+        if partial is not None
+        else "interrupted"
+        if isinstance(exc, InterruptedRunError)
+        else "error"
+    )
+    err = error_doc(
+        exc.message,
+        exc.exit_code,
+        kind=type(exc).__name__,
+        hint=exc.hint,
+        log=str(exc.log) if exc.log else None,
+        status=status,
+    )
     if partial is None:
         run_path = getattr(exc, "run_path", None)
         return {**err, "run": str(run_path)} if run_path else err
-    return run_doc(partial, status=err["status"], error=err["error"], exit_code=exc.exit_code,
-                   per_kernel=per_kernel)
+    return run_doc(
+        partial, status=err["status"], error=err["error"], exit_code=exc.exit_code, per_kernel=per_kernel
+    )
 
 
-def run_doc(run, *, status: str | None = None, error: dict | None = None, exit_code: int | None = None,
-            per_kernel: bool = False) -> dict:
+def run_doc(
+    run,
+    *,
+    status: str | None = None,
+    error: dict | None = None,
+    exit_code: int | None = None,
+    per_kernel: bool = False,
+) -> dict:
     """A run as the one JSON document --json prints: report.json's (results.report_doc: status,
     exit code, error, meta, the per-variant table); with `per_kernel`, the per-kernel breakdown
     as "kernels" beside "variants". A run that has just failed overrides how it ended with the
@@ -86,7 +118,9 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
         click.echo(json.dumps(run_doc(run, per_kernel=per_kernel), indent=1))
         return
     if run.workload.get("device") == "cpu" and fmt == "table":
-        click.echo("note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True)
+        click.echo(
+            "note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True
+        )
     if run.workload.get("replaces_builtin"):
         from orchestrator.results import replaced_builtin
 
@@ -96,11 +130,23 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
         if per_kernel:
             click.echo("\n" + render.render_kernels(run.kernels, fmt))
     else:
-        click.echo(render.render(run.table, fmt, title=title, footer=footer, meta=meta,
-                                 kernels=run.kernels if per_kernel else None))
+        click.echo(
+            render.render(
+                run.table,
+                fmt,
+                title=title,
+                footer=footer,
+                meta=meta,
+                kernels=run.kernels if per_kernel else None,
+            )
+        )
     if fmt == "table" and run.saved:
-        csv = ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""  # only small frames (reports/render.py)
-        click.echo(f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True)
+        csv = (
+            ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""
+        )  # only small frames (reports/render.py)
+        click.echo(
+            f"saved: {run.path}/report.md, report.html, report.csv, report.json, frame.parquet{csv}", err=True
+        )
 
 
 def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:

@@ -1,4 +1,5 @@
 """`gprof-orch compare` and `gprof-orch report`: saved run folders, read back (no GPU)."""
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,21 @@ def _percent_limit(ctx, param, value):
 @click.command()
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
-@click.option("--fail-if-slower", type=float, default=None, metavar="PCT", callback=_percent_limit,
-              help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
-                   ">= 0), beyond the runs' spread, or if one A measured failed, was skipped or is absent in B.")
-@click.option("--allow-mismatch", is_flag=True,
-              help="Compare anyway runs of another workload, size, shape, dtype or kernels, whose medians time other "
-                   "things, or timed another way (said in the footer; --fail-if-slower is then refused).")
+@click.option(
+    "--fail-if-slower",
+    type=float,
+    default=None,
+    metavar="PCT",
+    callback=_percent_limit,
+    help="Exit 1 if a variant of B is slower than A by more than PCT percent (a finite number "
+    ">= 0), beyond the runs' spread, or if one A measured failed, was skipped or is absent in B.",
+)
+@click.option(
+    "--allow-mismatch",
+    is_flag=True,
+    help="Compare anyway runs of another workload, size, shape, dtype or kernels, whose medians time other "
+    "things, or timed another way (said in the footer; --fail-if-slower is then refused).",
+)
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
 def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
@@ -51,24 +61,42 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     table, a, b = api.compare(run_a, run_b, allow_mismatch=allow_mismatch)
     notes = list(table.attrs.get("notes", []))
     if fail_if_slower is not None and table.attrs.get("mismatches"):
-        raise UsageError("--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"]))
+        raise UsageError(
+            "--fail-if-slower does not judge runs that differ: " + "; ".join(table.attrs["mismatches"])
+        )
     title = f"compare {a.workload.get('workload')}: A = {run_a} ({a.backend}), B = {run_b} ({b.backend})"
     footer = notes
     slower = kind = None
     if fail_if_slower is not None:
         worse = table[(table["change_pct"] > fail_if_slower) & table["beyond_spread"]]
-        why = ([f"slower than {fail_if_slower:g}%: " + ", ".join(
-            f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())] if not worse.empty else []) + \
-            ([f"measured in A, not in B: {'; '.join(table.attrs['lost'])}"] if table.attrs.get("lost") else [])
+        why = (
+            [
+                f"slower than {fail_if_slower:g}%: "
+                + ", ".join(f"{r.variant} {r.change_pct:+.1f}%" for r in worse.itertuples())
+            ]
+            if not worse.empty
+            else []
+        ) + (
+            [f"measured in A, not in B: {'; '.join(table.attrs['lost'])}"] if table.attrs.get("lost") else []
+        )
         # a variant that crashed or vanished in B is a regression a gate must not pass
         slower = "; ".join(why) or None
         kind = "SlowerError" if not worse.empty else "MissingInBError"
     fmt = "json" if as_json else fmt
     if fmt == "json":
-        meta = {"a": str(run_a), "b": str(run_b), "a_backend": a.backend, "b_backend": b.backend, "notes": footer}
-        doc = {"status": "failed" if slower else "ok", "exit_code": EXIT_RUN_FAILED if slower else 0,
-               "error": {"kind": kind, "message": slower} if slower else None,
-               **json.loads(render.to_json(table, meta))}
+        meta = {
+            "a": str(run_a),
+            "b": str(run_b),
+            "a_backend": a.backend,
+            "b_backend": b.backend,
+            "notes": footer,
+        }
+        doc = {
+            "status": "failed" if slower else "ok",
+            "exit_code": EXIT_RUN_FAILED if slower else 0,
+            "error": {"kind": kind, "message": slower} if slower else None,
+            **json.loads(render.to_json(table, meta)),
+        }
         click.echo(json.dumps(doc, indent=1))
     else:
         click.echo(render.render(table, fmt, title=title, footer=footer))
@@ -87,8 +115,10 @@ def _load(path: Path):
         return api.load_run(path, write=True)
     except BaseException as exc:
         if interrupt_in(exc):
-            stop = InterruptedRunError(f"interrupted while reporting {path}", hint=f"its status is as it was; "
-                                       f"`gprof-orch report {path}` writes its reports again")
+            stop = InterruptedRunError(
+                f"interrupted while reporting {path}",
+                hint=f"its status is as it was; `gprof-orch report {path}` writes its reports again",
+            )
             stop.run_path = path  # type: ignore[attr-defined]
             raise stop from exc
         raise
@@ -98,8 +128,12 @@ def _load(path: Path):
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", default="table", type=click.Choice(FORMATS))
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--per-kernel", is_flag=True, help="Also print each variant's kernels: launches, time, share of "
-              "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).")
+@click.option(
+    "--per-kernel",
+    is_flag=True,
+    help="Also print each variant's kernels: launches, time, share of "
+    "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
+)
 def report(runs, fmt, as_json, per_kernel) -> None:
     """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
     124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
@@ -138,8 +172,11 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     message = "could not read " + "; ".join(unreadable) if unreadable else None
     code = (codes or [EXIT_PARSE])[0] if message else ended[0][1]["exit_code"] if ended else 0
     for path, doc in ended:
-        click.echo(f"gprof-orch: {path}: the run ended {doc['status']} (exit {doc['exit_code']}): "
-                   f"{doc['error']['message']}", err=True)
+        click.echo(
+            f"gprof-orch: {path}: the run ended {doc['status']} (exit {doc['exit_code']}): "
+            f"{doc['error']['message']}",
+            err=True,
+        )
     if fmt == "json":
         click.echo(json.dumps(_report_json(docs, len(runs), ended, message, code), indent=1))
     if message:
@@ -151,12 +188,26 @@ def report(runs, fmt, as_json, per_kernel) -> None:
 def _report_json(docs: list[dict], n: int, ended: list, message: str | None, code: int) -> dict:
     """`report --json`'s one document: the folder's own (report.json's), or {"runs": [...]} of
     several, with the exit code and error of the whole command."""
-    doc = docs[0] if n == 1 else {
-        "status": "failed" if ended else "ok", "exit_code": code,
-        "error": {"kind": ended[0][1]["error"]["kind"],
-                  "message": "; ".join(f"{p}: {d['error']['message']}" for p, d in ended)} if ended else None,
-        "runs": docs}
+    doc = (
+        docs[0]
+        if n == 1
+        else {
+            "status": "failed" if ended else "ok",
+            "exit_code": code,
+            "error": {
+                "kind": ended[0][1]["error"]["kind"],
+                "message": "; ".join(f"{p}: {d['error']['message']}" for p, d in ended),
+            }
+            if ended
+            else None,
+            "runs": docs,
+        }
+    )
     if message:
-        doc = {**doc, "status": "failed", "exit_code": code,
-               "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message}}
+        doc = {
+            **doc,
+            "status": "failed",
+            "exit_code": code,
+            "error": {"kind": "ParseError" if code == EXIT_PARSE else "GprofError", "message": message},
+        }
     return doc

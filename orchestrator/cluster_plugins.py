@@ -1,6 +1,7 @@
 """Dask plugins of the clusters gprof-orch starts. A module of its own because it imports
 distributed at module level (a plugin must subclass distributed's), and only a cluster run
 imports it."""
+
 from __future__ import annotations
 
 import signal

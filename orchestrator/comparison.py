@@ -1,5 +1,6 @@
 """Two runs of one workload, variant by variant: B's median over A's, and whether the change
 exceeds the runs' spread (also sweep against sweep, point by point)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,9 @@ from orchestrator.results import Run, load_run
 from reports.schema import MEASURES
 
 
-def compare(path_a: str | Path, path_b: str | Path, *,
-            allow_mismatch: bool = False) -> tuple[pd.DataFrame, "Run | MultiRun", "Run | MultiRun"]:
+def compare(
+    path_a: str | Path, path_b: str | Path, *, allow_mismatch: bool = False
+) -> tuple[pd.DataFrame, Run | MultiRun, Run | MultiRun]:
     """Variant by variant: B's median over A's, and whether the change exceeds the runs' spread.
 
     Runs of another workload, size, shape or dtype, or whose variants ran other kernels, are
@@ -40,8 +42,10 @@ def compare(path_a: str | Path, path_b: str | Path, *,
     notes = []
     for name, mine, other in ((path_a, pa, pb), (path_b, pb, pa)):
         if len(mine) == 1 and len(other) > 1:
-            notes.append(f"{name} is one run: compared with the sweep's point of its size and dtype "
-                         f"(size {pairs[0][0][0]} {pairs[0][0][1]})")
+            notes.append(
+                f"{name} is one run: compared with the sweep's point of its size and dtype "
+                f"(size {pairs[0][0][0]} {pairs[0][0][1]})"
+            )
     sweep = len(pa) > 1 or len(pb) > 1 or any(getattr(r, "kind", "") == "sweep" for r in loaded)
     parts, lost, apart, backends_seen = [], [], False, set()
     for (numel, dtype), ra, rb in pairs:
@@ -80,26 +84,34 @@ def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[li
     from reports import merge
 
     apart = _measures_apart(ra, rb)
-    measured = [f"what the medians time ({', '.join(vs)}): A {a}, {MEASURES[a]}; B {b}, {MEASURES[b]}"
-                for (a, b), vs in apart.items()]
+    measured = [
+        f"what the medians time ({', '.join(vs)}): A {a}, {MEASURES[a]}; B {b}, {MEASURES[b]}"
+        for (a, b), vs in apart.items()
+    ]
     timing = merge.timing_mismatches(ra.workload, rb.workload) + measured
     differ = merge.mismatches(ra.workload, rb.workload, ra.frame, rb.frame) + timing
     if differ and not allow_mismatch:
         on_host = any(a in HOST_MEASURES and b in HOST_MEASURES for a, b in apart)
         like = (HOST_LIKE_FOR_LIKE if on_host else LIKE_FOR_LIKE) + "; " if timing else ""
-        raise UsageError(f"cannot compare {names}: " + "; ".join(differ),
-                         hint=like + "--allow-mismatch compares them anyway")
+        raise UsageError(
+            f"cannot compare {names}: " + "; ".join(differ),
+            hint=like + "--allow-mismatch compares them anyway",
+        )
     return differ, bool(measured)
 
 
 # the refusal's hint where the medians time different things, or were timed differently
-LIKE_FOR_LIKE = ("compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
-                 "torch-trace time the kernels, `time --no-flush-l2` leaves the cache as nsys's loop does; an "
-                 "`all` folder's runs are its subfolders (ALL/nsys)")
+LIKE_FOR_LIKE = (
+    "compare like with like: `time --no-kernel-clock` times the events, time's kernel clock, nsys and "
+    "torch-trace time the kernels, `time --no-flush-l2` leaves the cache as nsys's loop does; an "
+    "`all` folder's runs are its subfolders (ALL/nsys)"
+)
 # the host's times, bare or under a profiler (reports.schema.MEASURES): a CPU run's
 HOST_MEASURES = tuple(m for m in MEASURES if m.startswith("host"))
-HOST_LIKE_FOR_LIKE = ("on the CPU every backend times the host, and only `time` without a profiler's cost in it: "
-                      "compare runs of one backend (time with time, torch-trace with torch-trace)")
+HOST_LIKE_FOR_LIKE = (
+    "on the CPU every backend times the host, and only `time` without a profiler's cost in it: "
+    "compare runs of one backend (time with time, torch-trace with torch-trace)"
+)
 
 
 def _measures_apart(ra: Run, rb: Run) -> dict[tuple[str, str], list[str]]:
@@ -111,15 +123,19 @@ def _measures_apart(ra: Run, rb: Run) -> dict[tuple[str, str], list[str]]:
     from reports.merge import MEASURED
 
     ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
-    both = set.intersection(*(set(t.loc[t["status"].isin(MEASURED), "variant"]) if "status" in t else set()
-                              for t in (ra.table, rb.table)))
+    both = set.intersection(
+        *(
+            set(t.loc[t["status"].isin(MEASURED), "variant"]) if "status" in t else set()
+            for t in (ra.table, rb.table)
+        )
+    )
     apart: dict[tuple[str, str], list[str]] = {}
     for v in (v for v in ma if v in mb and v in both and ma[v] != mb[v]):
         apart.setdefault((ma[v], mb[v]), []).append(v)
     return apart
 
 
-def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:
+def _points(run: Run | MultiRun) -> dict[tuple[Any, Any], Run]:
     """(numel, dtype) -> the run measured there: each point of a sweep, else the one run."""
     if isinstance(run, MultiRun) and run.kind == "sweep":
         if not run.runs:
@@ -129,8 +145,9 @@ def _points(run: "Run | MultiRun") -> dict[tuple[Any, Any], Run]:
     return {(one.workload.get("numel"), one.workload.get("dtype")): one}
 
 
-def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
-                 allow_mismatch: bool) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
+def _pair_points(
+    pa: dict, pb: dict, name_a: str, name_b: str, allow_mismatch: bool
+) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
     """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and the
     points only one sweep has (allowed by `allow_mismatch`, else refused)."""
     from orchestrator.errors import UsageError
@@ -144,18 +161,24 @@ def _pair_points(pa: dict, pb: dict, name_a: str, name_b: str,
 
     common = [k for k in pa if k in pb]
     if not common:
-        raise UsageError(f"no point of the same size and dtype: {name_a} has {points(pa)}; "
-                         f"{name_b} has {points(pb)}")
+        raise UsageError(
+            f"no point of the same size and dtype: {name_a} has {points(pa)}; {name_b} has {points(pb)}"
+        )
     only = [(name, [k for k in p if k not in common]) for name, p in ((name_a, pa), (name_b, pb))]
-    differ = "; ".join(f"only {name} has {points(dict.fromkeys(ks))}" for name, ks in only
-                       if ks and len(pa) > 1 and len(pb) > 1)
+    differ = "; ".join(
+        f"only {name} has {points(dict.fromkeys(ks))}"
+        for name, ks in only
+        if ks and len(pa) > 1 and len(pb) > 1
+    )
     if differ and not allow_mismatch:
-        raise UsageError(f"the sweeps differ in their points: {differ}",
-                         hint="--allow-mismatch compares the points they share")
+        raise UsageError(
+            f"the sweeps differ in their points: {differ}",
+            hint="--allow-mismatch compares the points they share",
+        )
     return [(k, pa[k], pb[k]) for k in common], [differ] if differ else []
 
 
-def _single(run: "Run | MultiRun") -> Run:
+def _single(run: Run | MultiRun) -> Run:
     """A run's own measurement: for an `all` folder its time run (else the first one)."""
     if isinstance(run, MultiRun):
         if not run.runs:

@@ -1,4 +1,5 @@
 """`gprof-orch doctor`: what this machine has, and how to get what is missing."""
+
 from __future__ import annotations
 
 import shutil
@@ -14,23 +15,36 @@ def _torch_info() -> dict[str, Any]:
         import torch
     except ImportError as exc:
         return {"ok": False, "error": str(exc), "fix": "pip install torch (see README)"}
-    info: dict[str, Any] = {"ok": True, "version": torch.__version__, "cuda_build": torch.version.cuda,
-                            "cuda_available": torch.cuda.is_available()}
+    info: dict[str, Any] = {
+        "ok": True,
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+    }
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         from workloads.devices import peak_bandwidth
 
         peak, src = peak_bandwidth(p.name, p)
-        info.update(gpu=p.name, compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
-                    memory_gib=round(p.total_memory / 2**30, 1), peak_bandwidth_tb_s=peak / 1e12 if peak else None,
-                    peak_source=src)
+        info.update(
+            gpu=p.name,
+            compute_capability=f"{p.major}.{p.minor}",
+            sm_count=p.multi_processor_count,
+            memory_gib=round(p.total_memory / 2**30, 1),
+            peak_bandwidth_tb_s=peak / 1e12 if peak else None,
+            peak_source=src,
+        )
     else:
-        info["fix"] = "no CUDA GPU visible: time and torch-trace run on the CPU (--device cpu); nsys traces NVTX/OS calls only"
+        info["fix"] = (
+            "no CUDA GPU visible: time and torch-trace run on the CPU (--device cpu); nsys traces NVTX/OS calls only"
+        )
     return info
 
 
-LOCK_HINT = ("time never locks clocks (root only, and it changes a shared GPU); to lock them: "
-             "sudo nvidia-smi -lgc MIN,MAX -lmc MIN,MAX, and -rgc -rmc to undo")
+LOCK_HINT = (
+    "time never locks clocks (root only, and it changes a shared GPU); to lock them: "
+    "sudo nvidia-smi -lgc MIN,MAX -lmc MIN,MAX, and -rgc -rmc to undo"
+)
 
 
 def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
@@ -41,10 +55,17 @@ def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
 
     watch, why = clocks.open_watch(0)
     if watch is None:
-        return {"ok": False, "error": why, "fix": "pip install 'gprof-orch[gpu]' (nvidia-ml-py); " + LOCK_HINT}
+        return {
+            "ok": False,
+            "error": why,
+            "fix": "pip install 'gprof-orch[gpu]' (nvidia-ml-py); " + LOCK_HINT,
+        }
     r, d = watch.read(), watch.describe()
-    return {"ok": True, "version": f"NVML: SM {r['sm_mhz']} of {d.get('max_sm_mhz')} MHz, {r['temp_c']} C, "
-                                   f"reasons {', '.join(r['reasons']) or 'none'}; {LOCK_HINT}"}
+    return {
+        "ok": True,
+        "version": f"NVML: SM {r['sm_mhz']} of {d.get('max_sm_mhz')} MHz, {r['temp_c']} C, "
+        f"reasons {', '.join(r['reasons']) or 'none'}; {LOCK_HINT}",
+    }
 
 
 def _kernel_clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
@@ -59,10 +80,16 @@ def _kernel_clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
         have = version("cupti-python")
     except (ImportError, PackageNotFoundError) as exc:
         cuda = torch_info.get("cuda_build") or "12.6"
-        return {"ok": False, "error": f"no cupti-python ({exc}): `time` reports the CUDA events only, "
-                                      "without each call's own kernel time",
-                "fix": f"pip install 'cupti-python=={cuda}.*' (the CUDA {cuda} of this torch)"}
-    return {"ok": True, "version": f"cupti-python {have}: `time` adds each call's kernel time (CUPTI, as nsys)"}
+        return {
+            "ok": False,
+            "error": f"no cupti-python ({exc}): `time` reports the CUDA events only, "
+            "without each call's own kernel time",
+            "fix": f"pip install 'cupti-python=={cuda}.*' (the CUDA {cuda} of this torch)",
+        }
+    return {
+        "ok": True,
+        "version": f"cupti-python {have}: `time` adds each call's kernel time (CUPTI, as nsys)",
+    }
 
 
 def _tool_backends() -> list[type]:
@@ -92,13 +119,23 @@ def _find_tool(tool: str, explicit: str | None) -> dict[str, Any]:
 def _package_rows(pk: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The rows of the Python packages gprof-orch uses beside torch: triton, nvtx, ncu-report."""
     return {
-        "triton": {"ok": pk.get("triton") is not None, "version": pk.get("triton"),
-                   "fix": None if pk.get("triton") else "pip install triton"},
-        "nvtx": {"ok": pk.get("nvtx") == "0.2.10", "version": pk.get("nvtx"),
-                 "fix": None if pk.get("nvtx") == "0.2.10" else
-                 "pip install nvtx==0.2.10 (newer nvtx ranges are not recorded by nsys 2023.4.4)"},
-        "ncu_report": {"ok": pk.get("ncu-report") is not None, "version": pk.get("ncu-report"),
-                       "fix": None if pk.get("ncu-report") else "pip install ncu-report (reads .ncu-rep without ncu)"},
+        "triton": {
+            "ok": pk.get("triton") is not None,
+            "version": pk.get("triton"),
+            "fix": None if pk.get("triton") else "pip install triton",
+        },
+        "nvtx": {
+            "ok": pk.get("nvtx") == "0.2.10",
+            "version": pk.get("nvtx"),
+            "fix": None
+            if pk.get("nvtx") == "0.2.10"
+            else "pip install nvtx==0.2.10 (newer nvtx ranges are not recorded by nsys 2023.4.4)",
+        },
+        "ncu_report": {
+            "ok": pk.get("ncu-report") is not None,
+            "version": pk.get("ncu-report"),
+            "fix": None if pk.get("ncu-report") else "pip install ncu-report (reads .ncu-rep without ncu)",
+        },
     }
 
 
@@ -119,8 +156,12 @@ def collect(**explicit: str | None) -> dict[str, Any]:
             report.update(cls.doctor_items(report[cls.tool], pk))
     report["clocks"] = _clock_info(report["torch"])
     report["cupti"] = _kernel_clock_info(report["torch"])
-    report["compiler"] = {"ok": bool(shutil.which("nvcc")), "nvcc": shutil.which("nvcc"), "cxx": shutil.which("c++"),
-                          "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants"}
+    report["compiler"] = {
+        "ok": bool(shutil.which("nvcc")),
+        "nvcc": shutil.which("nvcc"),
+        "cxx": shutil.which("c++"),
+        "fix": None if shutil.which("nvcc") else "install the CUDA toolkit for load_inline variants",
+    }
     return report
 
 
@@ -128,15 +169,26 @@ def render(report: dict[str, Any]) -> str:
     """collect()'s report as the lines `gprof-orch doctor` prints: the machine, then one line per
     item in the report's order, with the fix under each missing one."""
     m = report["machine"]
-    lines = [f"gprof-orch {m['packages'].get('gprof-orch')}  python {m['python']}  {m['platform']}",
-             f"git commit: {m.get('git_commit') or '-'}"]
+    lines = [
+        f"gprof-orch {m['packages'].get('gprof-orch')}  python {m['python']}  {m['platform']}",
+        f"git commit: {m.get('git_commit') or '-'}",
+    ]
     smi = m.get("nvidia_smi")
-    lines.append(f"GPU (nvidia-smi): {smi['gpu']}, driver {smi['driver']}, {smi['memory']}" if smi
-                 else "GPU (nvidia-smi): none found")
+    lines.append(
+        f"GPU (nvidia-smi): {smi['gpu']}, driver {smi['driver']}, {smi['memory']}"
+        if smi
+        else "GPU (nvidia-smi): none found"
+    )
     t = report["torch"]
     if t.get("ok"):
-        gpu = (f"{t['gpu']} (sm {t['compute_capability']}, {t['sm_count']} SMs, {t['memory_gib']} GiB, "
-               f"peak {t['peak_bandwidth_tb_s']} TB/s)") if t.get("gpu") else "no CUDA device"
+        gpu = (
+            (
+                f"{t['gpu']} (sm {t['compute_capability']}, {t['sm_count']} SMs, {t['memory_gib']} GiB, "
+                f"peak {t['peak_bandwidth_tb_s']} TB/s)"
+            )
+            if t.get("gpu")
+            else "no CUDA device"
+        )
         lines.append(f"torch {t['version']} (CUDA build {t['cuda_build']}): {gpu}")
     for key, item in report.items():
         if key in ("machine", "checks") or not isinstance(item, dict):
@@ -188,15 +240,22 @@ def _torch_check(tmp, timeout: float) -> dict[str, Any]:
         return check_row("torch.profiler", False, exc.message, "see the log")
     words = (proc.log_tail(res.stdout, 1) or "").split()
     if res.returncode != 0 or len(words) != 3:
-        return check_row("torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}",
-                         "reinstall torch; see the log")
+        return check_row(
+            "torch.profiler", False, f"exited {res.returncode}: {res.tail(3)}", "reinstall torch; see the log"
+        )
     if words[0] == "CUDA":
-        return check_row("torch.profiler", int(words[2]) > 0, f"recorded {words[2]} CUDA kernel event(s)",
-                         "CUPTI could not trace kernels: check the driver matches torch's CUDA build")
+        return check_row(
+            "torch.profiler",
+            int(words[2]) > 0,
+            f"recorded {words[2]} CUDA kernel event(s)",
+            "CUPTI could not trace kernels: check the driver matches torch's CUDA build",
+        )
     return check_row("torch.profiler", int(words[1]) > 0, f"CPU only (no CUDA GPU): {words[1]} CPU events")
 
 
-def check_tools(timeout: float = 180, *, scratch: Path | None = None, **explicit: str | None) -> list[dict[str, Any]]:
+def check_tools(
+    timeout: float = 180, *, scratch: Path | None = None, **explicit: str | None
+) -> list[dict[str, Any]]:
     """Prove each tool works here with a tiny real run, each failure with its fix: torch.profiler,
     then the `self_test` hook of every tool backend of the registry that has one (`explicit`: a
     tool's path by its name, e.g. nsys=...); one that needs a GPU is skipped without CUDA.

@@ -1,4 +1,5 @@
 """What the orchestrator process can say about this machine without importing torch."""
+
 from __future__ import annotations
 
 import functools
@@ -54,7 +55,9 @@ def _nvidia_smi_once() -> dict[str, str] | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
-    out = proc.output([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], timeout=10)
+    out = proc.output(
+        [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], timeout=10
+    )
     if not out or not out.strip():
         return None
     name, driver, mem = (s.strip() for s in out.splitlines()[0].split(",")[:3])

@@ -3,6 +3,7 @@
 Every expected failure is one of these; the CLI turns them into one message and an exit code in
 one place (`orchestrator.cli`). Anything else is a bug and shows its traceback.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,22 +12,42 @@ from pathlib import Path
 # import the whole tree from here
 from workloads.errors import EXIT_RUN_FAILED, GprofError, UnknownNameError, UsageError
 
-__all__ = ["EXIT_OK", "EXIT_RUN_FAILED", "EXIT_TOOL_NOT_FOUND", "EXIT_PARSE", "EXIT_PERMISSION", "EXIT_TIMEOUT",
-           "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "GprofError", "UsageError", "UnknownNameError", "ToolNotFoundError",
-           "ToolFailedError", "PermissionDeniedError", "ToolTimeoutError", "ClusterUnavailableError",
-           "InterruptedRunError", "interrupt_in", "ParseError", "RunFailedError", "SamplesLostError",
-           "EXIT_INCOMPLETE", "IncompleteReportError"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_RUN_FAILED",
+    "EXIT_TOOL_NOT_FOUND",
+    "EXIT_PARSE",
+    "EXIT_PERMISSION",
+    "EXIT_TIMEOUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_BROKEN_PIPE",
+    "GprofError",
+    "UsageError",
+    "UnknownNameError",
+    "ToolNotFoundError",
+    "ToolFailedError",
+    "PermissionDeniedError",
+    "ToolTimeoutError",
+    "ClusterUnavailableError",
+    "InterruptedRunError",
+    "interrupt_in",
+    "ParseError",
+    "RunFailedError",
+    "SamplesLostError",
+    "EXIT_INCOMPLETE",
+    "IncompleteReportError",
+]
 
 # Exit codes (documented in the README's table); 1 (EXIT_RUN_FAILED) and 2 (EXIT_USAGE) are
 # defined with the base classes in workloads.errors.
 EXIT_OK = 0
-EXIT_TOOL_NOT_FOUND = 3    # nsys / ncu / a compiler is not installed
-EXIT_PARSE = 4             # a report or run folder could not be read
-EXIT_PERMISSION = 5        # e.g. GPU counters restricted to admin users
-EXIT_INCOMPLETE = 6        # the run ended, but the profiler's report lacks part of what ran
-EXIT_TIMEOUT = 124         # like coreutils' timeout(1)
-EXIT_INTERRUPTED = 130     # SIGINT, like a shell
-EXIT_BROKEN_PIPE = 141     # stdout closed early (`| head`), like a tool SIGPIPE ended
+EXIT_TOOL_NOT_FOUND = 3  # nsys / ncu / a compiler is not installed
+EXIT_PARSE = 4  # a report or run folder could not be read
+EXIT_PERMISSION = 5  # e.g. GPU counters restricted to admin users
+EXIT_INCOMPLETE = 6  # the run ended, but the profiler's report lacks part of what ran
+EXIT_TIMEOUT = 124  # like coreutils' timeout(1)
+EXIT_INTERRUPTED = 130  # SIGINT, like a shell
+EXIT_BROKEN_PIPE = 141  # stdout closed early (`| head`), like a tool SIGPIPE ended
 
 
 class ToolNotFoundError(GprofError):
@@ -36,8 +57,16 @@ class ToolNotFoundError(GprofError):
 class ToolFailedError(GprofError):
     """A child process exited non-zero. Keeps argv, return code and the log tail."""
 
-    def __init__(self, message: str, *, argv: list[str] | None = None, returncode: int | None = None,
-                 log_tail: str = "", hint: str | None = None, log: Path | str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: list[str] | None = None,
+        returncode: int | None = None,
+        log_tail: str = "",
+        hint: str | None = None,
+        log: Path | str | None = None,
+    ):
         super().__init__(message, hint=hint, log=log)
         self.argv, self.returncode, self.log_tail = argv or [], returncode, log_tail
 
@@ -108,8 +137,15 @@ class RunFailedError(GprofError):
 
     exit_code = EXIT_RUN_FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None, log: Path | str | None = None,
-                 log_tail: str = "", tail_title: str = "last lines of the log"):
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        log: Path | str | None = None,
+        log_tail: str = "",
+        tail_title: str = "last lines of the log",
+    ):
         super().__init__(message, hint=hint, log=log)
         self.log_tail, self.tail_title = log_tail, tail_title
 

@@ -4,6 +4,7 @@ status read from what the runner left (final_status), the folder concluded with 
 no pandas) and as the client lands it (land_point: the report built once, where the folder
 lies).
 api.profile and capture build on these."""
+
 from __future__ import annotations
 
 import time
@@ -11,8 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends
-from orchestrator.errors import (GprofError, InterruptedRunError, RunFailedError, SamplesLostError, ToolTimeoutError,
-                                 UsageError, interrupt_in)
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    RunFailedError,
+    SamplesLostError,
+    ToolTimeoutError,
+    UsageError,
+    interrupt_in,
+)
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 
@@ -28,7 +36,9 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
 
     be = backends.get(req.backend)
     tools = be.require(req)
-    rf = RunFolder.create(req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv)
+    rf = RunFolder.create(
+        req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
+    )
     t0 = time.monotonic()
     error: GprofError | None = None
     try:
@@ -47,8 +57,9 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
     return rf, error
 
 
-def final_status(rf: RunFolder, workload: dict[str, Any] | None,
-                 error: GprofError | None) -> tuple[str, GprofError | None]:
+def final_status(
+    rf: RunFolder, workload: dict[str, Any] | None, error: GprofError | None
+) -> tuple[str, GprofError | None]:
     """The run folder's status and the error to raise, from what went wrong and what the
     workload manifest (read and checked) says."""
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
@@ -60,16 +71,20 @@ def final_status(rf: RunFolder, workload: dict[str, Any] | None,
     if failed:
         first = failed[0]
         return "failed", RunFailedError(
-            f"{len(failed)} variant(s) failed: " + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
+            f"{len(failed)} variant(s) failed: "
+            + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
             log=rf.logs / "workload.stderr.log",
             hint=f"the other variants' results are in {rf.path}; the traceback of "
-                 f"{first['name']} is in {rf.path / 'workload.json'}")
+            f"{first['name']} is in {rf.path / 'workload.json'}",
+        )
     if wstatus == "interrupted":
         return "interrupted", InterruptedRunError("the workload was interrupted")
     if wstatus != "ok" or any(v.get("status") in ("pending", "measuring") for v in variants):
         # the runner exited without finishing workload.json (it could not write it, say)
-        return "failed", RunFailedError(f"the workload runner stopped before it finished (workload.json says "
-                                        f"{wstatus!r})", log=rf.logs / "workload.stderr.log")
+        return "failed", RunFailedError(
+            f"the workload runner stopped before it finished (workload.json says {wstatus!r})",
+            log=rf.logs / "workload.stderr.log",
+        )
     return status, error
 
 
@@ -82,16 +97,19 @@ def reporting_error(rf: RunFolder, exc: BaseException, error: GprofError | None)
         if isinstance(error, InterruptedRunError):
             return error
         had = f" (the run had already failed: {error.message})" if error is not None else ""
-        return InterruptedRunError(f"interrupted while the report was made{had}",
-                                   hint=f"the run's data is kept: `gprof-orch report {rf.path}` writes the reports")
+        return InterruptedRunError(
+            f"interrupted while the report was made{had}",
+            hint=f"the run's data is kept: `gprof-orch report {rf.path}` writes the reports",
+        )
     if not isinstance(exc, GprofError):
         rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
         raise exc
     return error or exc
 
 
-def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | None, *,
-             unreadable_input: bool = False) -> "Run":
+def conclude(
+    rf: RunFolder, run: Run | None, status: str, error: GprofError | None, *, unreadable_input: bool = False
+) -> Run:
     """End a run folder: the reports carry the final status, so set it first, write them once,
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
     `unreadable_input`: `error` says the file the user imported could not be read at all."""
@@ -121,8 +139,11 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
             if stopped:
                 status = "interrupted"
             else:  # samples the runner could not save are lost: only a new run brings them back
-                error.hint = "free some space and run again" if isinstance(error, SamplesLostError) else \
-                    f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+                error.hint = (
+                    "free some space and run again"
+                    if isinstance(error, SamplesLostError)
+                    else f"free some space, then `gprof-orch report {rf.path}` writes the reports"
+                )
             rf.set_status("interrupted" if stopped else "failed", error)
         rf.manifest["report_s"] = round(time.monotonic() - t0, 3)
     if error is not None and (run is None or not run.saved) and status != "interrupted":
@@ -142,7 +163,7 @@ def conclude(rf: RunFolder, run: "Run | None", status: str, error: GprofError | 
 UNREPORTED = ("incomplete", "not in report")
 
 
-def incomplete_error(run: "Run") -> GprofError | None:
+def incomplete_error(run: Run) -> GprofError | None:
     """An IncompleteReportError naming the variants that ran but whose report is not whole (lost
     events, a missing range): the table keeps them, marked, and the run must not exit 0. The
     backend's word on lost events (`run.lost`) is its hint where there is one."""
@@ -156,7 +177,9 @@ def incomplete_error(run: "Run") -> GprofError | None:
         return None
     return IncompleteReportError(
         f"the profiler's report is incomplete for {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())}"
-        f": their numbers are not whole", hint=(run.lost or "see each row's note") + "; the rows are kept, marked")
+        f": their numbers are not whole",
+        hint=(run.lost or "see each row's note") + "; the rows are kept, marked",
+    )
 
 
 def report_error(run: Any) -> GprofError | None:
@@ -174,8 +197,10 @@ def report_error(run: Any) -> GprofError | None:
             lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
         error = error or incomplete_error(r)
     if lost:
-        error = RunFailedError(f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
-                               f"it wrote workload.json again (the rows say `not saved`)")
+        error = RunFailedError(
+            f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
+            f"it wrote workload.json again (the rows say `not saved`)"
+        )
     if error is not None:
         error.run = run  # type: ignore[attr-defined]
     return error
@@ -188,7 +213,7 @@ def collected_nothing(rf: RunFolder, error: GprofError, unreadable_input: bool =
     return (isinstance(error, UsageError) or unreadable_input) and not (rf.path / WORKLOAD_MANIFEST).exists()
 
 
-def execute_point(point: Any, out: Path) -> "RunFolder | str":
+def execute_point(point: Any, out: Path) -> RunFolder | str:
     """A point as a Dask worker runs it: the same runs into `out` as run_point makes, the status
     (from workload.json) in the manifest and every raw file, but no report. The client builds
     the report where the folder lands, once (land_point: its titles name that folder), so the
@@ -215,7 +240,7 @@ def execute_point(point: Any, out: Path) -> "RunFolder | str":
     return rf
 
 
-def land_point(folder: Path, outcome: Any, **manifest: Any) -> "Run":
+def land_point(folder: Path, outcome: Any, **manifest: Any) -> Run:
     """A point's run folder, sent back by its worker, unpacked into `folder`; where it ran (and
     `manifest`'s keys) written into its manifest; its report built here, once (execute_point
     leaves it to the client), and the folder concluded as profile() concludes one. Raises the
@@ -240,7 +265,9 @@ def point_unavailable(point: Any) -> str | None:
     """Why a point that asks to be checked (`all`'s backends) cannot run here, or None."""
     if not point.check:
         return None
-    return unavailable(point.backend, Request(workload=point.workload, backend=point.backend, **point.options))
+    return unavailable(
+        point.backend, Request(workload=point.workload, backend=point.backend, **point.options)
+    )
 
 
 def unavailable(name: str, req: Request) -> str | None:

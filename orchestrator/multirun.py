@@ -1,6 +1,7 @@
 """A parent run folder read back: every backend (`all`), every size/dtype (a sweep) or the one
 point on every worker's GPU (each-gpu), as a MultiRun of its children's Runs, with its merged
 table and its reports."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -72,8 +73,11 @@ class MultiRun:
         """Every child run's per-kernel breakdown, its child's name (backend, or size-dtype) in `run`."""
         from reports.kernels import KERNEL_COLUMNS
 
-        parts = [r.kernels.assign(run=name) for name, r in self.runs.items()
-                 if isinstance(getattr(r, "kernels", None), pd.DataFrame) and not r.kernels.empty]
+        parts = [
+            r.kernels.assign(run=name)
+            for name, r in self.runs.items()
+            if isinstance(getattr(r, "kernels", None), pd.DataFrame) and not r.kernels.empty
+        ]
         if not parts:
             return pd.DataFrame(columns=["run", *KERNEL_COLUMNS])
         return pd.concat(parts, ignore_index=True)[["run", *KERNEL_COLUMNS]]
@@ -92,9 +96,13 @@ class MultiRun:
         lines = []
         if self.status not in ("ok", None):
             err = self.manifest.get("error")
-            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected")
+            lines.append(
+                f"run {self.status}" + (f": {err}" if err else "") + "; the tables hold what was collected"
+            )
         lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
-        lines += [f"{name}: unreadable, left out of the table: {why}" for name, why in self.unreadable.items()]
+        lines += [
+            f"{name}: unreadable, left out of the table: {why}" for name, why in self.unreadable.items()
+        ]
         for name, r in self.runs.items():
             weighted = _weighting_legend(r)
             if weighted:
@@ -102,8 +110,13 @@ class MultiRun:
         if self.kind == "all":
             from reports import merge
 
-            lines.append(merge.legend(backends.merged_sources(self.runs), on_gpu=self.workload.get("device") == "cuda",
-                                      table=self.table))
+            lines.append(
+                merge.legend(
+                    backends.merged_sources(self.runs),
+                    on_gpu=self.workload.get("device") == "cuda",
+                    table=self.table,
+                )
+            )
         if self.kind == "each-gpu" and not self.table.empty:
             from orchestrator.cluster.each_gpu import slow_lines
 
@@ -111,8 +124,13 @@ class MultiRun:
         return lines
 
 
-def build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | None = None,
-                 built: dict[str, Run] | None = None) -> MultiRun:
+def build_multi(
+    rf: RunFolder,
+    *,
+    write: bool = True,
+    children_write: bool | None = None,
+    built: dict[str, Run] | None = None,
+) -> MultiRun:
     """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
     says otherwise, its children's) rewritten. `built`: children's Runs already built from their
     folders as they ended (the run that made them), not parsed again."""
@@ -146,9 +164,12 @@ def build_multi(rf: RunFolder, *, write: bool = True, children_write: bool | Non
             skipped[name] = child.get("error", "no results")
     if kind == "all":
         first = next(iter(runs.values())).workload if runs else {}
-        table = merge.merged_table({n: r.table for n, r in runs.items()}, backends.merged_sources(runs),
-                                   first.get("baseline"),
-                                   on_gpu=first.get("device") == "cuda")
+        table = merge.merged_table(
+            {n: r.table for n, r in runs.items()},
+            backends.merged_sources(runs),
+            first.get("baseline"),
+            on_gpu=first.get("device") == "cuda",
+        )
     elif kind == "each-gpu":
         from orchestrator.cluster.each_gpu import each_gpu_table
 
@@ -170,12 +191,24 @@ def write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
     if multi.kind in MERGED_FIRST:
         sections.insert(0, ("merged" if multi.kind == "all" else "each GPU", multi.table))
     try:
-        render.write_all(multi.table, multi.frame, multi.path, title=multi.title(), footer=multi.footer(),
-                         doc=report_doc(multi))
-        html.write_html(multi.path / "report.html", multi.title(), sections,
-                        sweep=multi.table if multi.kind == "sweep" else None,
-                        meta={"run": str(multi.path), "status": multi.status}, notes=multi.footer(),
-                        kernels=multi.kernels, drawn=drawn)
+        render.write_all(
+            multi.table,
+            multi.frame,
+            multi.path,
+            title=multi.title(),
+            footer=multi.footer(),
+            doc=report_doc(multi),
+        )
+        html.write_html(
+            multi.path / "report.html",
+            multi.title(),
+            sections,
+            sweep=multi.table if multi.kind == "sweep" else None,
+            meta={"run": str(multi.path), "status": multi.status},
+            notes=multi.footer(),
+            kernels=multi.kernels,
+            drawn=drawn,
+        )
     except OSError as exc:
         raise disk_error(multi.path, exc) from exc
     multi.saved = True

@@ -5,6 +5,7 @@ a caller can instead have the first Ctrl-C stop the workload under the profiler 
 then sees its target exit and writes everything), or only wait while the profiler finishes
 (`OnInterrupt`). A second Ctrl-C always goes to the leader.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,9 +16,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from orchestrator.errors import InterruptedRunError, ToolFailedError, ToolNotFoundError, ToolTimeoutError
 from workloads import umask
@@ -107,6 +109,7 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> int:
 class OnInterrupt:
     """What the first Ctrl-C does instead of signalling the tool: SIGINT `pid` (the workload
     under the tool), or, with pid None, nothing but wait. `message` tells the user which."""
+
     message: str
     pid: int | None = None
 
@@ -148,7 +151,7 @@ class Progress:
             pass
         return self._detail
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.enabled:
             self._row = _add_row(self)
         return self
@@ -197,9 +200,15 @@ def _new_display() -> Any:
     from datetime import timedelta
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, SpinnerColumn, TextColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.progress import Progress as Display
-    from rich.progress import TimeElapsedColumn
     from rich.table import Column
     from rich.text import Text
 
@@ -220,23 +229,38 @@ def _new_display() -> Any:
         def render(self, task: Any) -> Any:
             if task.total is None:
                 return Text("")
-            left = "-:--:--" if not task.completed else str(
-                timedelta(seconds=round(task.elapsed / task.completed * task.remaining)))
+            left = (
+                "-:--:--"
+                if not task.completed
+                else str(timedelta(seconds=round(task.elapsed / task.completed * task.remaining)))
+            )
             return Text(f"{left} left", style="progress.remaining")
 
     class Detail(ProgressColumn):
         max_refresh = 1.0  # a cluster's detail asks the scheduler: once a second is enough
 
         def __init__(self) -> None:
-            super().__init__(Column(no_wrap=True, overflow="ellipsis"))  # cut, not a row that jumps to two lines
+            super().__init__(
+                Column(no_wrap=True, overflow="ellipsis")
+            )  # cut, not a row that jumps to two lines
 
         def render(self, task: Any) -> Any:
             return Text(task.fields["owner"]._detail_line())
 
-    return Display(SpinnerColumn(), TextColumn("{task.description}"), Counted(BarColumn(bar_width=24)),
-                   Counted(MofNCompleteColumn()), TimeElapsedColumn(), TimeLeft(), Detail(),
-                   console=Console(stderr=True), transient=True, refresh_per_second=4,
-                   redirect_stdout=False, redirect_stderr=False)  # stdout is data: never through the display
+    return Display(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        Counted(BarColumn(bar_width=24)),
+        Counted(MofNCompleteColumn()),
+        TimeElapsedColumn(),
+        TimeLeft(),
+        Detail(),
+        console=Console(stderr=True),
+        transient=True,
+        refresh_per_second=4,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )  # stdout is data: never through the display
 
 
 @dataclass
@@ -333,25 +357,44 @@ def _interrupt(proc: subprocess.Popen, pgid: int, policy: OnInterrupt | None, gr
     _end_group(proc, pgid)
 
 
-def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = None,
-        env: dict[str, str] | None = None, cwd: Path | None = None,
-        interrupt_grace: float = INTERRUPT_GRACE_S,
-        on_interrupt: Callable[[], OnInterrupt | None] | None = None) -> Result:
+def run(
+    argv: list[str],
+    *,
+    log_dir: Path,
+    name: str,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    interrupt_grace: float = INTERRUPT_GRACE_S,
+    on_interrupt: Callable[[], OnInterrupt | None] | None = None,
+) -> Result:
     """Run argv to completion. Returns its Result whatever the exit code (the caller decides
     what a non-zero exit means); raises ToolTimeoutError after ending the group on timeout,
     InterruptedRunError on Ctrl-C (after the leader had `interrupt_grace` seconds to finish, or
     what `on_interrupt()` chose), ToolNotFoundError when argv[0] cannot be executed."""
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.stdout.log", log_dir / f"{name}.stderr.log"
-    full_env = {**os.environ, umask.UMASK_ENV: umask.current(), **(env or {})}  # nsys starts its target with umask 0
+    full_env = {
+        **os.environ,
+        umask.UMASK_ENV: umask.current(),
+        **(env or {}),
+    }  # nsys starts its target with umask 0
     stop = _STOP_REQUESTS.get(threading.get_ident())
     if stop is not None and stop.is_set():
         raise InterruptedRunError(f"interrupted before {name} started")
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full_env,
-                                    cwd=cwd, start_new_session=True, preexec_fn=_parent_death_signal())
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_parent_death_signal(),
+            )
         except (FileNotFoundError, PermissionError) as exc:
             raise ToolNotFoundError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         pgid = proc.pid
@@ -364,13 +407,16 @@ def run(argv: list[str], *, log_dir: Path, name: str, timeout: float | None = No
             _end_group(proc, pgid)
             raise ToolTimeoutError(
                 f"{what} ran past the timeout of {timeout:g} s; its process group was ended",
-                argv=argv, returncode=None, log_tail=log_tail(err_path) or log_tail(out_path), log=err_path,
-                hint="raise --timeout, or use a smaller --size / fewer --iters") from None
+                argv=argv,
+                returncode=None,
+                log_tail=log_tail(err_path) or log_tail(out_path),
+                log=err_path,
+                hint="raise --timeout, or use a smaller --size / fewer --iters",
+            ) from None
         except KeyboardInterrupt:
             # the child is in its own session, so the terminal's SIGINT reached only us
             _interrupt(proc, pgid, on_interrupt() if on_interrupt else None, interrupt_grace)
-            raise InterruptedRunError(f"interrupted while running {what}",
-                                      log=err_path) from None
+            raise InterruptedRunError(f"interrupted while running {what}", log=err_path) from None
         finally:
             if proc.poll() is None:
                 _end_group(proc, pgid)
@@ -384,7 +430,9 @@ def output(argv: list[str], *, timeout: float, cwd: Path | None = None) -> str |
     """The stdout of a short probe (`git rev-parse`, `nvidia-smi -L`), or None where it cannot run,
     exits non-zero or outlasts `timeout`: what it tells is optional, so it never raises."""
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+        res = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return res.stdout if res.returncode == 0 else None
@@ -393,7 +441,12 @@ def output(argv: list[str], *, timeout: float, cwd: Path | None = None) -> str |
 def check(result: Result, what: str, *, hint: str | None = None) -> Result:
     """Raise ToolFailedError with the log tail when `result` exited non-zero."""
     if result.returncode != 0:
-        raise ToolFailedError(f"{what} exited with status {result.returncode}", argv=result.argv,
-                              returncode=result.returncode, log_tail=result.tail(), hint=hint,
-                              log=result.stderr)
+        raise ToolFailedError(
+            f"{what} exited with status {result.returncode}",
+            argv=result.argv,
+            returncode=result.returncode,
+            log_tail=result.tail(),
+            hint=hint,
+            log=result.stderr,
+        )
     return result

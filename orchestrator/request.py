@@ -1,5 +1,6 @@
 """A profiling request: every option a backend takes, as plain values, checked before anything
 starts (so a bad name or size never costs a profiler launch)."""
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,9 @@ def parse_list(text: str | tuple | list | None) -> list[str]:
     return out
 
 
-def workload_catalog(workload_file: str | Path | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
+def workload_catalog(
+    workload_file: str | Path | None = None, timeout: float | None = None
+) -> list[dict[str, Any]]:
     """Every workload as plain data (workloads.registry.describe), the user's file included.
 
     The file is the user's code: it may exit, hang or crash on import. So it is imported only in
@@ -72,23 +75,29 @@ def _list_in_child(path: Path, timeout: float | None) -> list[dict[str, Any]]:
             # where the import was when it was ended: the last frame in the user's file
             lines = exc.log_tail.splitlines()
             at = [i for i, ln in enumerate(lines) if ln.strip().startswith(f'File "{path}"')]
-            where = " ".join(ln.strip() for ln in lines[at[-1]:at[-1] + 2]) if at else ""
-            raise ToolTimeoutError(f"importing workload file {path} ran past the timeout of {timeout:g} s; "
-                                   "its process was ended" + (f" (it was at {where})" if where else ""),
-                                   argv=argv, hint="a workload file should only define workloads when "
-                                                   "imported; raise --timeout if its import is slow") from None
+            where = " ".join(ln.strip() for ln in lines[at[-1] : at[-1] + 2]) if at else ""
+            raise ToolTimeoutError(
+                f"importing workload file {path} ran past the timeout of {timeout:g} s; "
+                "its process was ended" + (f" (it was at {where})" if where else ""),
+                argv=argv,
+                hint="a workload file should only define workloads when "
+                "imported; raise --timeout if its import is slow",
+            ) from None
         out = res.stdout.read_text(errors="replace").strip().splitlines()
         why = (res.tail(5).strip().splitlines() or [""])[-1].removeprefix("gprof-orch runner: ")
         if res.returncode != 0 or not out:
             if str(path) in why:
                 raise UsageError(why)
-            raise UsageError(f"workload file {path} could not be loaded: "
-                             + (why or f"its import ended the process with status {res.returncode} "
-                                       "and no output"))
+            raise UsageError(
+                f"workload file {path} could not be loaded: "
+                + (why or f"its import ended the process with status {res.returncode} and no output")
+            )
     try:
         return json.loads(out[-1])
     except ValueError:
-        raise UsageError(f"workload file {path} could not be listed: its import printed over the listing") from None
+        raise UsageError(
+            f"workload file {path} could not be listed: its import printed over the listing"
+        ) from None
 
 
 @dataclass
@@ -137,17 +146,17 @@ class Request:
     # a backend's own options (Backend.cli_options) that are not fields above, by name
     options: dict[str, Any] = field(default_factory=dict)
     # scale-out (orchestrator/cluster.py): where the points run; none of these reach a point's own run
-    cluster: str | None = None          # local:N, local-cuda, tcp://HOST:PORT
-    scheduler_file: str | None = None   # a running scheduler's file (dask scheduler --scheduler-file)
-    retries: int = 2                    # resubmissions of a point whose worker was lost
-    each_gpu: bool = False              # the one point once on every worker's GPU
-    connect_timeout: float = 10.0       # seconds a scheduler has to answer
+    cluster: str | None = None  # local:N, local-cuda, tcp://HOST:PORT
+    scheduler_file: str | None = None  # a running scheduler's file (dask scheduler --scheduler-file)
+    retries: int = 2  # resubmissions of a point whose worker was lost
+    each_gpu: bool = False  # the one point once on every worker's GPU
+    connect_timeout: float = 10.0  # seconds a scheduler has to answer
 
     def __post_init__(self) -> None:
         # --metrics comma-separated or repeated: one list of names from the start
         self.ncu_metrics = parse_list(self.ncu_metrics)
 
-    def cluster_spec(self) -> "ClusterSpec | None":
+    def cluster_spec(self) -> ClusterSpec | None:
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
         --each-gpu without --cluster means local-cuda. Raises UsageError on a bad spec."""
         from orchestrator import cluster
@@ -179,7 +188,7 @@ class Request:
         wanted = set(self.variants) | {w["baseline"]}
         return [n for n in names if n in wanted] if self.variants else names
 
-    def validate(self) -> "Request":
+    def validate(self) -> Request:
         """Check every value against the registries; raises UsageError / UnknownNameError.
         Changes nothing: the values the run takes are settled by resolve_spec()."""
         from workloads import registry
@@ -199,9 +208,13 @@ class Request:
         if self.size is not None:
             parse_size(self.size)
         if self.dtype not in registry.DTYPES:  # named with what this workload takes, not every workload's
-            raise UsageError(f"--dtype {self.dtype!r} unknown; workload {self.workload} takes {', '.join(w['dtypes'])}")
+            raise UsageError(
+                f"--dtype {self.dtype!r} unknown; workload {self.workload} takes {', '.join(w['dtypes'])}"
+            )
         if self.dtype not in w["dtypes"]:
-            raise UsageError(f"workload {self.workload} supports --dtype {', '.join(w['dtypes'])}, not {self.dtype}")
+            raise UsageError(
+                f"workload {self.workload} supports --dtype {', '.join(w['dtypes'])}, not {self.dtype}"
+            )
         if self.device not in DEVICES:
             raise UsageError(f"--device {self.device!r} unknown; valid: {', '.join(DEVICES)}")
         for name in ("iters", "warmup"):
@@ -211,22 +224,36 @@ class Request:
         if self.timer not in timers.TIMERS:
             raise UsageError(f"--timer {self.timer!r} unknown; valid: {', '.join(timers.TIMERS)}")
         if not (math.isfinite(self.max_noise) and 0 < self.max_noise <= 100):
-            raise UsageError(f"--max-noise must be a percentage above 0 and at most 100, not {self.max_noise:g}")
+            raise UsageError(
+                f"--max-noise must be a percentage above 0 and at most 100, not {self.max_noise:g}"
+            )
         if self.min_samples < 5:
-            raise UsageError(f"--min-samples must be at least 5 (the noise needs 5 samples), not {self.min_samples}")
-        if not (math.isfinite(self.min_time) and math.isfinite(self.max_time) and 0 <= self.min_time <= self.max_time
-                and self.max_time > 0):
-            raise UsageError(f"--min-time and --max-time must be seconds with 0 <= min <= max and max > 0, not "
-                             f"{self.min_time:g} and {self.max_time:g}")
+            raise UsageError(
+                f"--min-samples must be at least 5 (the noise needs 5 samples), not {self.min_samples}"
+            )
+        if not (
+            math.isfinite(self.min_time)
+            and math.isfinite(self.max_time)
+            and 0 <= self.min_time <= self.max_time
+            and self.max_time > 0
+        ):
+            raise UsageError(
+                f"--min-time and --max-time must be seconds with 0 <= min <= max and max > 0, not "
+                f"{self.min_time:g} and {self.max_time:g}"
+            )
         if not 0 <= self.gpu_sleep_us <= 10_000:
             raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
         for m in self.ncu_metrics:
             if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
-                raise UsageError(f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "
-                                 "list them with `ncu --query-metrics`")
+                raise UsageError(
+                    f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "
+                    "list them with `ncu --query-metrics`"
+                )
         for s in self.ncu_sections + ([self.ncu_set] if self.ncu_set else []):
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", s):
-                raise UsageError(f"section/set {s!r} is not a name; list them with `ncu --list-sections` / `--list-sets`")
+                raise UsageError(
+                    f"section/set {s!r} is not a name; list them with `ncu --list-sections` / `--list-sets`"
+                )
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -236,8 +263,9 @@ class Request:
         return d
 
 
-def resolve_spec(req: Request, *, mode: str, default_iters: int | None, default_warmup: int,
-                 out: Path | None = None) -> "RunSpec":
+def resolve_spec(
+    req: Request, *, mode: str, default_iters: int | None, default_warmup: int, out: Path | None = None
+) -> RunSpec:
     """Everything the runner child needs for `req`, settled here once, as a new frozen RunSpec
     (workloads/spec.py; `req` is not changed): the variants that run (the baseline among them),
     the shape (--size, else the workload's default for the device), the device (auto:
@@ -254,15 +282,33 @@ def resolve_spec(req: Request, *, mode: str, default_iters: int | None, default_
 
     entry = req.catalog_entry()
     shape = tuple(int(d) for d in parse_size(req.size).split("x")) if req.size else None
-    stop = StopRule(max_noise_pct=req.max_noise, min_samples=req.min_samples, min_time_s=req.min_time,
-                    max_time_s=req.max_time)
-    spec = RunSpec(workload=req.workload, variants=tuple(req.selected_variants()), shape=shape, dtype=req.dtype,
-                   device=req.device, iters=req.iters if req.iters is not None else default_iters,
-                   warmup=req.warmup if req.warmup is not None else default_warmup, seed=req.seed, mode=mode,
-                   flush_l2=req.flush_l2, timer=req.timer, gpu_sleep_us=req.gpu_sleep_us, stop=stop,
-                   cuda_graph=req.cuda_graph, kernel_clock=req.kernel_clock, triton_interpret=req.triton_interpret,
-                   fail_variant=req.fail_variant,
-                   workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None, out=out)
+    stop = StopRule(
+        max_noise_pct=req.max_noise,
+        min_samples=req.min_samples,
+        min_time_s=req.min_time,
+        max_time_s=req.max_time,
+    )
+    spec = RunSpec(
+        workload=req.workload,
+        variants=tuple(req.selected_variants()),
+        shape=shape,
+        dtype=req.dtype,
+        device=req.device,
+        iters=req.iters if req.iters is not None else default_iters,
+        warmup=req.warmup if req.warmup is not None else default_warmup,
+        seed=req.seed,
+        mode=mode,
+        flush_l2=req.flush_l2,
+        timer=req.timer,
+        gpu_sleep_us=req.gpu_sleep_us,
+        stop=stop,
+        cuda_graph=req.cuda_graph,
+        kernel_clock=req.kernel_clock,
+        triton_interpret=req.triton_interpret,
+        fail_variant=req.fail_variant,
+        workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None,
+        out=out,
+    )
     return resolve(spec, entry, auto_device)
 
 

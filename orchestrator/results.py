@@ -3,6 +3,7 @@ MultiRun, orchestrator.multirun), built from what the folder holds, with their r
 Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
 `write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
 nsys's export of the report it wrote)."""
+
 from __future__ import annotations
 
 import json
@@ -66,10 +67,19 @@ class Run:
         shape = "x".join(str(s) for s in w.get("shape", []))
         noise = (w.get("stop_rule") or {}).get("max_noise_pct")
         # a capture's ranges can hold different counts: each variant's is in its row (n)
-        count = (f"{w['iters']} iters" if w.get("iters") else f"sampled to +-{noise}%" if noise is not None
-                 else "iterations per variant")
-        return heading(_words(self.backend, w.get("workload")), _words(shape, w.get("dtype"), dev and f"on {dev}"),
-                       count, self.path)
+        count = (
+            f"{w['iters']} iters"
+            if w.get("iters")
+            else f"sampled to +-{noise}%"
+            if noise is not None
+            else "iterations per variant"
+        )
+        return heading(
+            _words(self.backend, w.get("workload")),
+            _words(shape, w.get("dtype"), dev and f"on {dev}"),
+            count,
+            self.path,
+        )
 
     def footer(self) -> list[str]:
         """The lines printed under the table: how the run ended, what the columns are measured
@@ -77,16 +87,20 @@ class Run:
         lines = []
         if self.status not in ("ok", None):
             err = self.manifest.get("error")
-            lines.append(f"run {self.status}" + (f": {err}" if err else "") + "; the table holds what was collected")
+            lines.append(
+                f"run {self.status}" + (f": {err}" if err else "") + "; the table holds what was collected"
+            )
         w = self.workload
         env = w.get("env") or {}
         lines += _what_ran_lines(self)
         if w.get("device") == "cpu":
             lines.append("CPU run (no CUDA GPU used): times are host wall-clock; GPU columns are empty.")
         if env.get("peak_bandwidth_bytes_per_s"):
-            lines.append(f"% peak BW against {env['peak_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
-                         f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
-                         f"variant must move.")
+            lines.append(
+                f"% peak BW against {env['peak_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
+                f"({env.get('peak_bandwidth_source', '')}); GB/s counts the fewest bytes each "
+                f"variant must move."
+            )
         elif w.get("device") != "cpu" and self.table.get("achieved_gb_s", pd.Series()).notna().any():
             lines.append("no peak bandwidth recorded for this device: % peak BW left empty")
         roof = env.get("memory_roof") or {}
@@ -94,25 +108,37 @@ class Run:
             # the roof is timed by CUDA events around each call; ncu's kernel time leaves out the
             # few us a call the events hold (191 against 186 us for the 1e8 square on the H200),
             # so a kernel that reads only can sit a little above a roof set by a copy
-            lines.append(f"% of measured roof against {roof['bytes_per_s'] / 1e9:.0f} GB/s, the {roof.get('kernel', '')} "
-                         f"probe's on this GPU ({roof.get('method', '')}); the events hold a few us a call that "
-                         f"ncu's kernel times leave out, so a kernel may show a few % over 100")
-        unsized = [v["name"] for v in w.get("variants", []) if v.get("status") == "ok" and v.get("bytes_moved") is None]
+            lines.append(
+                f"% of measured roof against {roof['bytes_per_s'] / 1e9:.0f} GB/s, the {roof.get('kernel', '')} "
+                f"probe's on this GPU ({roof.get('method', '')}); the events hold a few us a call that "
+                f"ncu's kernel times leave out, so a kernel may show a few % over 100"
+            )
+        unsized = [
+            v["name"]
+            for v in w.get("variants", [])
+            if v.get("status") == "ok" and v.get("bytes_moved") is None
+        ]
         if unsized and w.get("device") != "cpu":
             lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")
         if self.backend == "time" and w.get("timer"):
             hold = w.get("hold")
-            held = {"blocking": ", the stream held by a blocking kernel until the call was queued (no host "
-                                "time inside the events)",
-                    "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
-                             f"longer than that is timed)",
-                    "none": ", nothing held: the host's launch is timed too"}.get(hold, "")
+            held = {
+                "blocking": ", the stream held by a blocking kernel until the call was queued (no host "
+                "time inside the events)",
+                "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
+                f"longer than that is timed)",
+                "none": ", nothing held: the host's launch is timed too",
+            }.get(hold, "")
             if hold is None and w.get("gpu_sleep_us"):  # runs before --timer
                 held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
-            lines.append(f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
-                         + (f" ({w['hold_note']})" if w.get("hold_note") else ""))
+            lines.append(
+                f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
+                + (f" ({w['hold_note']})" if w.get("hold_note") else "")
+            )
             if w.get("cuda_graph"):
-                lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
+                lines.append(
+                    "each variant captured once in a CUDA graph; the replays are timed (no launch cost)"
+                )
             lines += _kernel_clock_lines(w)
             clk = w.get("clocks") or {}
             if clk.get("note"):
@@ -174,9 +200,19 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
     table = summary.variant_table(frame, wman)
     findings = why.findings_table(backend.rules(rf), frame)
     table["why"] = why.explain(table, frame, wman, findings)
-    run = Run(rf.path, rf.manifest, wman, frame, table, summary.outside_activity(frame),
-              summary.warnings_for(table) + backend.warnings(rf) + ([lost] if lost else []), saved=False,
-              kernels=kernels.kernel_table(frame, wman), findings=findings, lost=lost)
+    run = Run(
+        rf.path,
+        rf.manifest,
+        wman,
+        frame,
+        table,
+        summary.outside_activity(frame),
+        summary.warnings_for(table) + backend.warnings(rf) + ([lost] if lost else []),
+        saved=False,
+        kernels=kernels.kernel_table(frame, wman),
+        findings=findings,
+        lost=lost,
+    )
     if write:
         write_report(run)
     return run
@@ -187,19 +223,32 @@ def write_report(run: Run) -> None:
     once the final status is set. A failed write raises GprofError (disk full)."""
     from reports import html, render
 
-    meta = {"run": run.path.name, "backend": run.backend, "workload": run.workload.get("workload"),
-            "status": run.status}
+    meta = {
+        "run": run.path.name,
+        "backend": run.backend,
+        "workload": run.workload.get("workload"),
+        "status": run.status,
+    }
     try:
-        render.write_all(run.table, run.frame, run.path, title=run.title(), footer=run.footer(), doc=report_doc(run))
+        render.write_all(
+            run.table, run.frame, run.path, title=run.title(), footer=run.footer(), doc=report_doc(run)
+        )
         _pause_for_test("write")
-        html.write_html(run.path / "report.html", run.title(), [(run.backend, run.table)], meta=meta,
-                        notes=run.footer(), kernels=run.kernels, findings=run.findings)
+        html.write_html(
+            run.path / "report.html",
+            run.title(),
+            [(run.backend, run.table)],
+            meta=meta,
+            notes=run.footer(),
+            kernels=run.kernels,
+            findings=run.findings,
+        )
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
     run.saved = True
 
 
-def report_doc(run: "Run | MultiRun", *, kernels: bool = False) -> dict[str, Any]:
+def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     """The one JSON document of a run: report.json holds it, `--json` prints it (with `kernels`,
     the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
     command exited, error: null when it went well), meta (ncu's findings in "findings") and
@@ -207,13 +256,19 @@ def report_doc(run: "Run | MultiRun", *, kernels: bool = False) -> dict[str, Any
     from reports import render
 
     code, m = run.exit_code, run.manifest
-    meta = {"run": str(run.path), "backend": run.backend, "workload": run.workload.get("workload") or
-            m.get("workload"), "status": run.status}
+    meta = {
+        "run": str(run.path),
+        "backend": run.backend,
+        "workload": run.workload.get("workload") or m.get("workload"),
+        "status": run.status,
+    }
     if not isinstance(run, Run):  # a parent folder (orchestrator.multirun)
         meta["kind"] = run.kind
     elif not run.findings.empty:
         meta["findings"] = json.loads(run.findings.to_json(orient="records"))
-    kind = m.get("error_kind") or {124: "ToolTimeoutError", 130: "InterruptedRunError"}.get(code, "RunFailedError")
+    kind = m.get("error_kind") or {124: "ToolTimeoutError", 130: "InterruptedRunError"}.get(
+        code, "RunFailedError"
+    )
     error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
     status = run.status
     if not code:  # a folder that ended ok whose table is not whole (read by an older gprof-orch)
@@ -221,13 +276,20 @@ def report_doc(run: "Run | MultiRun", *, kernels: bool = False) -> dict[str, Any
 
         carried = report_error(run)
         if carried is not None:
-            code, status = carried.exit_code, "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed"
+            code, status = (
+                carried.exit_code,
+                "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed",
+            )
             error = {"kind": type(carried).__name__, "message": carried.message, "hint": carried.hint}
-    return {"status": status, "exit_code": code, "error": error,
-            **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None))}
+    return {
+        "status": status,
+        "exit_code": code,
+        "error": error,
+        **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None)),
+    }
 
 
-def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
+def load_run(path: str | Path, *, write: bool = False) -> Run | MultiRun:
     """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
     It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
     the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
@@ -243,8 +305,6 @@ def load_run(path: str | Path, *, write: bool = False) -> "Run | MultiRun":
     return build_report(rf, write=write)
 
 
-
-
 def _what_ran_lines(run: Run) -> list[str]:
     """The footer's lines on what ran besides what was asked, and what the speedup column leaves
     out: the baseline that --variants left out (the speedup column is over it), a
@@ -258,18 +318,25 @@ def _what_ran_lines(run: Run) -> list[str]:
         lines.append(replaced_builtin(w))
     once = run.table.loc[run.table.get("samples", pd.Series(dtype=float)) == 1, "variant"].tolist()
     if once:
-        how = " (nsys on the CPU times each variant's range once: its wall time over the iterations)" \
-            if run.backend == "nsys" and w.get("device") == "cpu" else ""
-        lines.append(f"no speedup for a variant timed once, nor over a baseline timed once: {', '.join(once)} "
-                     f"had one sample{how}; one reading has no spread to tell a difference from noise")
+        how = (
+            " (nsys on the CPU times each variant's range once: its wall time over the iterations)"
+            if run.backend == "nsys" and w.get("device") == "cpu"
+            else ""
+        )
+        lines.append(
+            f"no speedup for a variant timed once, nor over a baseline timed once: {', '.join(once)} "
+            f"had one sample{how}; one reading has no spread to tell a difference from noise"
+        )
     return lines
 
 
 def replaced_builtin(w: dict) -> str:
     """What a run of a --workload-file workload named like a built-in says (workload.json's
     `replaces_builtin`): the user's workload ran, not the built-in."""
-    return (f"workload {w.get('workload')} is the one in {w.get('workload_source')}, which replaces the "
-            f"built-in {w.get('workload')}")
+    return (
+        f"workload {w.get('workload')} is the one in {w.get('workload_source')}, which replaces the "
+        f"built-in {w.get('workload')}"
+    )
 
 
 def _kernel_clock_lines(w: dict) -> list[str]:
@@ -278,15 +345,19 @@ def _kernel_clock_lines(w: dict) -> list[str]:
     # run folders from before the kernel clock was the default: set only when asked for
     asked = w.get("kernel_clock_asked", True if kc else None)
     if kc == "cupti":
-        return ["median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads them (the "
-                "kernel clock); events us: the CUDA events around the same calls, which also hold the GPU's "
-                "processing of each launch; CPU us holds CUPTI's cost per CUDA call too (--no-kernel-clock: the "
-                "events' median and the bare host time)"]
+        return [
+            "median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads them (the "
+            "kernel clock); events us: the CUDA events around the same calls, which also hold the GPU's "
+            "processing of each launch; CPU us holds CUPTI's cost per CUDA call too (--no-kernel-clock: the "
+            "events' median and the bare host time)"
+        ]
     if kc and asked:
         return [f"--kernel-clock asked for, but off: {kc}"]
     if kc and w.get("device") == "cuda":
-        return [f"median from the CUDA events, which also hold the GPU's processing of each launch (about 2.5 us); "
-                f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"]
+        return [
+            f"median from the CUDA events, which also hold the GPU's processing of each launch (about 2.5 us); "
+            f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"
+        ]
     return []
 
 

@@ -10,6 +10,7 @@ manifest, and the report.
         frame.csv         the unified long-form frame
         report.csv/.json/.md   the rendered per-variant table
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_TIMEOUT, GprofError, \
-    ParseError, UsageError
 from orchestrator import workload_check
+from orchestrator.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_TIMEOUT,
+    GprofError,
+    ParseError,
+    UsageError,
+)
 from reports.schema import SCHEMA_VERSION
 from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
 
@@ -31,8 +40,13 @@ MANIFEST = "manifest.json"
 STATUSES = ("running", "ok", "failed", "interrupted", "incomplete")
 # the exit code of a run by its status, where its manifest records none (folders written before
 # it was recorded); a folder still `running` was never concluded: gprof-orch itself was killed
-STATUS_EXIT = {"ok": EXIT_OK, "failed": EXIT_RUN_FAILED, "interrupted": EXIT_INTERRUPTED, "running": EXIT_RUN_FAILED,
-               "incomplete": EXIT_INCOMPLETE}
+STATUS_EXIT = {
+    "ok": EXIT_OK,
+    "failed": EXIT_RUN_FAILED,
+    "interrupted": EXIT_INTERRUPTED,
+    "running": EXIT_RUN_FAILED,
+    "incomplete": EXIT_INCOMPLETE,
+}
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")
 
@@ -42,8 +56,9 @@ def disk_error(path: Path, exc: OSError) -> GprofError:
     # pyarrow's OSError carries the errno but its own strerror ("Error writing bytes to file.
     # Detail: ..."): the system's words for the errno are the reason a user can act on
     reason = os.strerror(exc.errno) if exc.errno else (exc.strerror or exc)
-    return GprofError(f"cannot write the run folder {path}: {reason}",
-                      hint="free some space or choose another --out")
+    return GprofError(
+        f"cannot write the run folder {path}: {reason}", hint="free some space or choose another --out"
+    )
 
 
 def _unlink(path: Path) -> None:
@@ -87,8 +102,16 @@ class RunFolder:
     made: bool = False
 
     @classmethod
-    def create(cls, backend: str, workload: str, *, out: Path | None = None, root: Path | None = None,
-               request: dict[str, Any] | None = None, argv: list[str] | None = None) -> "RunFolder":
+    def create(
+        cls,
+        backend: str,
+        workload: str,
+        *,
+        out: Path | None = None,
+        root: Path | None = None,
+        request: dict[str, Any] | None = None,
+        argv: list[str] | None = None,
+    ) -> RunFolder:
         """A new, empty run folder. `out` is used as is (must be empty or absent); otherwise a
         unique `<root>/<UTC time>-<backend>-<workload>` is made. mkdir is the lock: two runs
         started at once never share a folder."""
@@ -128,22 +151,26 @@ class RunFolder:
             else:
                 raise UsageError(f"cannot find a free run folder name under {root}")
         (path / "logs").mkdir(exist_ok=True)
-        rf = cls(path, {
-            "schema_version": SCHEMA_VERSION,
-            "tool": "gprof-orch",
-            "backend": backend,
-            "workload": workload,
-            "status": "running",
-            "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "argv": argv or [],
-            "request": request or {},
-            "commands": [],
-        }, made=made)
+        rf = cls(
+            path,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "tool": "gprof-orch",
+                "backend": backend,
+                "workload": workload,
+                "status": "running",
+                "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "argv": argv or [],
+                "request": request or {},
+                "commands": [],
+            },
+            made=made,
+        )
         rf.save()
         return rf
 
     @classmethod
-    def open(cls, path: Path | str) -> "RunFolder":
+    def open(cls, path: Path | str) -> RunFolder:
         """An existing run folder, its manifest checked."""
         path = Path(path)
         mpath = path / MANIFEST
@@ -162,8 +189,12 @@ class RunFolder:
         if type(manifest["schema_version"]) is not int:
             raise ParseError(mpath, f"schema_version {manifest['schema_version']!r} is not an integer")
         if manifest["schema_version"] > SCHEMA_VERSION:
-            raise ParseError(mpath, f"written by a newer gprof-orch (schema {manifest['schema_version']}, "
-                                    f"this one reads up to {SCHEMA_VERSION})", hint="upgrade gprof-orch")
+            raise ParseError(
+                mpath,
+                f"written by a newer gprof-orch (schema {manifest['schema_version']}, "
+                f"this one reads up to {SCHEMA_VERSION})",
+                hint="upgrade gprof-orch",
+            )
         return cls(path, manifest, ended=manifest.get("status") != "running")
 
     # -- paths, always inside the folder --------------------------------------------------------
@@ -283,7 +314,8 @@ class RunFolder:
         found = None
         for v in data.get("variants", []):
             on_it = v.get("status") in ("measuring", "interrupted") or (
-                v.get("name") == current.get("variant") and v.get("status") in ("pending", "skipped"))
+                v.get("name") == current.get("variant") and v.get("status") in ("pending", "skipped")
+            )
             if on_it and found is None:
                 found = (v["name"], current.get("step") or "measuring")
                 v.update(status="timed out", reason=f"still {found[1]} when --timeout ended the run")

@@ -1,5 +1,6 @@
 """Finding nsys and ncu: an explicit path, then $GPROF_NSYS / $GPROF_NCU, then PATH, then the
 places NVIDIA and the project's own installer put them."""
+
 from __future__ import annotations
 
 import glob
@@ -34,7 +35,7 @@ VERSION_TIMEOUT_S = 60.0
 ENV = {"nsys": "GPROF_NSYS", "ncu": "GPROF_NCU"}
 HOW_TO_GET = {
     "nsys": "install Nsight Systems (on Debian: scripts/install-nsys.sh puts it in .tools/nsys), "
-            "or point --nsys / $GPROF_NSYS at the nsys executable",
+    "or point --nsys / $GPROF_NSYS at the nsys executable",
     "ncu": "install Nsight Compute (part of the CUDA toolkit), or point --ncu / $GPROF_NCU at the ncu executable",
 }
 
@@ -65,16 +66,20 @@ def version_of(path: Path, timeout: float | None = None) -> str:
         except ToolNotFoundError as exc:
             return f"unknown ({exc.message})"
         except ToolTimeoutError as exc:
-            raise ToolTimeoutError(f"`{path} --version` did not answer within {limit:g} s; it was ended",
-                                   argv=exc.argv, log_tail=exc.log_tail,
-                                   hint=f"check that {path} works: run it with --version yourself") from None
+            raise ToolTimeoutError(
+                f"`{path} --version` did not answer within {limit:g} s; it was ended",
+                argv=exc.argv,
+                log_tail=exc.log_tail,
+                hint=f"check that {path} works: run it with --version yourself",
+            ) from None
         text = res.stdout.read_text(errors="replace") + res.stderr.read_text(errors="replace")
     m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", text)
     return m.group(1) if m else (text.strip().splitlines() or ["unknown"])[-1]
 
 
-def find(name: str, explicit: str | Path | None = None, *, with_version: bool = True,
-         timeout: float | None = None) -> Tool:
+def find(
+    name: str, explicit: str | Path | None = None, *, with_version: bool = True, timeout: float | None = None
+) -> Tool:
     """Locate `name` ('nsys' or 'ncu'); ToolNotFoundError says how to get it. Its version probe
     is bounded by `timeout` (the run's --timeout) and VERSION_TIMEOUT_S."""
     candidates: list[tuple[str, str]] = []
@@ -97,5 +102,7 @@ def find(name: str, explicit: str | Path | None = None, *, with_version: bool = 
         if _executable(path):
             p = Path(os.path.abspath(path))  # Path("./nsys") would be "nsys", looked up on PATH
             return Tool(name, p, version_of(p, timeout) if with_version else "", via)
-    raise ToolNotFoundError(f"{name} not found (looked at --{name}, ${ENV[name]}, PATH and "
-                            f"{', '.join(SEARCH[name])})", hint=HOW_TO_GET[name])
+    raise ToolNotFoundError(
+        f"{name} not found (looked at --{name}, ${ENV[name]}, PATH and {', '.join(SEARCH[name])})",
+        hint=HOW_TO_GET[name],
+    )

@@ -1,6 +1,7 @@
 """A workload.json read back: the shape the reports rely on checked (problem), and one its
 runner never ended closed (close_unsaved). The runner writes it (workloads/runner.py); a
 malformed one is damage, read as a ParseError by RunFolder.workload_manifest."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,11 @@ def close_unsaved(data: dict[str, Any]) -> None:
     variant it was measuring has no saved result, those it never reached did not run."""
     for v in data["variants"]:
         if v.get("status") == "measuring":
-            v.update(status=NOT_SAVED, reason="its result was not saved: the runner stopped while measuring it, "
-                                              "before workload.json was written again")
+            v.update(
+                status=NOT_SAVED,
+                reason="its result was not saved: the runner stopped while measuring it, "
+                "before workload.json was written again",
+            )
         elif v.get("status") == "pending":
             v.update(status="skipped", reason="not run: the run stopped before it")
 
@@ -56,19 +60,24 @@ def problem(data: Any) -> str | None:
         return f"not a JSON object but {type(data).__name__}"
     variants = data.get("variants")
     if not isinstance(variants, list) or not variants:
-        return f'"variants" is {type(variants).__name__ if variants != [] else "empty"}, not a list of variants'
+        return (
+            f'"variants" is {type(variants).__name__ if variants != [] else "empty"}, not a list of variants'
+        )
     # the speedups are over the baseline (a capture's ranges have none unless they are alternatives:
     # capture_manifest.capture_baseline); the device decides GPU time or host wall time
     for key in ("workload", "baseline", "device"):
-        if not isinstance(data.get(key), str) and not (key == "baseline" and data.get("mode") == "capture"
-                                                       and data.get(key) is None):
+        if not isinstance(data.get(key), str) and not (
+            key == "baseline" and data.get("mode") == "capture" and data.get(key) is None
+        ):
             return f'"{key}" is missing or not a string'
     if "iters" not in data:
         return '"iters" is missing'
     version = data.get("schema_version", WORKLOAD_SCHEMA)
     if type(version) is not int or version > WORKLOAD_SCHEMA:
-        return (f'"schema_version" is {version!r}: written by a newer gprof-orch '
-                f'(this one reads up to {WORKLOAD_SCHEMA})')
+        return (
+            f'"schema_version" is {version!r}: written by a newer gprof-orch '
+            f"(this one reads up to {WORKLOAD_SCHEMA})"
+        )
     for i, v in enumerate(variants):
         if not isinstance(v, dict) or not isinstance(v.get("name"), str):
             return f'"variants"[{i}] is not an object with a "name" string'
@@ -85,8 +94,10 @@ def problem(data: Any) -> str | None:
     if peak is not None and not (_is_number(peak) and 1e9 <= peak < 1e16):  # 1 GB/s to 10 PB/s
         return f'"env"/"peak_bandwidth_bytes_per_s" is {peak!r}, not a memory bandwidth in bytes/s'
     # domain None is NVTX's default domain; a prefix is always written, "" to take every range
-    if isinstance(nvtx, dict) and ((nvtx.get("domain") is not None and not isinstance(nvtx["domain"], str))
-                                   or ("prefix" in nvtx and not isinstance(nvtx["prefix"], str))):
+    if isinstance(nvtx, dict) and (
+        (nvtx.get("domain") is not None and not isinstance(nvtx["domain"], str))
+        or ("prefix" in nvtx and not isinstance(nvtx["prefix"], str))
+    ):
         return '"nvtx" has a domain or prefix that is not a string'
     for key, kind in (("shape", list), ("env", dict), ("nvtx", dict)):
         if data.get(key) is not None and not isinstance(data[key], kind):

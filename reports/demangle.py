@@ -1,6 +1,7 @@
 """A kernel's bare function name from its demangled C++ signature: the name ncu's CSV reader
 gives a kernel, and the one reports/why.py matches ncu's findings by. Plain string work, so
 both the parsers and the reports import it from here."""
+
 from __future__ import annotations
 
 

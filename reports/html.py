@@ -9,6 +9,7 @@ Example:
     >>> run = load_run("gprof-runs/time-square")
     >>> write_html("report.html", run.title(), [("time", run.table)], notes=run.footer())
 """
+
 from __future__ import annotations
 
 import html
@@ -79,10 +80,17 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 """
 
 
-def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, sweep: pd.DataFrame | None = None,
-                meta: dict[str, Any] | None = None, notes: Sequence[str] | None = None,
-                kernels: pd.DataFrame | None = None, findings: pd.DataFrame | None = None,
-                drawn: Mapping[tuple[str, str, str], str] | None = None) -> str:
+def render_html(
+    title: str,
+    sections: Sequence[tuple[str, pd.DataFrame]],
+    *,
+    sweep: pd.DataFrame | None = None,
+    meta: dict[str, Any] | None = None,
+    notes: Sequence[str] | None = None,
+    kernels: pd.DataFrame | None = None,
+    findings: pd.DataFrame | None = None,
+    drawn: Mapping[tuple[str, str, str], str] | None = None,
+) -> str:
     """The whole page as one string: for each (name, per-variant table) a bar chart of the median
     time with IQR whiskers, a bar chart of % of peak bandwidth (when the table has it) and the
     table; then, for `sweep` (long form: variant, numel, dtype, time_median_us, achieved_gb_s),
@@ -105,8 +113,11 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
         body.append(_meta_html(meta))
     if notes:
         warn = ' class="warning"'
-        body.append('<ul class="gprof-notes">' + "".join(
-            f'<li{warn if str(n).startswith("warning") else ""}>{_esc(n)}</li>' for n in notes) + "</ul>")
+        body.append(
+            '<ul class="gprof-notes">'
+            + "".join(f"<li{warn if str(n).startswith('warning') else ''}>{_esc(n)}</li>" for n in notes)
+            + "</ul>"
+        )
     toc = [(f"section-{i}", str(name)) for i, (name, _) in enumerate(sections, 1)]
     if sweep is not None:
         toc.append(("sweep", "size sweep"))
@@ -115,7 +126,9 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
     if findings is not None and not findings.empty:
         toc.append(("findings", "why: ncu's findings"))
     if len(toc) > 1:
-        body.append("<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>")
+        body.append(
+            "<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>"
+        )
     for i, (name, table) in enumerate(sections, 1):
         anchor = f"section-{i}"
         # the table's every value is the key (a few ms a section): only where some were drawn ahead
@@ -128,21 +141,33 @@ def render_html(title: str, sections: Sequence[tuple[str, pd.DataFrame]], *, swe
     if findings is not None and not findings.empty:
         body.append(findings_html(findings, sections[0][1] if sections else None))
     body.append("<footer>Made by gprof-orch. Self-contained: opens offline.</footer>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{_esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
-            + "\n".join(body) + "\n</main>\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+        + "\n".join(body)
+        + "\n</main>\n</body>\n</html>\n"
+    )
 
 
-def write_html(path: str | Path, title: str, sections: Sequence[tuple[str, pd.DataFrame]], *,
-               sweep: pd.DataFrame | None = None, meta: dict[str, Any] | None = None,
-               notes: Sequence[str] | None = None, kernels: pd.DataFrame | None = None,
-               findings: pd.DataFrame | None = None, drawn: Mapping[tuple[str, str, str], str] | None = None) -> Path:
+def write_html(
+    path: str | Path,
+    title: str,
+    sections: Sequence[tuple[str, pd.DataFrame]],
+    *,
+    sweep: pd.DataFrame | None = None,
+    meta: dict[str, Any] | None = None,
+    notes: Sequence[str] | None = None,
+    kernels: pd.DataFrame | None = None,
+    findings: pd.DataFrame | None = None,
+    drawn: Mapping[tuple[str, str, str], str] | None = None,
+) -> Path:
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    page = render_html(title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels, findings=findings,
-                       drawn=drawn)
+    page = render_html(
+        title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels, findings=findings, drawn=drawn
+    )
     with render.replacing(path) as tmp:  # a write cut short leaves the page as it was
         tmp.write_text(page, encoding="utf-8")
     return path
@@ -180,8 +205,11 @@ def _meta_html(meta: dict[str, Any]) -> str:
     def text(v: Any) -> str:
         return json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else str(v)
 
-    return '<dl class="gprof-meta">' + "".join(
-        f"<dt>{_esc(k)}</dt><dd>{_esc(text(v))}</dd>" for k, v in meta.items()) + "</dl>"
+    return (
+        '<dl class="gprof-meta">'
+        + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(text(v))}</dd>" for k, v in meta.items())
+        + "</dl>"
+    )
 
 
 def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
@@ -210,14 +238,19 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
 def kernels_html(kernels: pd.DataFrame) -> str:
     """The per-kernel section: each variant's kernels with their launches, time per iteration,
     share of the variant's GPU time and (ncu) their own DRAM/SM % of peak, occupancy, registers."""
-    out = ['<section class="gprof-section" id="kernels">', "<h2>Per kernel</h2>",
-           '<p class="gprof-explain">Each variant\'s kernels (then memsets and copies): launches, GPU time per '
-           "iteration and its share of the variant's GPU time; under ncu each kernel's own DRAM/SM % of peak and "
-           "occupancy, time-weighted over its launches, and registers. A variant's ncu readings in the table "
-           "above are time-weighted over these kernels, never a median across different kernels.</p>"]
+    out = [
+        '<section class="gprof-section" id="kernels">',
+        "<h2>Per kernel</h2>",
+        '<p class="gprof-explain">Each variant\'s kernels (then memsets and copies): launches, GPU time per '
+        "iteration and its share of the variant's GPU time; under ncu each kernel's own DRAM/SM % of peak and "
+        "occupancy, time-weighted over its launches, and registers. A variant's ncu readings in the table "
+        "above are time-weighted over these kernels, never a median across different kernels.</p>",
+    ]
     if kernels.empty:
-        out.append('<p class="empty">no kernels: this run saw none (CUDA-event timing times whole calls; a CPU '
-                   "run has no GPU kernels)</p>")
+        out.append(
+            '<p class="empty">no kernels: this run saw none (CUDA-event timing times whole calls; a CPU '
+            "run has no GPU kernels)</p>"
+        )
     else:
         out.append(table_html(kernels, caption="per kernel"))
     out.append("</section>")
@@ -249,10 +282,13 @@ def _column_format(col: str, series: pd.Series) -> tuple[str, Callable[[Any], st
     known = display.get(col)
     suffix = ""
     if known is None:
-        prefix = max((c for c in display if col.startswith(c) and len(col) > len(c) and col[len(c)] in "_@:. /"),
-                     key=len, default=None)
+        prefix = max(
+            (c for c in display if col.startswith(c) and len(col) > len(c) and col[len(c)] in "_@:. /"),
+            key=len,
+            default=None,
+        )
         if prefix is not None:
-            known, suffix = display[prefix], col[len(prefix) + 1:]
+            known, suffix = display[prefix], col[len(prefix) + 1 :]
     if known is not None:
         header, fmt = known
         header = f"{header} [{suffix}]" if suffix else header
@@ -287,16 +323,17 @@ def _number_formatter(series: pd.Series) -> Callable[[Any], str]:
 
 def table_html(table: pd.DataFrame, caption: str = "") -> str:
     """The table as `<table class="gprof-table">`, columns with no value at all left out."""
-    cols = [c for c in table.columns
-            if not (table[c].isna() | (table[c].astype(str) == "")).all()]
+    cols = [c for c in table.columns if not (table[c].isna() | (table[c].astype(str) == "")).all()]
     formats = {c: _column_format(str(c), table[c]) for c in cols}
     texts = {c: [formats[c][1](v) for v in table[c]] for c in cols}
     # text that would make a column wider than this wraps inside a bounded box
     long = {c for c in cols if not formats[c][2] and max(map(len, texts[c]), default=0) > 28}
     speedups = plots.floats(table["speedup_vs_baseline"]) if "speedup_vs_baseline" in cols else None
     num = ' class="num"'
-    head = "".join(f'<th scope="col" title="{_esc(c)}"{num if formats[c][2] else ""}>'
-                   f"{_esc(formats[c][0])}</th>" for c in cols)
+    head = "".join(
+        f'<th scope="col" title="{_esc(c)}"{num if formats[c][2] else ""}>{_esc(formats[c][0])}</th>'
+        for c in cols
+    )
     rows = []
     for i, (_, r) in enumerate(table.iterrows()):
         cells = []
@@ -315,13 +352,15 @@ def table_html(table: pd.DataFrame, caption: str = "") -> str:
                 classes.append(text)
             elif c == "note":
                 classes.append("note")
-            tag = "th scope=\"row\"" if c == "variant" else "td"
+            tag = 'th scope="row"' if c == "variant" else "td"
             inner = f"<div>{_esc(text)}</div>" if c in long else _esc(text)
             cells.append(f'<{tag} class="{" ".join(classes)}">{inner}</{tag.split()[0]}>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption hidden>{_esc(caption)}</caption>" if caption else ""
-    return (f'<div class="gprof-table-wrap"><table class="gprof-table">{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>")
+    return (
+        f'<div class="gprof-table-wrap"><table class="gprof-table">{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,8 +381,13 @@ def _sweep_html(sweep: pd.DataFrame) -> str:
         out.append('<p class="empty">no sweep points with a size and a value</p>')
     if plots.has_values(data, "time_median_us"):
         index = ["numel", "dtype"] if "dtype" in data.columns else ["numel"]
-        wide = data.pivot_table(index=index, columns="variant", values="time_median_us", aggfunc="median",
-                                sort=False).sort_index().reset_index()
+        wide = (
+            data.pivot_table(
+                index=index, columns="variant", values="time_median_us", aggfunc="median", sort=False
+            )
+            .sort_index()
+            .reset_index()
+        )
         wide.columns = [str(c) if c in index else f"{c} us" for c in wide.columns]
         out.append(table_html(wide, caption="median time (us) by size"))
     out.append("</section>")
@@ -363,11 +407,15 @@ def findings_html(findings: pd.DataFrame, table: pd.DataFrame | None = None) -> 
         for r in g.itertuples(index=False):
             est = "-" if _missing(r.estimated_speedup_pct) else f"{r.estimated_speedup_pct:.1f}"
             var = "-" if _missing(r.variant_speedup_pct) else f"{r.variant_speedup_pct:.1f}"
-            rows.append(f"<tr><td>{_esc(r.severity)}</td><td>{_esc(r.section)}/{_esc(r.rule)}</td>"
-                        f"<td>{_esc(r.title)}</td><td>{_esc(r.kernel)}</td><td class=\"num\">{est}</td>"
-                        f"<td class=\"num\">{var}</td><td>{_esc(r.message)}</td></tr>")
-        out.append('<table class="findings"><thead><tr><th>severity</th><th>section/rule</th><th>title</th>'
-                   '<th>kernel</th><th>est. speedup % (kernel)</th><th>est. speedup % (variant)</th>'
-                   '<th>message</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+            rows.append(
+                f"<tr><td>{_esc(r.severity)}</td><td>{_esc(r.section)}/{_esc(r.rule)}</td>"
+                f'<td>{_esc(r.title)}</td><td>{_esc(r.kernel)}</td><td class="num">{est}</td>'
+                f'<td class="num">{var}</td><td>{_esc(r.message)}</td></tr>'
+            )
+        out.append(
+            '<table class="findings"><thead><tr><th>severity</th><th>section/rule</th><th>title</th>'
+            "<th>kernel</th><th>est. speedup % (kernel)</th><th>est. speedup % (variant)</th>"
+            "<th>message</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        )
     out.append("</section>")
     return "\n".join(out)

@@ -12,6 +12,7 @@ Example:
     >>> run = load_run("tests/fixtures/runs/h200/ncu-mean")
     >>> run.kernels[["variant", "kernel", "share_pct", "dram_pct_of_peak"]]
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -20,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.names import short_kernel_name
 from reports import schema
+from reports.names import short_kernel_name
 from reports.schema import ALL_KERNELS
 from reports.unify import ACTIVITY_METRIC
 
@@ -35,7 +36,7 @@ PER_KERNEL = [c for c in schema.columns(schema.KERNEL) if c.source]
 WEIGHTED = [c.source for c in schema.REPORT_COLUMNS if c.agg == schema.TIME_WEIGHTED]
 
 
-def aggregate(rows: pd.DataFrame, col: "schema.Column") -> float:
+def aggregate(rows: pd.DataFrame, col: schema.Column) -> float:
     """Column `col`'s value over `rows` (one variant's frame rows, or one kernel's): its source
     metric time-weighted over the launches, or reduced by `col.agg`; NaN where no row has it."""
     if col.agg == schema.TIME_WEIGHTED:
@@ -101,9 +102,11 @@ def weighting_legend(frame: pd.DataFrame, variants: Iterable[str] | None = None)
     if not multi:
         return None
     which = ", ".join(f"{v} over {n} kernels" for v, n in multi)
-    return (f"DRAM % peak, SM % peak and occupancy are time-weighted over a variant's kernels (each launch "
-            f"weighted by its duration), never a median across different kernels: {which}; --per-kernel "
-            f"(and report.html) shows each kernel's own")
+    return (
+        f"DRAM % peak, SM % peak and occupancy are time-weighted over a variant's kernels (each launch "
+        f"weighted by its duration), never a median across different kernels: {which}; --per-kernel "
+        f"(and report.html) shows each kernel's own"
+    )
 
 
 def kernel_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
@@ -137,8 +140,11 @@ def kernel_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             k = act[(act["metric"] == metric) & (act["kernel"] == kernel)]["value"]
             mine = g[g["kernel"] == kernel]
             row: dict[str, Any] = {
-                "variant": v["name"], "kernel": short_kernel_name(kernel), "kernel_full": kernel,
-                "launches": len(k), "launches_per_iter": len(k) / iters,
+                "variant": v["name"],
+                "kernel": short_kernel_name(kernel),
+                "kernel_full": kernel,
+                "launches": len(k),
+                "launches_per_iter": len(k) / iters,
                 "time_us_per_iter": float(k.sum()) / iters / 1e3,
                 "share_pct": float(k.sum()) / total * 100 if total > 0 else np.nan,
             }

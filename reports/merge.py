@@ -1,20 +1,27 @@
 """One table across backends, sweeps over sizes, and the comparison of two runs."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from reports import schema
-from reports.schema import MergedTime  # noqa: F401  (declared with the columns; merged here)
+from reports.schema import MergedTime
 from reports.summary import sample_stats
 
 DISAGREE = 0.10  # backends whose medians differ by more than this are flagged
 
 
-def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, MergedTime],
-                 baseline: str | None = None, *, on_gpu: bool = True) -> pd.DataFrame:
+def merged_table(
+    tables: Mapping[str, pd.DataFrame],
+    sources: Mapping[str, MergedTime],
+    baseline: str | None = None,
+    *,
+    on_gpu: bool = True,
+) -> pd.DataFrame:
     """tables: backend -> its per-variant table (reports.summary.variant_table); sources: backend ->
     its MergedTime (the backends declare them). One row per
     variant with each backend's median, ncu's DRAM/SM %, the kernels, and an agreement flag
@@ -35,8 +42,9 @@ def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Merge
             if r.get("status") not in MEASURED:
                 row["agreement"] = f"{backend}: {r.get('status')} ({r.get('note') or ''})"
                 continue
-            row[sources[backend].column] = next((r.get(c) for c in sources[backend].medians if pd.notna(r.get(c))),
-                                                None)
+            row[sources[backend].column] = next(
+                (r.get(c) for c in sources[backend].medians if pd.notna(r.get(c))), None
+            )
             # kernels: the first backend that names them (CUDA events see none)
             if not row.get("kernels") and isinstance(r.get("kernels"), str) and r.get("kernels"):
                 for c in ("kernels", "kernels_full", "launches_per_iter", "same_kernel_as"):
@@ -49,12 +57,18 @@ def merged_table(tables: Mapping[str, pd.DataFrame], sources: Mapping[str, Merge
         src.declare()
     # the time columns of these backends only (others may be declared in this process)
     mine = {src.column for src in sources.values()}
-    out = pd.DataFrame(rows, columns=[c.name for c in schema.columns(schema.MERGED)
-                                      if c.name in mine or c.name not in schema.REGISTERED])
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            c.name for c in schema.columns(schema.MERGED) if c.name in mine or c.name not in schema.REGISTERED
+        ],
+    )
     ref = speedup_source(sources, out)
     ref_col = ref.column if ref else None
-    out["agreement"] = [a if isinstance(a, str) else agreement(row, sources) if on_gpu else "-"
-                         for a, (_, row) in zip(out["agreement"], out.iterrows())]
+    out["agreement"] = [
+        a if isinstance(a, str) else agreement(row, sources) if on_gpu else "-"
+        for a, (_, row) in zip(out["agreement"], out.iterrows())
+    ]
     if ref_col:
         base = out.loc[out["variant"] == baseline, ref_col] if baseline else pd.Series(dtype=float)
         if len(base) and pd.notna(base.iloc[0]):
@@ -100,15 +114,25 @@ def legend(sources: Mapping[str, MergedTime], on_gpu: bool, table: pd.DataFrame 
     return f"{text}. agreement is not judged on the CPU."
 
 
-SWEEP_FROM_POINT = ("variant", "status", "time_median_us", "time_iqr_us", "achieved_gb_s", "pct_of_peak_bw",
-                    "speedup_vs_baseline")
+SWEEP_FROM_POINT = (
+    "variant",
+    "status",
+    "time_median_us",
+    "time_iqr_us",
+    "achieved_gb_s",
+    "pct_of_peak_bw",
+    "speedup_vs_baseline",
+)
 
 
 def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:
     """points: (numel, dtype, per-variant table) -> long table of time and GB/s against size;
     its columns also when no point left a table (every one failed before it wrote any)."""
-    rows = [{"numel": numel, "dtype": dtype, **{c: r.get(c) for c in SWEEP_FROM_POINT}}
-            for numel, dtype, t in points for _, r in t.iterrows()]
+    rows = [
+        {"numel": numel, "dtype": dtype, **{c: r.get(c) for c in SWEEP_FROM_POINT}}
+        for numel, dtype, t in points
+        for _, r in t.iterrows()
+    ]
     return pd.DataFrame(rows, columns=["numel", "dtype", *SWEEP_FROM_POINT])
 
 
@@ -116,8 +140,14 @@ def sweep_table(points: list[tuple[int, str, pd.DataFrame]]) -> pd.DataFrame:
 MEASURED = ("ok", "noisy")
 
 
-def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataFrame,
-                 table_b: pd.DataFrame, *, peak_bw: bool = False) -> pd.DataFrame:
+def compare_runs(
+    frame_a: pd.DataFrame,
+    frame_b: pd.DataFrame,
+    table_a: pd.DataFrame,
+    table_b: pd.DataFrame,
+    *,
+    peak_bw: bool = False,
+) -> pd.DataFrame:
     """Per variant of either run: medians, B/A ratio, and whether the difference is larger than
     the runs' own spread (|mB - mA| > IQR_A + IQR_B, the samples' interquartile ranges). A variant
     that one run skipped, failed or lacks is `missing` (never "same"), with why in `note`; those
@@ -134,26 +164,49 @@ def compare_runs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, table_a: pd.DataF
         gone = [why for why in (gone_a, gone_b) if why]
         if gone_b and not gone_a:
             lost.append((v, gone_b))
-        row: dict[str, Any] = {"variant": v, "a_median_us": sa["median"] / 1e3, "b_median_us": sb["median"] / 1e3,
-                               "a_iqr_us": sa["iqr"] / 1e3, "b_iqr_us": sb["iqr"] / 1e3}
+        row: dict[str, Any] = {
+            "variant": v,
+            "a_median_us": sa["median"] / 1e3,
+            "b_median_us": sb["median"] / 1e3,
+            "a_iqr_us": sa["iqr"] / 1e3,
+            "b_iqr_us": sb["iqr"] / 1e3,
+        }
         if gone:
-            row.update(ratio_b_over_a=np.nan, change_pct=np.nan, beyond_spread=False, verdict="missing",
-                       note="; ".join(gone))
+            row.update(
+                ratio_b_over_a=np.nan,
+                change_pct=np.nan,
+                beyond_spread=False,
+                verdict="missing",
+                note="; ".join(gone),
+            )
         else:
             ratio = sb["median"] / sa["median"] if sa["median"] else np.nan
             diff = abs(sb["median"] - sa["median"])
             # one sample has no spread to weigh the change against: never called beyond it
-            significant = bool(diff > sa["iqr"] + sb["iqr"]) if np.isfinite(diff) and min(sa["n"], sb["n"]) > 1 \
+            significant = (
+                bool(diff > sa["iqr"] + sb["iqr"])
+                if np.isfinite(diff) and min(sa["n"], sb["n"]) > 1
                 else False
-            row.update(ratio_b_over_a=ratio, change_pct=(ratio - 1) * 100, beyond_spread=significant,
-                       verdict=("slower" if ratio > 1 else "faster") if significant else
-                       "same within spread" if min(sa["n"], sb["n"]) > 1 else "n=1: no spread to judge by",
-                       note="")
+            )
+            row.update(
+                ratio_b_over_a=ratio,
+                change_pct=(ratio - 1) * 100,
+                beyond_spread=significant,
+                verdict=("slower" if ratio > 1 else "faster")
+                if significant
+                else "same within spread"
+                if min(sa["n"], sb["n"]) > 1
+                else "n=1: no spread to judge by",
+                note="",
+            )
         if peak_bw:
             pa = _num(rows_a.get(v), "pct_of_peak_bw")
             pb = _num(rows_b.get(v), "pct_of_peak_bw")
-            row.update(a_pct_of_peak_bw=pa, b_pct_of_peak_bw=pb,
-                       peak_bw_change_pct=(pb / pa - 1) * 100 if pa and np.isfinite(pa) and not gone else np.nan)
+            row.update(
+                a_pct_of_peak_bw=pa,
+                b_pct_of_peak_bw=pb,
+                peak_bw_change_pct=(pb / pa - 1) * 100 if pa and np.isfinite(pa) and not gone else np.nan,
+            )
         rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs["lost"] = lost
@@ -186,21 +239,31 @@ def kernel_sets(frame: pd.DataFrame) -> dict[str, frozenset[str]]:
     from reports.names import short_kernel_name
     from reports.schema import ALL_KERNELS
 
-    k = frame[(frame["metric"] == "kernel_time_ns") & (frame["kernel"] != ALL_KERNELS)] if not frame.empty else frame
+    k = (
+        frame[(frame["metric"] == "kernel_time_ns") & (frame["kernel"] != ALL_KERNELS)]
+        if not frame.empty
+        else frame
+    )
     if k.empty:
         return {}
-    return {str(v): frozenset(short_kernel_name(n) for n in g["kernel"].unique()) for v, g in k.groupby("variant")}
+    return {
+        str(v): frozenset(short_kernel_name(n) for n in g["kernel"].unique()) for v, g in k.groupby("variant")
+    }
 
 
 # how a run timed its calls on a GPU, where both runs record it: a kernel after an L2 flush reads up
 # to 2x the back-to-back one at 1e6 and 1e7 (docs/time-fidelity-h200.md, point 3), the events
 # without a hold hold the host's launch, a graph replay none
-SETTINGS = (("flush_l2", "L2 flushed before each call"), ("hold", "what held the GPU while the call was queued"),
-            ("cuda_graph", "CUDA graph replays"))
+SETTINGS = (
+    ("flush_l2", "L2 flushed before each call"),
+    ("hold", "what held the GPU while the call was queued"),
+    ("cuda_graph", "CUDA graph replays"),
+)
 
 
-def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFrame,
-               frame_b: pd.DataFrame) -> list[str]:
+def mismatches(
+    wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFrame, frame_b: pd.DataFrame
+) -> list[str]:
     """What makes two runs' times not comparable: another workload, size, shape, dtype, or
     variants that ran other kernels (where both runs name kernels). Empty when they match. How
     they timed is timing_mismatches()'s."""
@@ -210,8 +273,11 @@ def mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any], frame_a: pd.DataFra
         if key == "shape" and wa.get("numel") != wb.get("numel"):
             continue  # another size is another shape: said once
         if va != vb:
-            out.append(f"different workloads: A {va}, B {vb}" if key == "workload" else
-                       f"{what}: A {_show(va)}, B {_show(vb)}")
+            out.append(
+                f"different workloads: A {va}, B {vb}"
+                if key == "workload"
+                else f"{what}: A {_show(va)}, B {_show(vb)}"
+            )
     ka, kb = kernel_sets(frame_a), kernel_sets(frame_b)
     for v in [v for v in ka if v in kb and ka[v] and kb[v] and ka[v] != kb[v]]:
         out.append(f"kernels of {v}: A ran {', '.join(sorted(ka[v]))}; B ran {', '.join(sorted(kb[v]))}")
@@ -223,8 +289,11 @@ def timing_mismatches(wa: Mapping[str, Any], wb: Mapping[str, Any]) -> list[str]
     the CPU, where none of these change what is timed."""
     if "cpu" in (wa.get("device"), wb.get("device")):
         return []
-    return [f"{what}: A {_show(wa[key])}, B {_show(wb[key])}" for key, what in SETTINGS
-            if wa.get(key) is not None and wb.get(key) is not None and wa[key] != wb[key]]
+    return [
+        f"{what}: A {_show(wa[key])}, B {_show(wb[key])}"
+        for key, what in SETTINGS
+        if wa.get(key) is not None and wb.get(key) is not None and wa[key] != wb[key]
+    ]
 
 
 def _show(value: Any) -> str:
@@ -241,5 +310,7 @@ def gpu_note(wa: Mapping[str, Any], wb: Mapping[str, Any]) -> str | None:
     gb = (wb.get("env") or {}).get("device_name") or wb.get("device")
     if ga == gb:
         return None
-    return (f"different GPUs: A ran on {ga}, B on {gb}: % of peak bandwidth (each against its own GPU's "
-            f"peak) is compared beside time")
+    return (
+        f"different GPUs: A ran on {ga}, B on {gb}: % of peak bandwidth (each against its own GPU's "
+        f"peak) is compared beside time"
+    )

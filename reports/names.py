@@ -6,6 +6,7 @@ that encloses it (`vectorized_elementwise_kernel<launch_clamp_scalar>`). Without
 relu, clamp_min and where's compare kernel would all read `vectorized_elementwise_kernel`.
 The full name stays in the frame (`kernel`) and the tables' `kernels_full`.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,27 @@ _ABI = re.compile(r"\[abi:[^\]]*\]")
 _LAMBDA = re.compile(r"::(?:\{lambda|\[lambda)")
 # template arguments that tell nothing apart: numbers, booleans, element types
 _LITERAL = re.compile(r"^(?:\([\w ]+\))?-?\d+\w*$|^(?:true|false)$")
-_TYPES = {"float", "double", "int", "long", "short", "char", "bool", "unsigned", "signed", "Half",
-          "BFloat16", "half", "bfloat16", "complex", "float4", "float2", "uint8_t", "int64_t", "int32_t"}
+_TYPES = {
+    "float",
+    "double",
+    "int",
+    "long",
+    "short",
+    "char",
+    "bool",
+    "unsigned",
+    "signed",
+    "Half",
+    "BFloat16",
+    "half",
+    "bfloat16",
+    "complex",
+    "float4",
+    "float2",
+    "uint8_t",
+    "int64_t",
+    "int32_t",
+}
 _OPEN, _CLOSE = "<([{", ">)]}"
 
 
@@ -100,9 +120,9 @@ def short_kernel_name(name: str) -> str:
     base = _last_part(head) or text
     detail = None
     if end < len(text) and text[end] == "<":
-        for arg in _split_args(text[end + 1:_closing(text, end)]):
+        for arg in _split_args(text[end + 1 : _closing(text, end)]):
             detail = _tells(arg)
             if detail:
                 break
     short = f"{base}<{detail}>" if detail else base
-    return short if len(short) <= MAX_LEN else short[:MAX_LEN - 3] + "..."
+    return short if len(short) <= MAX_LEN else short[: MAX_LEN - 3] + "..."

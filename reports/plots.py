@@ -12,6 +12,7 @@ Example:
     >>> from reports import plots
     >>> page_part = plots.time_figure("section-1", "time", ["torch_square", "triton"], run.table)
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,14 +34,27 @@ DASHES = ("-", "--", ":", "-.")
 BAR, INK, MUTED, REF, GRID = "#4c78a8", "#1f2328", "#59636e", "#cf222e", "#d1d9e0"
 
 # text as <text> elements in the page's font; no mathtext, so a "$" in a variant's name stays one
-RC = {"svg.fonttype": "none", "font.size": 9, "font.sans-serif": ["DejaVu Sans", "Arial"], "text.parse_math": False,
-      "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": MUTED, "xtick.color": MUTED, "ytick.color": MUTED,
-      "xtick.labelcolor": INK, "ytick.labelcolor": INK, "axes.spines.top": False, "axes.spines.right": False}
+RC = {
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "font.sans-serif": ["DejaVu Sans", "Arial"],
+    "text.parse_math": False,
+    "text.color": INK,
+    "axes.labelcolor": INK,
+    "axes.edgecolor": MUTED,
+    "xtick.color": MUTED,
+    "ytick.color": MUTED,
+    "xtick.labelcolor": INK,
+    "ytick.labelcolor": INK,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 WIDTH_IN = 6.4
 
 
 class Series(NamedTuple):
     """One line of a sweep chart: its name (in the legend), its points, and how it is drawn."""
+
     name: str
     xs: np.ndarray
     ys: np.ndarray
@@ -70,8 +84,9 @@ def num(v: float) -> str:
     return f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}"
 
 
-def chart(plot: str, caption: str, draw: Callable[[], str], *, what: str = "", extra_class: str = "",
-          more: str = "") -> str:
+def chart(
+    plot: str, caption: str, draw: Callable[[], str], *, what: str = "", extra_class: str = "", more: str = ""
+) -> str:
     """A `<figure>` around draw()'s SVG; where matplotlib is missing (a GPU image set up without
     it) a line saying so instead: the measurements stand, only the chart needs it."""
     try:
@@ -79,11 +94,15 @@ def chart(plot: str, caption: str, draw: Callable[[], str], *, what: str = "", e
     except ImportError as exc:
         if not (exc.name or "").startswith("matplotlib"):
             raise
-        return (f'<p class="empty gprof-{what or "plot"}-missing">no {what or plot} chart: matplotlib is not '
-                f"installed here (pip install matplotlib; gprof-orch report FOLDER draws it){more}</p>")
+        return (
+            f'<p class="empty gprof-{what or "plot"}-missing">no {what or plot} chart: matplotlib is not '
+            f"installed here (pip install matplotlib; gprof-orch report FOLDER draws it){more}</p>"
+        )
     cls = f"gprof-plot {extra_class}".strip()
-    return (f'<figure class="{cls}" data-plot="{html.escape(plot)}"><figcaption>{html.escape(caption)}'
-            f"</figcaption>{svg}</figure>")
+    return (
+        f'<figure class="{cls}" data-plot="{html.escape(plot)}"><figcaption>{html.escape(caption)}'
+        f"</figcaption>{svg}</figure>"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,28 +113,63 @@ def time_figure(prefix: str, name: str, labels: list[str], table: pd.DataFrame) 
     """Median time per variant, with the IQR as a whisker centred on the median."""
     med = floats(table["time_median_us"])
     iqr = floats(table["time_iqr_us"]) if "time_iqr_us" in table.columns else np.full(len(med), np.nan)
-    spoken = [f"{lab} {num(m)} us" + (f", IQR {num(q)} us" if math.isfinite(q) else "")
-              for lab, m, q in zip(labels, med, iqr)]
+    spoken = [
+        f"{lab} {num(m)} us" + (f", IQR {num(q)} us" if math.isfinite(q) else "")
+        for lab, m, q in zip(labels, med, iqr)
+    ]
     whisker = bool(np.isfinite(iqr).any())
-    aria = (f"{name}: median time per variant in microseconds" + (" with IQR whiskers" if whisker else "")
-            + ". " + "; ".join(spoken))
+    aria = (
+        f"{name}: median time per variant in microseconds"
+        + (" with IQR whiskers" if whisker else "")
+        + ". "
+        + "; ".join(spoken)
+    )
     xlabel = "median time (us)" + ("; whisker: IQR, centred on the median" if whisker else "")
-    return chart("time_median_us", "Median time per variant (shorter is faster)", lambda: bars_svg(
-        labels, med, errors=iqr, status=_status(table), value_text=lambda v: f"{num(v)} us", xlabel=xlabel,
-        prefix=f"{prefix}-time", aria=aria))
+    return chart(
+        "time_median_us",
+        "Median time per variant (shorter is faster)",
+        lambda: bars_svg(
+            labels,
+            med,
+            errors=iqr,
+            status=_status(table),
+            value_text=lambda v: f"{num(v)} us",
+            xlabel=xlabel,
+            prefix=f"{prefix}-time",
+            aria=aria,
+        ),
+    )
 
 
 def peak_bw_figure(prefix: str, name: str, labels: list[str], table: pd.DataFrame) -> str:
     """Achieved bandwidth per variant as a % of the peak, with a line at 100%."""
     pct = floats(table["pct_of_peak_bw"])
     gbs = floats(table["achieved_gb_s"]) if "achieved_gb_s" in table.columns else np.full(len(pct), np.nan)
-    spoken = [f"{lab}: {p:.1f}% of peak bandwidth" + (f", {g:.0f} GB/s" if math.isfinite(g) else "")
-              if math.isfinite(p) else f"{lab}: no value" for lab, p, g in zip(labels, pct, gbs)]
-    aria = (f"{name}: achieved bandwidth per variant as a percentage of the peak, with a line at 100 percent. "
-            + "; ".join(spoken))
-    return chart("pct_of_peak_bw", "Achieved bandwidth, % of peak (longer is better)", lambda: bars_svg(
-        labels, pct, status=_status(table), value_text=lambda v: f"{v:.1f}%", ref=100.0, ref_label="peak",
-        xlabel="% of peak DRAM bandwidth (dashed line: 100%)", prefix=f"{prefix}-peak-bw", aria=aria))
+    spoken = [
+        f"{lab}: {p:.1f}% of peak bandwidth" + (f", {g:.0f} GB/s" if math.isfinite(g) else "")
+        if math.isfinite(p)
+        else f"{lab}: no value"
+        for lab, p, g in zip(labels, pct, gbs)
+    ]
+    aria = (
+        f"{name}: achieved bandwidth per variant as a percentage of the peak, with a line at 100 percent. "
+        + "; ".join(spoken)
+    )
+    return chart(
+        "pct_of_peak_bw",
+        "Achieved bandwidth, % of peak (longer is better)",
+        lambda: bars_svg(
+            labels,
+            pct,
+            status=_status(table),
+            value_text=lambda v: f"{v:.1f}%",
+            ref=100.0,
+            ref_label="peak",
+            xlabel="% of peak DRAM bandwidth (dashed line: 100%)",
+            prefix=f"{prefix}-peak-bw",
+            aria=aria,
+        ),
+    )
 
 
 def roofline_figure(prefix: str, name: str, labels: list[str], table: pd.DataFrame) -> str:
@@ -127,21 +181,34 @@ def roofline_figure(prefix: str, name: str, labels: list[str], table: pd.DataFra
         ncu = has_values(table, "dram_pct_of_peak") or has_values(table, "sm_pct_of_peak")
         if not ncu or "roof_dram_gb_s" not in table.columns:
             return ""
-        why = ("no variant executed floating-point instructions: no point on the FLOP roofline"
-               if has_values(table, "roof_dram_gb_s") else
-               f"no roofline: this report holds no roofline metrics (ncu's {roofline.SECTION} section was not "
-               "collected)")
+        why = (
+            "no variant executed floating-point instructions: no point on the FLOP roofline"
+            if has_values(table, "roof_dram_gb_s")
+            else f"no roofline: this report holds no roofline metrics (ncu's {roofline.SECTION} section was not "
+            "collected)"
+        )
         return f'<p class="empty gprof-roofline-missing">{html.escape(why)}</p>'
     shown = [(lab, r) for lab, keep, (_, r) in zip(labels, mask, table.iterrows()) if keep]
-    aria = (f"{name}: roofline, performance in GFLOP/s against arithmetic intensity in FLOP per DRAM byte, "
-            "log-log, with the memory and compute roofs. " + "; ".join(
-                f"{lab}: {r.arithmetic_intensity:.3g} FLOP/byte, {r.achieved_gflop_s:.1f} GFLOP/s, "
-                f"{r.pct_of_roof:.1f}% of the {roofline.limiting_roof(r)} roof" for lab, r in shown))
-    return chart("roofline", "Roofline (log-log): GFLOP/s against FLOP per DRAM byte; dashed: the distance to the "
-                             "roof at the variant's intensity",
-                 lambda: roofline.roofline_svg(table, id_prefix=f"{prefix}-roofline", labels=labels, palette=PALETTE,
-                                               aria=aria),
-                 what="roofline", extra_class="gprof-roofline", more="; % of roof is in the table")
+    aria = (
+        f"{name}: roofline, performance in GFLOP/s against arithmetic intensity in FLOP per DRAM byte, "
+        "log-log, with the memory and compute roofs. "
+        + "; ".join(
+            f"{lab}: {r.arithmetic_intensity:.3g} FLOP/byte, {r.achieved_gflop_s:.1f} GFLOP/s, "
+            f"{r.pct_of_roof:.1f}% of the {roofline.limiting_roof(r)} roof"
+            for lab, r in shown
+        )
+    )
+    return chart(
+        "roofline",
+        "Roofline (log-log): GFLOP/s against FLOP per DRAM byte; dashed: the distance to the "
+        "roof at the variant's intensity",
+        lambda: roofline.roofline_svg(
+            table, id_prefix=f"{prefix}-roofline", labels=labels, palette=PALETTE, aria=aria
+        ),
+        what="roofline",
+        extra_class="gprof-roofline",
+        more="; % of roof is in the table",
+    )
 
 
 def _status(table: pd.DataFrame) -> list[str]:
@@ -156,8 +223,9 @@ def sweep_figures(data: pd.DataFrame) -> list[str]:
     multi = len(dtypes) > 1
     out = []
     for col, plot, caption, ylabel, ylog in (
-            ("time_median_us", "sweep_time", "Median time against size (log-log)", "median time (us)", True),
-            ("achieved_gb_s", "sweep_gb_s", "Achieved bandwidth against size", "GB/s", False)):
+        ("time_median_us", "sweep_time", "Median time against size (log-log)", "median time (us)", True),
+        ("achieved_gb_s", "sweep_gb_s", "Achieved bandwidth against size", "GB/s", False),
+    ):
         if not has_values(data, col):
             continue
         series = []
@@ -167,15 +235,36 @@ def sweep_figures(data: pd.DataFrame) -> list[str]:
             g = g.assign(_y=y)[keep].sort_values("numel")
             if len(g):
                 v, d = variants.index(str(key[0])), dtypes.index(str(key[1])) if multi else 0
-                series.append(Series(f"{key[0]} ({key[1]})" if multi else str(key[0]), g["numel"].to_numpy(),
-                                     g["_y"].to_numpy(), PALETTE[v % len(PALETTE)],
-                                     MARKERS[(d if multi else v) % len(MARKERS)], DASHES[d % len(DASHES)]))
+                series.append(
+                    Series(
+                        f"{key[0]} ({key[1]})" if multi else str(key[0]),
+                        g["numel"].to_numpy(),
+                        g["_y"].to_numpy(),
+                        PALETTE[v % len(PALETTE)],
+                        MARKERS[(d if multi else v) % len(MARKERS)],
+                        DASHES[d % len(DASHES)],
+                    )
+                )
         if series:
-            aria = (f"{caption}: {ylabel} against size in elements, one line per variant: " + "; ".join(
+            aria = f"{caption}: {ylabel} against size in elements, one line per variant: " + "; ".join(
                 f"{s.name} from {num(s.ys[0])} at {s.xs[0]:.0f} to {num(s.ys[-1])} at {s.xs[-1]:.0f} elements"
-                for s in series))
-            out.append(chart(plot, caption, functools.partial(lines_svg, series, ylog=ylog, xlabel="size (elements)",
-                                                             ylabel=ylabel, prefix=plot.replace("_", "-"), aria=aria)))
+                for s in series
+            )
+            out.append(
+                chart(
+                    plot,
+                    caption,
+                    functools.partial(
+                        lines_svg,
+                        series,
+                        ylog=ylog,
+                        xlabel="size (elements)",
+                        ylabel=ylabel,
+                        prefix=plot.replace("_", "-"),
+                        aria=aria,
+                    ),
+                )
+            )
     return out
 
 
@@ -183,9 +272,19 @@ def sweep_figures(data: pd.DataFrame) -> list[str]:
 # drawing
 
 
-def bars_svg(labels: Sequence[str], values: np.ndarray, *, status: Sequence[str], value_text: Callable[[float], str],
-             xlabel: str, prefix: str, aria: str, errors: np.ndarray | None = None, ref: float | None = None,
-             ref_label: str = "") -> str:
+def bars_svg(
+    labels: Sequence[str],
+    values: np.ndarray,
+    *,
+    status: Sequence[str],
+    value_text: Callable[[float], str],
+    xlabel: str,
+    prefix: str,
+    aria: str,
+    errors: np.ndarray | None = None,
+    ref: float | None = None,
+    ref_label: str = "",
+) -> str:
     """Horizontal bars, the first label on top, each with its value after the bar (or after its
     whisker, `errors` wide and centred on the value); a row without a value says "failed",
     "skipped" or "no value"; `ref` a dashed line. Ids: `<prefix>-bar-<i>`, `<prefix>-value-<i>`."""
@@ -204,17 +303,43 @@ def bars_svg(labels: Sequence[str], values: np.ndarray, *, status: Sequence[str]
             bar.set_gid(f"{prefix}-bar-{i}")
         whisker = ok & np.isfinite(half)
         if whisker.any():
-            ax.errorbar(values[whisker], rows[whisker], xerr=half[whisker], fmt="none", ecolor=INK, elinewidth=1.5,
-                        capsize=4)
+            ax.errorbar(
+                values[whisker],
+                rows[whisker],
+                xerr=half[whisker],
+                fmt="none",
+                ecolor=INK,
+                elinewidth=1.5,
+                capsize=4,
+            )
         for i in rows:
-            text, style = (value_text(values[i]), "normal") if ok[i] else (
-                status[i] if status[i] in ("failed", "skipped") else "no value", "italic")
-            ax.annotate(text, (ends[i] if ok[i] else 0.0, i), xytext=(4, 0), textcoords="offset points", va="center",
-                        style=style, color=INK if ok[i] else MUTED, gid=f"{prefix}-value-{i}")
+            text, style = (
+                (value_text(values[i]), "normal")
+                if ok[i]
+                else (status[i] if status[i] in ("failed", "skipped") else "no value", "italic")
+            )
+            ax.annotate(
+                text,
+                (ends[i] if ok[i] else 0.0, i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                style=style,
+                color=INK if ok[i] else MUTED,
+                gid=f"{prefix}-value-{i}",
+            )
         if ref is not None:
             ax.axvline(ref, color=REF, linestyle="--", linewidth=1.5, gid=f"{prefix}-ref")
-            ax.annotate(ref_label, (ref, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", color=REF)
+            ax.annotate(
+                ref_label,
+                (ref, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                color=REF,
+            )
         ax.set_yticks(rows, labels=[_clip(lab, 30) for lab in labels])
         ax.set_ylim(n - 0.5, -0.5)
         ax.set_xlim(0, top * 1.02 if top > 0 else 1.0)
@@ -225,7 +350,9 @@ def bars_svg(labels: Sequence[str], values: np.ndarray, *, status: Sequence[str]
         return _svg(fig, prefix, aria)
 
 
-def lines_svg(series: Sequence[Series], *, ylog: bool, xlabel: str, ylabel: str, prefix: str, aria: str) -> str:
+def lines_svg(
+    series: Sequence[Series], *, ylog: bool, xlabel: str, ylabel: str, prefix: str, aria: str
+) -> str:
     """Lines with markers over a log x axis (and a log y axis with `ylog`), the legend to the
     right. Ids: `<prefix>-series-<i>`."""
     from matplotlib.figure import Figure
@@ -237,8 +364,17 @@ def lines_svg(series: Sequence[Series], *, ylog: bool, xlabel: str, ylabel: str,
         ax.set_xscale("log")
         ax.set_yscale("log" if ylog else "linear")
         for i, s in enumerate(series):
-            ax.plot(s.xs, s.ys, color=s.color, marker=s.marker, linestyle=s.dash, linewidth=2, markersize=5,
-                    label=_clip(s.name, 24), gid=f"{prefix}-series-{i}")
+            ax.plot(
+                s.xs,
+                s.ys,
+                color=s.color,
+                marker=s.marker,
+                linestyle=s.dash,
+                linewidth=2,
+                markersize=5,
+                label=_clip(s.name, 24),
+                gid=f"{prefix}-series-{i}",
+            )
         logs = [(ax.xaxis, np.concatenate([s.xs for s in series]))]
         if ylog:
             logs.append((ax.yaxis, np.concatenate([s.ys for s in series])))
@@ -283,4 +419,4 @@ def _tick(v: float) -> str:
     if 1e-3 <= abs(v) < 1e4:
         return f"{v:g}"
     e = math.floor(math.log10(abs(v)))
-    return f"{round(v / 10 ** e, 2):g}e{e}"
+    return f"{round(v / 10**e, 2):g}e{e}"

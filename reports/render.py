@@ -1,4 +1,5 @@
 """Rendering the per-variant table: terminal text, CSV, JSON and Markdown."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,10 @@ def _fmt(value: Any, fmt: str) -> str:
 
 
 # the per-kernel breakdown (reports/kernels.py, --per-kernel): its title under the main table
-KERNELS_TITLE = ("per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
-                 "ncu: each kernel's DRAM/SM % of peak and occupancy, time-weighted over its launches")
+KERNELS_TITLE = (
+    "per kernel: launches, GPU time per iteration, share of the variant's GPU time; "
+    "ncu: each kernel's DRAM/SM % of peak and occupancy, time-weighted over its launches"
+)
 
 
 def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str], list[list[str]]]:
@@ -55,8 +58,9 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
     to `max_width` (a kernel name never below names.MAX_LEN)."""
     declared = {c.name: c for c in schema.REPORT_COLUMNS}
     # declared columns in the schema's order; one nobody declared is shown too, never dropped
-    cols = ([(c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS if c.shown and c.name in table.columns]
-            + [(c, c, "{}") for c in table.columns if c not in declared])
+    cols = [
+        (c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS if c.shown and c.name in table.columns
+    ] + [(c, c, "{}") for c in table.columns if c not in declared]
     cols = [(c, h, f) for c, h, f in cols if not (table[c].isna() | (table[c].astype(str) == "")).all()]
     headers = [h for _, h, _ in cols]
     body = []
@@ -79,7 +83,9 @@ def to_text(table: pd.DataFrame, title: str = "", footer: list[str] | None = Non
     numeric = [all(looks_numeric(r[i]) for r in body) for i in range(len(headers))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+        return "  ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
+        ).rstrip()
 
     out = [title] if title else []
     out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in body]
@@ -110,7 +116,9 @@ def to_markdown(table: pd.DataFrame, title: str = "", footer: list[str] | None =
     return "\n".join(out) + "\n"
 
 
-def to_json(table: pd.DataFrame, meta: dict[str, Any] | None = None, *, kernels: pd.DataFrame | None = None) -> str:
+def to_json(
+    table: pd.DataFrame, meta: dict[str, Any] | None = None, *, kernels: pd.DataFrame | None = None
+) -> str:
     """{"meta", "variants"}; with `kernels`, the per-kernel breakdown beside them as "kernels"."""
     doc = {"meta": meta or {}, "variants": json.loads(table.to_json(orient="records"))}
     if kernels is not None:
@@ -162,13 +170,24 @@ def replacing(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: str, footer: list[str],
-              doc: dict[str, Any]) -> dict[str, Path]:
+def write_all(
+    table: pd.DataFrame,
+    frame: pd.DataFrame,
+    folder: Path,
+    *,
+    title: str,
+    footer: list[str],
+    doc: dict[str, Any],
+) -> dict[str, Path]:
     """report.csv/.md from the table, report.json (`doc`: the run's JSON document, what --json
     prints), the frame as frame.parquet, and as frame.csv where wants_frame_csv(); each file
     replaced whole (`gprof-orch report` stopped part-way leaves every file whole)."""
-    paths = {"parquet": folder / "frame.parquet", "csv": folder / "report.csv", "json": folder / "report.json",
-             "markdown": folder / "report.md"}
+    paths = {
+        "parquet": folder / "frame.parquet",
+        "csv": folder / "report.csv",
+        "json": folder / "report.json",
+        "markdown": folder / "report.md",
+    }
     csv = wants_frame_csv(len(frame))
     try:
         # dictionary pages for the text columns only: the values are mostly distinct, and trying
@@ -194,8 +213,15 @@ def write_all(table: pd.DataFrame, frame: pd.DataFrame, folder: Path, *, title: 
     return paths
 
 
-def render(table: pd.DataFrame, fmt: str, *, title: str = "", footer: list[str] | None = None,
-           meta: dict[str, Any] | None = None, kernels: pd.DataFrame | None = None) -> str:
+def render(
+    table: pd.DataFrame,
+    fmt: str,
+    *,
+    title: str = "",
+    footer: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    kernels: pd.DataFrame | None = None,
+) -> str:
     """The table in `fmt`; with `kernels` (--per-kernel), the per-kernel breakdown under it
     (JSON: a "kernels" list beside "variants")."""
     if fmt == "json":
@@ -218,8 +244,15 @@ def to_csv_with_kernels(table: pd.DataFrame, kernels: pd.DataFrame) -> str:
     schema's order (a kernel row's launches/iter, DRAM %, ... are that kernel's own)."""
     # whole-number columns stay whole where the other table leaves them empty (3, not 3.0)
     ints = {c for f in (table, kernels) for c in f.columns if pd.api.types.is_integer_dtype(f[c])}
-    parts = [f.astype({c: "Int64" for c in ints if c in f}).assign(table=name)
-             for f, name in ((table, "variants"), (kernels, "kernels"))]
+    parts = [
+        f.astype({c: "Int64" for c in ints if c in f}).assign(table=name)
+        for f, name in ((table, "variants"), (kernels, "kernels"))
+    ]
     order = {c.name: i for i, c in enumerate(schema.REPORT_COLUMNS)}
-    cols = ["table", *sorted(dict.fromkeys([*table.columns, *kernels.columns]), key=lambda c: order.get(c, len(order)))]
-    return pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)[cols].to_csv(index=False)
+    cols = [
+        "table",
+        *sorted(dict.fromkeys([*table.columns, *kernels.columns]), key=lambda c: order.get(c, len(order))),
+    ]
+    return pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)[cols].to_csv(
+        index=False
+    )

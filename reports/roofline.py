@@ -22,6 +22,7 @@ Example:
     >>> run = load_run("gprof-runs/ncu-square")
     >>> run.table[["variant", "arithmetic_intensity", "achieved_gflop_s", "pct_of_roof"]]
 """
+
 from __future__ import annotations
 
 import io
@@ -45,8 +46,16 @@ TRAFFIC, PEAK_TRAFFIC = "dram_bytes_per_s", "peak_dram_bytes_per_s"
 
 # the per-variant columns (reports/summary.py TABLE_COLUMNS takes them from here): % of the roof
 # at the point's intensity, which precision's roof, GFLOP/s, FLOP per DRAM byte, and the roofs
-ROOFLINE_COLUMNS = ["pct_of_roof", "roofline_precision", "pct_of_measured_roof", "achieved_gflop_s",
-                    "arithmetic_intensity", "roof_gflop_s", "roof_dram_gb_s", "measured_dram_gb_s"]
+ROOFLINE_COLUMNS = [
+    "pct_of_roof",
+    "roofline_precision",
+    "pct_of_measured_roof",
+    "achieved_gflop_s",
+    "arithmetic_intensity",
+    "roof_gflop_s",
+    "roof_dram_gb_s",
+    "measured_dram_gb_s",
+]
 # drawn in the chart and kept in JSON/CSV; the same on every row, so not repeated in the HTML table
 CHART_ONLY = ["roofline_precision", "roof_gflop_s", "roof_dram_gb_s", "measured_dram_gb_s"]
 
@@ -69,8 +78,10 @@ def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict
         return out
     traffic, peak_traffic = time_weighted(rows, TRAFFIC), time_weighted(rows, PEAK_TRAFFIC)
     if measured_bytes_per_s and measured_bytes_per_s > 0 and traffic > 0:
-        out.update(measured_dram_gb_s=measured_bytes_per_s / 1e9,
-                   pct_of_measured_roof=100.0 * traffic / measured_bytes_per_s)
+        out.update(
+            measured_dram_gb_s=measured_bytes_per_s / 1e9,
+            pct_of_measured_roof=100.0 * traffic / measured_bytes_per_s,
+        )
     work = {p: (time_weighted(rows, a), time_weighted(rows, pk)) for p, (a, pk) in PRECISIONS.items()}
     work = {p: w for p, w in work.items() if math.isfinite(w[0]) and math.isfinite(w[1]) and w[1] > 0}
     if not work or not (peak_traffic > 0) or not (traffic > 0):
@@ -81,8 +92,11 @@ def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict
     out.update(roofline_precision=precision, roof_gflop_s=peak / 1e9, roof_dram_gb_s=peak_traffic / 1e9)
     if achieved > 0:
         intensity = achieved / traffic
-        out.update(achieved_gflop_s=achieved / 1e9, arithmetic_intensity=intensity,
-                   pct_of_roof=100.0 * achieved / roof_at(intensity, peak, peak_traffic))
+        out.update(
+            achieved_gflop_s=achieved / 1e9,
+            arithmetic_intensity=intensity,
+            pct_of_roof=100.0 * achieved / roof_at(intensity, peak, peak_traffic),
+        )
     return out
 
 
@@ -97,7 +111,7 @@ def roof_at(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -
 
 
 def limiting_roof(row: pd.Series) -> str:
-    """"memory" or "compute": which roof is lower at the row's intensity ("" without a point)."""
+    """ "memory" or "compute": which roof is lower at the row's intensity ("" without a point)."""
     ai, flops, bw = row.get("arithmetic_intensity"), row.get("roof_gflop_s"), row.get("roof_dram_gb_s")
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (ai, flops, bw)):
         return ""
@@ -112,8 +126,10 @@ def missing_note(collected: Sequence[str]) -> str:
         'no roofline metrics in this report: collected with --section SpeedOfLight; ...'
     """
     how = f"collected with {' '.join(collected)}" if collected else f"collected without {SECTION}"
-    return (f"no roofline metrics in this report: {how}; the roofline and % of roof need --section {SECTION} "
-            f"(in gprof-orch ncu's default sections, and in --set full)")
+    return (
+        f"no roofline metrics in this report: {how}; the roofline and % of roof need --section {SECTION} "
+        f"(in gprof-orch ncu's default sections, and in --set full)"
+    )
 
 
 def has_point(table: pd.DataFrame) -> np.ndarray:
@@ -121,8 +137,7 @@ def has_point(table: pd.DataFrame) -> np.ndarray:
     needed = ["arithmetic_intensity", "achieved_gflop_s", "roof_gflop_s", "roof_dram_gb_s"]
     if not set(needed + ["pct_of_roof", "roofline_precision"]) <= set(table.columns):
         return np.zeros(len(table), dtype=bool)
-    num = table[needed].apply(
-        pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
+    num = table[needed].apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
     return (np.isfinite(num) & (num > 0)).all(axis=1)
 
 
@@ -131,8 +146,10 @@ def roofs(points: pd.DataFrame) -> tuple[float, dict[str, float]]:
     precision, each the median over the points' own (the clocks differ a little between kernels;
     each point's % of roof is against the roof measured during its own kernels)."""
     bw = float(pd.to_numeric(points["roof_dram_gb_s"]).median())
-    compute = {str(p): float(pd.to_numeric(g["roof_gflop_s"]).median())
-               for p, g in points.groupby("roofline_precision", sort=False)}
+    compute = {
+        str(p): float(pd.to_numeric(g["roof_gflop_s"]).median())
+        for p, g in points.groupby("roofline_precision", sort=False)
+    }
     return bw, compute
 
 
@@ -144,8 +161,14 @@ def measured_roof(points: pd.DataFrame) -> float | None:
     return float(got.iloc[0]) if len(got) and got.iloc[0] > 0 else None
 
 
-def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Sequence[str] | None = None,
-                 palette: Sequence[str] = ("#0072B2",), aria: str = "") -> str:
+def roofline_svg(
+    table: pd.DataFrame,
+    *,
+    id_prefix: str = "roofline",
+    labels: Sequence[str] | None = None,
+    palette: Sequence[str] = ("#0072B2",),
+    aria: str = "",
+) -> str:
     """An inline SVG (for an HTML page) of the table's roofline points: log-log, the memory roof and
     the compute roof(s), each variant a marker labelled with its name (`labels`, one per table row;
     default the variant) and % of roof, a dashed line from it up to the roof at its intensity.
@@ -169,8 +192,14 @@ def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Se
     limits = _chart_limits(ai, gflops, bw, compute)
 
     # text as <text> (labels a reader and a test can read), ids that do not change between runs
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": id_prefix, "font.size": 9,
-                                "font.sans-serif": ["DejaVu Sans", "Arial"]}):
+    with matplotlib.rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": id_prefix,
+            "font.size": 9,
+            "font.sans-serif": ["DejaVu Sans", "Arial"],
+        }
+    ):
         fig = Figure(figsize=(6.4, 4.4), layout="constrained")
         ax = _log_axes(fig, limits)
         _draw_roofs(ax, bw, compute, limits, id_prefix, measured_roof(pts))
@@ -183,8 +212,9 @@ def roofline_svg(table: pd.DataFrame, *, id_prefix: str = "roofline", labels: Se
     return _inline(buf.getvalue(), id_prefix, aria)
 
 
-def _chart_limits(ai: np.ndarray, gflops: np.ndarray, bw: float,
-                  compute: dict[str, float]) -> tuple[float, float, float, float]:
+def _chart_limits(
+    ai: np.ndarray, gflops: np.ndarray, bw: float, compute: dict[str, float]
+) -> tuple[float, float, float, float]:
     """The axes' limits (x_lo, x_hi, y_lo, y_hi), whole powers of ten: room left of and below
     the points for their labels, which stack downwards, and past every ridge point."""
     ridges = [peak / bw for peak in compute.values()]
@@ -216,26 +246,53 @@ def _log_axes(fig, limits: tuple[float, float, float, float]):
     return ax
 
 
-def _draw_roofs(ax, bw: float, compute: dict[str, float], limits: tuple[float, float, float, float],
-                id_prefix: str, measured: float | None = None) -> None:
+def _draw_roofs(
+    ax,
+    bw: float,
+    compute: dict[str, float],
+    limits: tuple[float, float, float, float],
+    id_prefix: str,
+    measured: float | None = None,
+) -> None:
     """The memory roof up to the highest ridge point, then each precision's flat compute roof;
     the measured memory roof (what a copy or a sum reaches on this GPU) dotted beneath, up to
     where it meets the highest compute roof."""
     x_lo, x_hi = limits[0], limits[1]
     top = max(peak / bw for peak in compute.values())
-    ax.plot([x_lo, top], [x_lo * bw, top * bw], color="#59636e", linewidth=2,
-            label=f"memory roof: {bw:,.0f} GB/s", gid=f"{id_prefix}-roof-memory")
+    ax.plot(
+        [x_lo, top],
+        [x_lo * bw, top * bw],
+        color="#59636e",
+        linewidth=2,
+        label=f"memory roof: {bw:,.0f} GB/s",
+        gid=f"{id_prefix}-roof-memory",
+    )
     if measured:
         reach = max(compute.values()) / measured
-        ax.plot([x_lo, reach], [x_lo * measured, reach * measured], color="#9a6700", linewidth=1.5,
-                linestyle=":", label=f"measured memory roof: {measured:,.0f} GB/s",
-                gid=f"{id_prefix}-roof-measured")
+        ax.plot(
+            [x_lo, reach],
+            [x_lo * measured, reach * measured],
+            color="#9a6700",
+            linewidth=1.5,
+            linestyle=":",
+            label=f"measured memory roof: {measured:,.0f} GB/s",
+            gid=f"{id_prefix}-roof-measured",
+        )
     for (precision, peak), dash in zip(compute.items(), ("-", "--", ":")):
-        ax.plot([peak / bw, x_hi], [peak, peak], color="#1f2328", linewidth=2, linestyle=dash,
-                label=f"{precision.upper()} roof: {peak:,.0f} GFLOP/s", gid=f"{id_prefix}-roof-{precision}")
+        ax.plot(
+            [peak / bw, x_hi],
+            [peak, peak],
+            color="#1f2328",
+            linewidth=2,
+            linestyle=dash,
+            label=f"{precision.upper()} roof: {peak:,.0f} GFLOP/s",
+            gid=f"{id_prefix}-roof-{precision}",
+        )
 
 
-def _draw_points(ax, pts: pd.DataFrame, names: list[str], palette: Sequence[str], id_prefix: str) -> list[str]:
+def _draw_points(
+    ax, pts: pd.DataFrame, names: list[str], palette: Sequence[str], id_prefix: str
+) -> list[str]:
     """Each point's marker and its dashed line up to its own roof; returns the points' label texts."""
     ai = pd.to_numeric(pts["arithmetic_intensity"]).to_numpy(dtype="float64")
     gflops = pd.to_numeric(pts["achieved_gflop_s"]).to_numpy(dtype="float64")
@@ -246,29 +303,59 @@ def _draw_points(ax, pts: pd.DataFrame, names: list[str], palette: Sequence[str]
     for i, (x, y, p, name, peak, roof_bw) in enumerate(zip(ai, gflops, pct, names, own_peak, own_bw)):
         color = palette[i % len(palette)]
         # up to the variant's own roof, the one its % of roof is against
-        ax.plot([x, x], [y, roof_at(x, peak, roof_bw)], color=color, linewidth=1, linestyle=(0, (3, 2)),
-                gid=f"{id_prefix}-gap-{i}")
-        ax.plot([x], [y], marker="os^Dv<>p"[i % 8], markersize=7, color=color, linestyle="none",
-                gid=f"{id_prefix}-point-{i}")
+        ax.plot(
+            [x, x],
+            [y, roof_at(x, peak, roof_bw)],
+            color=color,
+            linewidth=1,
+            linestyle=(0, (3, 2)),
+            gid=f"{id_prefix}-gap-{i}",
+        )
+        ax.plot(
+            [x],
+            [y],
+            marker="os^Dv<>p"[i % 8],
+            markersize=7,
+            color=color,
+            linestyle="none",
+            gid=f"{id_prefix}-point-{i}",
+        )
         texts.append(f"{name}: {p:.1f}% of {'memory' if x * roof_bw < peak else 'compute'} roof")
     return texts
 
 
-def _draw_labels(fig, ax, ai: np.ndarray, gflops: np.ndarray, texts: list[str], palette: Sequence[str],
-                 id_prefix: str) -> None:
+def _draw_labels(
+    fig, ax, ai: np.ndarray, gflops: np.ndarray, texts: list[str], palette: Sequence[str], id_prefix: str
+) -> None:
     """The points' labels, right of them and stacked where they would overlap (_label_offsets),
     a label moved off its point tied to it by a line. The axes must be laid out first."""
     at = ax.transData.transform(np.column_stack([ai, gflops])) * 72.0 / fig.dpi
     for i, ((dx, dy), (px, py)) in enumerate(zip(_label_offsets(at, texts), at)):
-        ax.annotate(texts[i], (ai[i], gflops[i]), xytext=(dx, dy), textcoords="offset points",
-                    color="#1f2328", fontsize=8.5, va="center", gid=f"{id_prefix}-label-{i}",
-                    arrowprops={"arrowstyle": "-", "color": palette[i % len(palette)], "linewidth": 0.6,
-                                "relpos": (0.0, 0.5), "shrinkA": 1, "shrinkB": 3}
-                    if abs(dy) > 9 else None)
+        ax.annotate(
+            texts[i],
+            (ai[i], gflops[i]),
+            xytext=(dx, dy),
+            textcoords="offset points",
+            color="#1f2328",
+            fontsize=8.5,
+            va="center",
+            gid=f"{id_prefix}-label-{i}",
+            arrowprops={
+                "arrowstyle": "-",
+                "color": palette[i % len(palette)],
+                "linewidth": 0.6,
+                "relpos": (0.0, 0.5),
+                "shrinkA": 1,
+                "shrinkB": 3,
+            }
+            if abs(dy) > 9
+            else None,
+        )
 
 
-def _label_offsets(at: np.ndarray, texts: list[str], *, line: float = 12.0, gap: float = 16.0,
-                   char: float = 5.0) -> list[tuple[float, float]]:
+def _label_offsets(
+    at: np.ndarray, texts: list[str], *, line: float = 12.0, gap: float = 16.0, char: float = 5.0
+) -> list[tuple[float, float]]:
     """Offsets (points) of labels placed right of their points (`at`, in points on the page), each
     pushed down below any label it would overlap: points that sit together (one kernel under three
     names) get a column of labels, each tied to its point by a line."""
@@ -310,12 +397,16 @@ def _inline(svg: str, prefix: str, aria: str) -> str:
     with `aria` as its label."""
     from html import escape
 
-    svg = svg[svg.index("<svg"):]
-    svg = f'<svg role="img" aria-label="{escape(aria, quote=True)}"' + svg[len("<svg"):]
+    svg = svg[svg.index("<svg") :]
+    svg = f'<svg role="img" aria-label="{escape(aria, quote=True)}"' + svg[len("<svg") :]
     svg = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg)
     svg = re.sub(r"<style[^>]*>.*?</style>|<metadata>.*?</metadata>|<!--.*?-->", "", svg, flags=re.S)
     svg = svg.replace("xlink:href=", "href=")
-    svg = _ID.sub(lambda m: f'id="{m.group(1) if m.group(1).startswith(prefix) else f"{prefix}-{m.group(1)}"}"', svg)
-    svg = _REF.sub(lambda m: f"{m.group(1)}{m.group(2) if m.group(2).startswith(prefix) else f'{prefix}-{m.group(2)}'}",
-                   svg)
+    svg = _ID.sub(
+        lambda m: f'id="{m.group(1) if m.group(1).startswith(prefix) else f"{prefix}-{m.group(1)}"}"', svg
+    )
+    svg = _REF.sub(
+        lambda m: f"{m.group(1)}{m.group(2) if m.group(2).startswith(prefix) else f'{prefix}-{m.group(2)}'}",
+        svg,
+    )
     return re.sub(r"\n\s*\n", "\n", svg).strip()

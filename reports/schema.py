@@ -4,10 +4,12 @@ Units are normalised when a parser builds rows: times in ns, sizes in bytes, rat
 bytes/s, fractions as "fraction" (0..1), percentages of a peak as "pct" (0..100, as ncu
 reports them), counts as "count".
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,8 +65,10 @@ TWO_SPEEDS_RATIO = 2.0
 def two_speeds_note(median_us: float, min_us: float) -> str:
     """The note (and the warning's words) of a variant whose median is over TWO_SPEEDS_RATIO
     times its fastest sample."""
-    return (f"two speeds: the median ({median_us:,.2f} us) is {median_us / min_us:.1f}x the fastest sample "
-            f"({min_us:,.2f} us): a busy machine or a bimodal variant, whatever the noise % says")
+    return (
+        f"two speeds: the median ({median_us:,.2f} us) is {median_us / min_us:.1f}x the fastest sample "
+        f"({min_us:,.2f} us): a busy machine or a bimodal variant, whatever the noise % says"
+    )
 
 
 # What a run's median of a variant times (each backend says which, orchestrator/backends/base.py
@@ -82,7 +86,7 @@ MEASURES = {
     # of its own per profiler, never set beside the bare clock's
     "host-nsys": "the host's wall-clock time per call under nsys, its tracing's cost included",
     "host-torch-trace": "the host's wall-clock time per call under torch.profiler, its recording of each op "
-                        "included",
+    "included",
     "host-proton": "the host's wall-clock time per call under proton, its instrumentation included",
 }
 
@@ -133,7 +137,14 @@ PCT = "pct"
 # how a variant's launches combine for a metric read per kernel: each launch weighted by its duration
 TIME_WEIGHTED = "time-weighted"
 
-VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU = "variant", "kernel", "merged", "sweep", "compare", "each-gpu"
+VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU = (
+    "variant",
+    "kernel",
+    "merged",
+    "sweep",
+    "compare",
+    "each-gpu",
+)
 
 
 @dataclass(frozen=True)
@@ -202,8 +213,15 @@ REPORT_COLUMNS: list[Column] = [
     Column("time_cv_pct", "CV %", "{:.1f}", shown=False),
     Column("samples", "n", "{:.0f}"),
     Column("noise_pct", "noise %", "{:.2f}"),
-    Column("events_median_us", "events us", _TIME, tables=(VARIANT, SWEEP, EACH_GPU), source=EVENT_CALL, agg="median",
-           scale=1e-3),
+    Column(
+        "events_median_us",
+        "events us",
+        _TIME,
+        tables=(VARIANT, SWEEP, EACH_GPU),
+        source=EVENT_CALL,
+        agg="median",
+        scale=1e-3,
+    ),
     Column("cpu_median_us", "CPU us", "{:.1f}"),
     Column("launch_cpu_us", "launch CPU us", "{:.1f}"),
     Column("gpu_busy_pct", "GPU busy %", "{:.0f}", source="gpu_busy_fraction", agg="median", scale=100.0),
@@ -211,10 +229,24 @@ REPORT_COLUMNS: list[Column] = [
     Column("pct_of_peak_bw", "% peak BW", "{:.1f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
     # ncu's readings are time-weighted over the variant's launches (reports/kernels.py): a median
     # across different kernels describes none of them
-    Column("dram_pct_of_peak", "DRAM % peak", PCT, tables=(VARIANT, KERNEL, MERGED), source="dram_throughput_pct_of_peak",
-           agg=TIME_WEIGHTED, merged_from="ncu"),
-    Column("sm_pct_of_peak", "SM % peak", PCT, tables=(VARIANT, KERNEL, MERGED), source="sm_throughput_pct_of_peak",
-           agg=TIME_WEIGHTED, merged_from="ncu"),
+    Column(
+        "dram_pct_of_peak",
+        "DRAM % peak",
+        PCT,
+        tables=(VARIANT, KERNEL, MERGED),
+        source="dram_throughput_pct_of_peak",
+        agg=TIME_WEIGHTED,
+        merged_from="ncu",
+    ),
+    Column(
+        "sm_pct_of_peak",
+        "SM % peak",
+        PCT,
+        tables=(VARIANT, KERNEL, MERGED),
+        source="sm_throughput_pct_of_peak",
+        agg=TIME_WEIGHTED,
+        merged_from="ncu",
+    ),
     # the roofline (reports/roofline.py): % of the roof at the variant's intensity; GFLOP/s and
     # FLOP/byte are in the HTML (beside its chart), JSON and CSV; the roofs are drawn in the chart
     Column("pct_of_roof", "% of roof", PCT),
@@ -227,9 +259,30 @@ REPORT_COLUMNS: list[Column] = [
     Column("roof_gflop_s", "roof GFLOP/s", "{:.1f}", shown=False),
     Column("roof_dram_gb_s", "roof DRAM GB/s", "{:.0f}", shown=False),
     Column("measured_dram_gb_s", "measured DRAM GB/s", "{:.0f}", shown=False),
-    Column("achieved_occupancy_pct", "occupancy %", PCT, tables=(VARIANT, KERNEL), source="achieved_occupancy_pct", agg=TIME_WEIGHTED),
-    Column("l2_hit_pct", "L2 hit %", PCT, tables=(VARIANT, KERNEL), source="ncu:lts__t_sector_hit_rate.pct", agg=TIME_WEIGHTED),
-    Column("registers_per_thread", "regs", "{:.0f}", tables=(VARIANT, KERNEL), source="registers_per_thread", agg="max"),
+    Column(
+        "achieved_occupancy_pct",
+        "occupancy %",
+        PCT,
+        tables=(VARIANT, KERNEL),
+        source="achieved_occupancy_pct",
+        agg=TIME_WEIGHTED,
+    ),
+    Column(
+        "l2_hit_pct",
+        "L2 hit %",
+        PCT,
+        tables=(VARIANT, KERNEL),
+        source="ncu:lts__t_sector_hit_rate.pct",
+        agg=TIME_WEIGHTED,
+    ),
+    Column(
+        "registers_per_thread",
+        "regs",
+        "{:.0f}",
+        tables=(VARIANT, KERNEL),
+        source="registers_per_thread",
+        agg="max",
+    ),
     Column("bound", "bound", tables=(VARIANT, MERGED), merged_from="ncu"),
     # reports/why.py: measured facts behind the one line of explanation
     Column("excess_traffic", "DRAM/min bytes", "{:.2f}x"),
@@ -239,8 +292,14 @@ REPORT_COLUMNS: list[Column] = [
     Column("why", "why", shown=False, blank=""),
     # one extra call's memory (workloads/call_memory.py): the caching allocator's view on CUDA
     Column("peak_mib", "peak MiB", "{:.2f}", source="call_peak_bytes", agg="max", scale=2.0**-20),
-    Column("alloc_mib_per_call", "alloc MiB/call", "{:.2f}", source="call_allocated_bytes", agg="max",
-           scale=2.0**-20),
+    Column(
+        "alloc_mib_per_call",
+        "alloc MiB/call",
+        "{:.2f}",
+        source="call_allocated_bytes",
+        agg="max",
+        scale=2.0**-20,
+    ),
     Column("allocs_per_call", "allocs/call", INT_OR_3G, source="call_allocations", agg="max"),
     Column("result_mib", "result MiB", "{:.2f}", source="call_result_bytes", agg="max", scale=2.0**-20),
     Column("speedup_vs_baseline", "speedup", "{:.2f}x", tables=(VARIANT, MERGED, SWEEP)),
@@ -296,7 +355,7 @@ class MergedTime:
     # the per-variant column(s) its median is read from, the first one present
     medians: tuple[str, ...] = ("time_median_us",)
 
-    def declare(self) -> "MergedTime":
+    def declare(self) -> MergedTime:
         """Register the backend's column of the merged table here (so every renderer
         knows its header and format); returns self, to be used where the backend declares it."""
         register(Column(self.column, self.header, "{:.2f}", tables=(MERGED,)))

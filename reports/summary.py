@@ -3,6 +3,7 @@
 Statistics derive from the raw samples kept in the frame: `time_ns` (one per iteration, what
 the backend measures as the variant's time), `cpu_time_ns`, `kernel_time_ns` (one per launch).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +15,17 @@ from reports import schema
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import point as roofline_point
-from reports.schema import (ALL_KERNELS, ITERATIONS_IN_REPORT, LOST_EVENTS, NO_RANGE, NOT_IN_REPORT,
-                            OTHER_THREAD_LAUNCHES, OUTSIDE, UNEVEN_LAUNCHES, WALL_TIME_ONLY)
+from reports.schema import (
+    ALL_KERNELS,
+    ITERATIONS_IN_REPORT,
+    LOST_EVENTS,
+    NO_RANGE,
+    NOT_IN_REPORT,
+    OTHER_THREAD_LAUNCHES,
+    OUTSIDE,
+    UNEVEN_LAUNCHES,
+    WALL_TIME_ONLY,
+)
 from reports.unify import ACTIVITY_METRIC
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -48,9 +58,14 @@ def sample_stats(values: np.ndarray) -> dict[str, float]:
     q1, med, q3 = np.percentile(v, [25, 50, 75])
     mean = float(v.mean())
     spread = v.size > 1
-    return {"median": float(med), "iqr": float(q3 - q1) if spread else float("nan"), "min": float(v.min()),
-            "mean": mean, "cv": float(v.std(ddof=1) / mean) if spread and mean else float("nan"),
-            "n": float(v.size)}
+    return {
+        "median": float(med),
+        "iqr": float(q3 - q1) if spread else float("nan"),
+        "min": float(v.min()),
+        "mean": mean,
+        "cv": float(v.std(ddof=1) / mean) if spread and mean else float("nan"),
+        "n": float(v.size),
+    }
 
 
 def _also(note: str, more: str) -> str:
@@ -87,8 +102,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     return why.why_columns(frame, table, wman)
 
 
-def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any],
-                 kernel_sets: dict[str, frozenset[str]]) -> dict[str, Any]:
+def _variant_row(
+    v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any], kernel_sets: dict[str, frozenset[str]]
+) -> dict[str, Any]:
     """One variant's row: its status, numbers and note. Records the kernels a measured variant
     launched in kernel_sets (by name), for same_kernel_as."""
     name = v["name"]
@@ -98,8 +114,9 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
     row: dict[str, Any] = {"variant": name, "label": v.get("label", name), "status": v.get("status", "")}
     note = v.get("reason") or v.get("error") or ""
     if v.get("holds"):  # an imported capture's range that holds other variants' ranges
-        note = (f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)"
-                + (f"; {note}" if note else ""))
+        note = f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)" + (
+            f"; {note}" if note else ""
+        )
     lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
     if len(lost):
         row["status"] = "not in report"
@@ -110,8 +127,9 @@ def _variant_row(v: dict[str, Any], g: pd.DataFrame | None, wman: dict[str, Any]
     elif g is not None and not g.empty:
         env = wman.get("env") or {}
         roof = env.get("memory_roof") if isinstance(env.get("memory_roof"), dict) else {}
-        t, kernel_sets[name] = _measured_columns(row, g, iters, env.get("peak_bandwidth_bytes_per_s"),
-                                                 roof.get("bytes_per_s"))
+        t, kernel_sets[name] = _measured_columns(
+            row, g, iters, env.get("peak_bandwidth_bytes_per_s"), roof.get("bytes_per_s")
+        )
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)
@@ -137,14 +155,19 @@ def _stopped_row(row: dict[str, Any], g: pd.DataFrame, note: str) -> str:
         names = k.groupby("kernel", sort=False)["value"].size()
         row["kernels"] = ", ".join(short_kernel_name(n) for n in names.index)
         row["kernels_full"] = FULL_NAMES_SEP.join(names.index)
-        note = _also(note, (
-            f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
-            f"per-iteration numbers (the rows are in frame.parquet)"))
+        note = _also(
+            note,
+            (
+                f"{row['status']} part-way: {len(k)} GPU activities recorded before it stopped; no "
+                f"per-iteration numbers (the rows are in frame.parquet)"
+            ),
+        )
     return note
 
 
-def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int, peak: float | None,
-                      roof: float | None = None) -> tuple[dict[str, float], frozenset[str]]:
+def _measured_columns(
+    row: dict[str, Any], g: pd.DataFrame, iters: int, peak: float | None, roof: float | None = None
+) -> tuple[dict[str, float], frozenset[str]]:
     """Fills a measured variant's numeric columns into row from its rows g; returns the
     statistics of its time samples and the set of kernels it launched."""
     times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
@@ -152,17 +175,24 @@ def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int, peak: fl
     c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
     k = g[(g["metric"] == "kernel_time_ns") & (g["kernel"] != ALL_KERNELS)]
     launches = k.groupby("kernel", sort=False)["value"].size()
-    other = sorted({m.split("_")[0] for m in g["metric"].unique() if m in ("memset_time_ns", "memcpy_time_ns")})
+    other = sorted(
+        {m.split("_")[0] for m in g["metric"].unique() if m in ("memset_time_ns", "memcpy_time_ns")}
+    )
     bytes_moved = g.loc[g["metric"] == "bytes_moved", "value"]
     gbps = float(bytes_moved.iloc[0]) / t["median"] if len(bytes_moved) and t["median"] > 0 else np.nan
     row.update(
         kernels=", ".join([short_kernel_name(n) for n in launches.index] + [f"+{o}" for o in other]),
         kernels_full=FULL_NAMES_SEP.join(launches.index),
         launches_per_iter=float(launches.sum()) / iters if len(launches) else np.nan,
-        time_median_us=t["median"] / 1e3, time_iqr_us=t["iqr"] / 1e3, time_min_us=t["min"] / 1e3,
-        time_cv_pct=t["cv"] * 100, samples=t["n"], noise_pct=_noise(t["n"], times),
+        time_median_us=t["median"] / 1e3,
+        time_iqr_us=t["iqr"] / 1e3,
+        time_min_us=t["min"] / 1e3,
+        time_cv_pct=t["cv"] * 100,
+        samples=t["n"],
+        noise_pct=_noise(t["n"], times),
         cpu_median_us=c["median"] / 1e3,
-        achieved_gb_s=gbps, pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
+        achieved_gb_s=gbps,
+        pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
     )
     launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
     if len(launch):
@@ -175,35 +205,49 @@ def _measured_columns(row: dict[str, Any], g: pd.DataFrame, iters: int, peak: fl
     return t, frozenset(launches.index)
 
 
-def _run_notes(row: dict[str, Any], v: dict[str, Any], wman: dict[str, Any], t: dict[str, float],
-               note: str) -> str:
+def _run_notes(
+    row: dict[str, Any], v: dict[str, Any], wman: dict[str, Any], t: dict[str, float], note: str
+) -> str:
     """The note's clauses on how the variant's run went (stopped part-way, held, clocks, noisy);
     a median not known to --max-noise turns an ok row "noisy"."""
     if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
-        note = _also(note, (
-            f"{row['status']} part-way: {t['n']:.0f}"
-            + (f" of {wman['iters']}" if wman.get("iters") else "")
-            + " samples taken; the numbers are over those"))
+        note = _also(
+            note,
+            (
+                f"{row['status']} part-way: {t['n']:.0f}"
+                + (f" of {wman['iters']}" if wman.get("iters") else "")
+                + " samples taken; the numbers are over those"
+            ),
+        )
     if v.get("hold_note"):
         note = _also(note, v["hold_note"])
     if v.get("time_clock") == "events":  # the kernel clock was on, but not every call had a record
         missed = sum(k is None for k in v.get("kernel_samples_ns") or [])
-        note = _also(note, f"median from the CUDA events: {missed} call(s) had no GPU work of their own in "
-                           "CUPTI's records (no kernel, memset or copy launched by the call)")
+        note = _also(
+            note,
+            f"median from the CUDA events: {missed} call(s) had no GPU work of their own in "
+            "CUPTI's records (no kernel, memset or copy launched by the call)",
+        )
     if v.get("clock_note"):  # NVML saw the GPU slow down while this variant was timed
         note = _also(note, f"clocks: {v['clock_note']}; its samples ran slower")
     rule = wman.get("stop_rule") or {}
     if v.get("converged") is False and rule.get("max_noise_pct") is not None and row["status"] == "ok":
         row["status"] = "noisy"
-        note = _also(note, (
-            f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
-            f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)"))
+        note = _also(
+            note,
+            (
+                f"noisy: the median is known to +-{row['noise_pct']:.2f}% after {t['n']:.0f} samples in "
+                f"{rule.get('max_time_s', 0):g} s, not the {rule['max_noise_pct']:g}% asked (--max-noise)"
+            ),
+        )
     return note
 
 
 # why launches by other threads are not a range's: the same words for both notes that count them
-_BY_LAUNCHING_THREAD = ("(nsys, as nvtx_kern_sum, counts a kernel in the range of the thread that launched "
-                        "it; PyTorch's backward launches from its own thread)")
+_BY_LAUNCHING_THREAD = (
+    "(nsys, as nvtx_kern_sum, counts a kernel in the range of the thread that launched "
+    "it; PyTorch's backward launches from its own thread)"
+)
 
 
 def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -> str:
@@ -213,30 +257,54 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
     if len(uneven):
         n = float(uneven.iloc[0])
         row["status"] = "incomplete"
-        note = _also(note, (
-            f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
-            f"per-iteration time (the report lost launches or is damaged; each launch is in frame.parquet)"))
+        note = _also(
+            note,
+            (
+                f"{n:g} launches do not split into {iters} iterations ({n / iters:.3g}/iter): no "
+                f"per-iteration time (the report lost launches or is damaged; each launch is in frame.parquet)"
+            ),
+        )
     wall_only = g.loc[g["metric"] == WALL_TIME_ONLY, "value"]
     if len(wall_only):
         others = float(wall_only.iloc[0])
-        note = _also(note, (
-            "no GPU work launched from its own thread inside the range: the time is the range's "
-            "wall time" + (f"; {others:g} kernel launches by other threads fell inside it {_BY_LAUNCHING_THREAD}"
-                           if others else "")))
+        note = _also(
+            note,
+            (
+                "no GPU work launched from its own thread inside the range: the time is the range's "
+                "wall time"
+                + (
+                    f"; {others:g} kernel launches by other threads fell inside it {_BY_LAUNCHING_THREAD}"
+                    if others
+                    else ""
+                )
+            ),
+        )
     beside = g.loc[g["metric"] == OTHER_THREAD_LAUNCHES, "value"]
     if len(beside):
-        note = _also(note, (f"{float(beside.iloc[0]):g} kernel launches by other threads fell inside it, "
-                            f"not counted {_BY_LAUNCHING_THREAD}"))
+        note = _also(
+            note,
+            (
+                f"{float(beside.iloc[0]):g} kernel launches by other threads fell inside it, "
+                f"not counted {_BY_LAUNCHING_THREAD}"
+            ),
+        )
     if (g["metric"] == LOST_EVENTS).any():
         row["status"] = "incomplete"
-        note = _also(note, "the profiler lost events in this run (see the warning): any of its GPU work may be "
-                           "missing, so its numbers are not a result")
+        note = _also(
+            note,
+            "the profiler lost events in this run (see the warning): any of its GPU work may be "
+            "missing, so its numbers are not a result",
+        )
     seen = g.loc[g["metric"] == ITERATIONS_IN_REPORT, "value"]
     if len(seen):
         row["status"] = "incomplete"
-        note = _also(note, (
-            f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
-            f"time (the report lost events or is damaged)"))
+        note = _also(
+            note,
+            (
+                f"the report holds {float(seen.iloc[0]):g} of its {iters} iterations: no per-iteration "
+                f"time (the report lost events or is damaged)"
+            ),
+        )
     return note
 
 
@@ -261,8 +329,19 @@ def mark_lost_events(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     if not measured:
         return frame
     base = frame.iloc[0]
-    rows = [{"run": base["run"], "backend": base["backend"], "workload": base["workload"], "variant": v,
-             "kernel": ALL_KERNELS, "metric": LOST_EVENTS, "value": 1.0, "unit": "flag"} for v in measured]
+    rows = [
+        {
+            "run": base["run"],
+            "backend": base["backend"],
+            "workload": base["workload"],
+            "variant": v,
+            "kernel": ALL_KERNELS,
+            "metric": LOST_EVENTS,
+            "value": 1.0,
+            "unit": "flag",
+        }
+        for v in measured
+    ]
     return schema.concat([frame, schema.make_frame(rows)])
 
 
@@ -275,7 +354,9 @@ def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
     if len(base) and pd.notna(base.iloc[0]) and baseline not in nested:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
         # a range holding others, or a variant whose report is not whole: no ratio to stand on
-        table.loc[table["variant"].isin(nested) | (table["status"] == "incomplete"), "speedup_vs_baseline"] = np.nan
+        table.loc[
+            table["variant"].isin(nested) | (table["status"] == "incomplete"), "speedup_vs_baseline"
+        ] = np.nan
         # a ratio of single readings is noise (SINGLE_SAMPLE), the baseline's or the variant's
         once = table["samples"] == 1
         table.loc[once | bool(once[table["variant"] == baseline].any()), "speedup_vs_baseline"] = np.nan
@@ -292,8 +373,10 @@ def _same_kernels(variants: pd.Series, kernel_sets: dict[str, frozenset[str]]) -
 
 def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
     """GPU work outside every variant's range: kernel, launches, total time."""
-    k = frame[(frame["variant"] == OUTSIDE) & frame["metric"].isin(["kernel_time_ns", "memset_time_ns",
-                                                                    "memcpy_time_ns"])]
+    k = frame[
+        (frame["variant"] == OUTSIDE)
+        & frame["metric"].isin(["kernel_time_ns", "memset_time_ns", "memcpy_time_ns"])
+    ]
     if k.empty:
         return pd.DataFrame(columns=["kernel", "launches", "total_us"])
     # each distinct name shortened once: a large capture has millions of rows and a few names
@@ -311,9 +394,13 @@ def warnings_for(table: pd.DataFrame) -> list[str]:
     for _, r in table.iterrows():
         # a median known to within 1% ranks variants whatever the spread of single samples
         if "high spread" in str(r["note"]) and not (pd.notna(r.get("noise_pct")) and r["noise_pct"] < 1):
-            out.append(f"{r['variant']}: {r['note'].split('high spread: ')[-1].split('; ')[0]}; rerun with more "
-                       f"--iters or on a quieter machine before ranking")
+            out.append(
+                f"{r['variant']}: {r['note'].split('high spread: ')[-1].split('; ')[0]}; rerun with more "
+                f"--iters or on a quieter machine before ranking"
+            )
         if "two speeds: " in str(r["note"]):  # whatever noise_pct says: a narrow CI of a mixture
-            out.append(f"{r['variant']}: {r['note'].split('two speeds: ')[-1].split('; ')[0]}; its median and "
-                       f"every speedup over it are no steady time: rerun on a quieter machine before ranking")
+            out.append(
+                f"{r['variant']}: {r['note'].split('two speeds: ')[-1].split('; ')[0]}; its median and "
+                f"every speedup over it are no steady time: rerun on a quieter machine before ranking"
+            )
     return out

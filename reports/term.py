@@ -11,6 +11,7 @@ Example:
     >>> text = to_text_colored(run.table, run.title(), run.footer(), color=use_color(sys.stdout))
     >>> click.echo(text, color=True)  # click strips escape codes off a non-TTY unless told not to
 """
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,16 @@ from reports import render
 SPEEDUP_FASTER = 1.05
 SPEEDUP_SLOWER = 0.95
 
-STATUS_STYLES = {"ok": "green", "failed": "red", "skipped": "yellow", "interrupted": "red", "timed out": "red",
-                 "noisy": "yellow", "incomplete": "red", "not saved": "red"}
+STATUS_STYLES = {
+    "ok": "green",
+    "failed": "red",
+    "skipped": "yellow",
+    "interrupted": "red",
+    "timed out": "red",
+    "noisy": "yellow",
+    "incomplete": "red",
+    "not saved": "red",
+}
 # `compare`'s verdict on B against A
 VERDICT_STYLES = {"faster": "green", "slower": "red", "missing": "yellow"}
 
@@ -57,8 +66,14 @@ def use_color(stream: IO[Any] | None = None, environ: Mapping[str, str] | None =
         return False
 
 
-def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | None = None, *,
-                    color: bool = True, width: int | None = None) -> str:
+def to_text_colored(
+    table: pd.DataFrame,
+    title: str = "",
+    footer: list[str] | None = None,
+    *,
+    color: bool = True,
+    width: int | None = None,
+) -> str:
     """The table drawn by rich: the title and header bold, the status column green / red / yellow
     (ok / failed / skipped), speedups above SPEEDUP_FASTER green and below SPEEDUP_SLOWER red, a
     compare verdict green / red / yellow (faster / slower / missing), notes dim and "warning:"
@@ -75,12 +90,23 @@ def to_text_colored(table: pd.DataFrame, title: str = "", footer: list[str] | No
 
     buf = io.StringIO()
     # the caller has decided on colour (use_color): the environment may not undo it here
-    console = Console(file=buf, force_terminal=True, color_system="standard", no_color=False, width=width,
-                      highlight=False, emoji=False, markup=False, legacy_windows=False)
+    console = Console(
+        file=buf,
+        force_terminal=True,
+        color_system="standard",
+        no_color=False,
+        width=width,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
     grid = _table(table)
     # never narrower than the table's least width: rich would crop cells, and a table wider than
     # the terminal (as the plain one is) loses nothing
-    console.width = max(console.width, console.measure(grid, options=console.options.update_width(10**6)).minimum)
+    console.width = max(
+        console.width, console.measure(grid, options=console.options.update_width(10**6)).minimum
+    )
     if title:
         console.print(Text(title, style="bold"))
     console.print(grid)
@@ -104,9 +130,12 @@ def _table(table: pd.DataFrame) -> Any:
     for i, h in enumerate(headers):
         numeric = bool(body) and all(render.looks_numeric(r[i]) for r in body)
         # a narrow terminal wraps the text (notes, kernel names) between words, never the numbers
-        out.add_column(Text.styled(h, "bold"), justify="right" if numeric else "left", no_wrap=numeric,
-                       overflow="fold")
-    speedups = [_as_float(v) for v in table["speedup_vs_baseline"]] if "speedup_vs_baseline" in columns else []
+        out.add_column(
+            Text.styled(h, "bold"), justify="right" if numeric else "left", no_wrap=numeric, overflow="fold"
+        )
+    speedups = (
+        [_as_float(v) for v in table["speedup_vs_baseline"]] if "speedup_vs_baseline" in columns else []
+    )
     for n, cells in enumerate(body):
         speedup = speedups[n] if speedups else None
         # styled spans, not a cell style: the colour stays on the text, off the padding

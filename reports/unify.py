@@ -1,14 +1,15 @@
 """Turning each backend's parsed output into rows of the unified frame."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from reports.schema import ALL_KERNELS, COLUMNS, SAMPLED, concat, empty_frame
-
 
 # GPU activity kind -> the metric of each instance's duration
 ACTIVITY_METRIC = {"kernel": "kernel_time_ns", "memset": "memset_time_ns", "memcpy": "memcpy_time_ns"}
@@ -39,12 +40,15 @@ class RowMaker:
         self._keys.append((variant, kernel, metric, unit))
         self._values.append([value])
 
-    def samples(self, variant: str, metric: str, values: Iterable[float], unit: str,
-                kernel: str = ALL_KERNELS) -> None:
+    def samples(
+        self, variant: str, metric: str, values: Iterable[float], unit: str, kernel: str = ALL_KERNELS
+    ) -> None:
         """One row per value (raw samples: one per iteration or launch), all of one metric, unit,
         variant and kernel."""
         self._keys.append((variant, kernel, metric, unit))
-        self._values.append(_floats(values if isinstance(values, (np.ndarray, pd.Series, list)) else list(values)))
+        self._values.append(
+            _floats(values if isinstance(values, (np.ndarray, pd.Series, list)) else list(values))
+        )
 
     def frame(self) -> pd.DataFrame:
         """The rows added so far as one unified long-form frame, in the order they were added
@@ -84,8 +88,11 @@ def _text_column(texts: list[str], lengths: np.ndarray) -> pd.Categorical | np.n
 
 def _floats(values: Any) -> np.ndarray:
     """make_frame's pd.to_numeric(errors="coerce") as float64; numeric arrays directly."""
-    if isinstance(values, (np.ndarray, pd.Series)) and isinstance(values.dtype, np.dtype) \
-            and values.dtype.kind in "iuf":
+    if (
+        isinstance(values, (np.ndarray, pd.Series))
+        and isinstance(values.dtype, np.dtype)
+        and values.dtype.kind in "iuf"
+    ):
         return np.asarray(values, dtype=np.float64)
     if isinstance(values, list) and all(type(v) in (float, int) for v in values):
         return np.array(values, dtype=np.float64)
@@ -93,8 +100,12 @@ def _floats(values: Any) -> np.ndarray:
 
 
 # workload.json's `memory` of a variant (workloads/call_memory.py) -> (metric, unit)
-CALL_MEMORY = [("peak_bytes", "call_peak_bytes", "bytes"), ("allocated_bytes", "call_allocated_bytes", "bytes"),
-               ("allocations", "call_allocations", "count"), ("result_bytes", "call_result_bytes", "bytes")]
+CALL_MEMORY = [
+    ("peak_bytes", "call_peak_bytes", "bytes"),
+    ("allocated_bytes", "call_allocated_bytes", "bytes"),
+    ("allocations", "call_allocations", "count"),
+    ("result_bytes", "call_result_bytes", "bytes"),
+]
 
 
 def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
@@ -104,7 +115,9 @@ def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
         if v.get("status") not in SAMPLED:
             continue
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
-        rows.add(v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count")
+        rows.add(
+            v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count"
+        )
         mem = v.get("memory") if isinstance(v.get("memory"), dict) else {}
         for key, metric, unit in CALL_MEMORY:
             if isinstance(mem.get(key), (int, float)) and not isinstance(mem.get(key), bool):
@@ -130,15 +143,16 @@ def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str
     dur = act["duration_ns"].to_numpy()
     cpu = act["launch_cpu_ns"].astype("float64") if "launch_cpu_ns" in act else None
     for g in range(len(bounds) - 1):
-        idx = order[bounds[g]:bounds[g + 1]]
+        idx = order[bounds[g] : bounds[g + 1]]
         kind, name = kinds[kind_code[idx[0]]], names[name_code[idx[0]]]
         rows.samples(variant, ACTIVITY_METRIC[kind], dur[idx], "ns", kernel=name)
         if cpu is not None:
             rows.add(variant, "launch_cpu_time_ns", float(cpu.iloc[idx].sum()), "ns", kernel=name)
 
 
-def idle_gap_rows(rows: RowMaker, variant: str, act: pd.DataFrame, start: str, end: str,
-                  instance: str | None = None) -> None:
+def idle_gap_rows(
+    rows: RowMaker, variant: str, act: pd.DataFrame, start: str, end: str, instance: str | None = None
+) -> None:
     """Each idle gap of the GPU between consecutive GPU activities of one range instance
     (`instance` column; all one instance without it), as `gpu_idle_gap_ns` samples: the busy
     intervals are merged first, so overlapping activities leave no gap. A variant whose work

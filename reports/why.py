@@ -19,6 +19,7 @@ column comes from numbers a profiler measured:
 - why: one line built from the facts above, ncu's throughput and launch shape, and ncu's top
   finding (see `findings_table`).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,12 +43,25 @@ HOST_BOUND_IDLE_FRACTION = 0.10
 # ncu's rule message types, most severe first (orchestrator/parsers/ncu_rep.py _MSG_TYPES)
 SEVERITY_ORDER = {"error": 0, "warning": 1, "optimization": 2, "ok": 3, "none": 4}
 
-FINDING_COLUMNS = ["variant", "kernel", "section", "rule", "severity", "title", "message",
-                   "estimated_speedup_pct", "speedup_type", "kernel_time_share", "variant_speedup_pct", "launches"]
+FINDING_COLUMNS = [
+    "variant",
+    "kernel",
+    "section",
+    "rule",
+    "severity",
+    "title",
+    "message",
+    "estimated_speedup_pct",
+    "speedup_type",
+    "kernel_time_share",
+    "variant_speedup_pct",
+    "launches",
+]
 
 
 # --------------------------------------------------------------------------------------------
 # ncu's findings
+
 
 def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     """ncu's rule results per variant, one row per (variant, kernel, rule, title), most
@@ -78,20 +92,29 @@ def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     share = _kernel_time_share(frame)
     out = []
     for (variant, kernel, section, rule, _), g in r.groupby(
-            ["variant", "kernel", "section", "rule", "_key"], sort=False, dropna=False):
+        ["variant", "kernel", "section", "rule", "_key"], sort=False, dropna=False
+    ):
         title = str(g["title"].iloc[0])
         first = g.iloc[0]
         est = pd.to_numeric(g["estimated_speedup_pct"], errors="coerce")
         est_med = float(est.median()) if est.notna().any() else math.nan
         s = _share_for(share, variant, kernel)
-        out.append({
-            "variant": variant, "kernel": kernel, "section": section, "rule": rule,
-            "severity": first.get("type") or "none", "title": title,
-            "message": str(first.get("message") or "").strip(),
-            "estimated_speedup_pct": est_med, "speedup_type": first.get("speedup_type"),
-            "kernel_time_share": s, "variant_speedup_pct": est_med * s if not math.isnan(est_med) else math.nan,
-            "launches": len(g),
-        })
+        out.append(
+            {
+                "variant": variant,
+                "kernel": kernel,
+                "section": section,
+                "rule": rule,
+                "severity": first.get("type") or "none",
+                "title": title,
+                "message": str(first.get("message") or "").strip(),
+                "estimated_speedup_pct": est_med,
+                "speedup_type": first.get("speedup_type"),
+                "kernel_time_share": s,
+                "variant_speedup_pct": est_med * s if not math.isnan(est_med) else math.nan,
+                "launches": len(g),
+            }
+        )
     t = pd.DataFrame(out, columns=FINDING_COLUMNS)
     t["_sev"] = t["severity"].map(SEVERITY_ORDER).fillna(len(SEVERITY_ORDER))
     # a finding with an estimated gain outranks any without one short of an error: ncu's
@@ -101,9 +124,14 @@ def findings_table(rules: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     t["_gain"] = t["variant_speedup_pct"].fillna(-1.0)
     # ncu's own bottleneck verdict (SpeedOfLight) on the kernel that takes most of the time comes
     # first when it asks for a change, as ncu's own report puts it first
-    t["_head"] = ~((t["section"] == "SpeedOfLight") & (t["_sev"] <= SEVERITY_ORDER["optimization"])
-                   & (t["kernel_time_share"] >= 0.5))
-    t = t.sort_values(["variant", "_head", "_sev", "_gain"], ascending=[True, True, True, False], kind="stable")
+    t["_head"] = ~(
+        (t["section"] == "SpeedOfLight")
+        & (t["_sev"] <= SEVERITY_ORDER["optimization"])
+        & (t["kernel_time_share"] >= 0.5)
+    )
+    t = t.sort_values(
+        ["variant", "_head", "_sev", "_gain"], ascending=[True, True, True, False], kind="stable"
+    )
     order = {v: i for i, v in enumerate(dict.fromkeys(r["variant"]))}
     t = t.sort_values("variant", key=lambda s: s.map(order), kind="stable")
     return t.drop(columns=["_sev", "_gain", "_head"]).reset_index(drop=True)
@@ -121,7 +149,9 @@ def finding_text(f: pd.Series) -> str:
     name = f["title"] or f["rule"]
     where = f"{f['section']}/{f['rule']}"
     est = f.get("variant_speedup_pct")
-    gain = f", est. {est:.0f}% faster" if isinstance(est, float) and not math.isnan(est) and est >= 0.5 else ""
+    gain = (
+        f", est. {est:.0f}% faster" if isinstance(est, float) and not math.isnan(est) and est >= 0.5 else ""
+    )
     kernel = short_kernel_name(str(f["kernel"]))
     return f"{name} ({where}{gain}) on {kernel}" if name else f"{where} on {kernel}"
 
@@ -151,12 +181,13 @@ def _share_for(share: pd.DataFrame, variant: str, kernel: str) -> float:
 def _function_of(full: str) -> str:
     try:
         return function_name(full)
-    except Exception:  # noqa: BLE001 - a name the demangler's grammar does not fit
+    except Exception:
         return full
 
 
 # --------------------------------------------------------------------------------------------
 # the columns
+
 
 def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
     """The table with excess_traffic, gpu_idle_us_per_iter, host_bound, extra_kernels_per_iter
@@ -192,14 +223,16 @@ def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) 
     if wman.get("baseline") is None:  # a program's ranges are its parts, not alternatives: no fewest
         return table
     lp = pd.to_numeric(table["launches_per_iter"], errors="coerce").where(
-        (table["status"] == "ok") & ~table["variant"].isin(nested))
+        (table["status"] == "ok") & ~table["variant"].isin(nested)
+    )
     if lp.notna().any():
         table["extra_kernels_per_iter"] = lp - lp.min()
     return table
 
 
-def explain(table: pd.DataFrame, frame: pd.DataFrame, wman: dict[str, Any],
-            findings: pd.DataFrame | None = None) -> pd.Series:
+def explain(
+    table: pd.DataFrame, frame: pd.DataFrame, wman: dict[str, Any], findings: pd.DataFrame | None = None
+) -> pd.Series:
     """One line per variant from the measured facts in the table and frame, and its top ncu
     finding. Empty for a variant with nothing measured.
 
@@ -208,8 +241,10 @@ def explain(table: pd.DataFrame, frame: pd.DataFrame, wman: dict[str, Any],
         block per row (10000 rows); ncu: Tail Effect (LaunchStats/LaunchConfiguration, ...)"
     """
     top = top_findings(findings) if findings is not None else {}
-    base_name = next((v.get("label", v["name"]) for v in wman.get("variants", [])
-                      if v["name"] == wman.get("baseline")), wman.get("baseline"))
+    base_name = next(
+        (v.get("label", v["name"]) for v in wman.get("variants", []) if v["name"] == wman.get("baseline")),
+        wman.get("baseline"),
+    )
     shape = [int(s) for s in wman.get("shape") or [] if isinstance(s, (int, float))]
     by_variant = {v: g for v, g in frame.groupby("variant", sort=False)} if not frame.empty else {}
     lines = []
@@ -247,9 +282,15 @@ def _facts(r: pd.Series, g: pd.DataFrame, shape: list[int]) -> list[str]:
     if pd.notna(x) and (x >= 1.2 or x <= 0.8):
         out.append(f"DRAM traffic {x:.2f}x the fewest bytes")
     if r.get("host_bound") == "host-bound":
-        out.append(f"host-bound: the GPU idles {r['gpu_idle_us_per_iter']:.1f} us/iter between launches "
-                   f"against {r['time_median_us']:.1f} us of GPU work")
-    elif pd.notna(r.get("gpu_idle_us_per_iter")) and pd.notna(r.get("time_median_us")) and r["time_median_us"] > 0:
+        out.append(
+            f"host-bound: the GPU idles {r['gpu_idle_us_per_iter']:.1f} us/iter between launches "
+            f"against {r['time_median_us']:.1f} us of GPU work"
+        )
+    elif (
+        pd.notna(r.get("gpu_idle_us_per_iter"))
+        and pd.notna(r.get("time_median_us"))
+        and r["time_median_us"] > 0
+    ):
         out.append(f"GPU idle {r['gpu_idle_us_per_iter']:.1f} us/iter inside the range")
     if pd.notna(r.get("launch_cpu_us")) and pd.notna(r.get("time_median_us")):
         out.append(f"launch calls {r['launch_cpu_us']:.1f} us CPU/iter")
@@ -275,8 +316,11 @@ def _launch_shape(g: pd.DataFrame, shape: list[int]) -> str:
     if math.isnan(grid) or math.isnan(block):
         return ""
     warps = block / 32
-    text = (f"grid of {grid:.0f} blocks x {warps:.0f} warps" if block % 32 == 0
-            else f"grid of {grid:.0f} blocks x {block:.0f} threads")
+    text = (
+        f"grid of {grid:.0f} blocks x {warps:.0f} warps"
+        if block % 32 == 0
+        else f"grid of {grid:.0f} blocks x {block:.0f} threads"
+    )
     waves = val("launch__waves_per_multiprocessor")
     if not math.isnan(waves):
         text += f" ({waves:.3g} waves)"

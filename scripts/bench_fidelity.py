@@ -24,6 +24,7 @@ events' median of the same samples: `loop_events` and `loop_nsys`, per point.
 
 Needs a CUDA GPU and nsys (on the H200: `source .device/setup.sh` first).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,12 +40,15 @@ sys.path.insert(0, str(ROOT))
 SLOW_HOST = ROOT / "tests" / "fixtures" / "workloads" / "slow_host.py"
 TIMERS = ("blocking", "sleep", "none", "warm", "graph", "kernel", "kernel-warm")
 # each method's arguments to `gprof-orch time` (the events' methods with the kernel clock off)
-TIME_ARGS = {"blocking": ["--timer", "blocking", "--no-kernel-clock"], "sleep": ["--timer", "sleep", "--no-kernel-clock"],
-             "none": ["--timer", "none", "--no-kernel-clock"],
-             "warm": ["--timer", "blocking", "--no-flush-l2", "--no-kernel-clock"],
-             "graph": ["--timer", "blocking", "--cuda-graph", "--no-kernel-clock"],
-             "kernel": ["--timer", "blocking", "--kernel-clock"],
-             "kernel-warm": ["--timer", "blocking", "--no-flush-l2", "--kernel-clock"]}
+TIME_ARGS = {
+    "blocking": ["--timer", "blocking", "--no-kernel-clock"],
+    "sleep": ["--timer", "sleep", "--no-kernel-clock"],
+    "none": ["--timer", "none", "--no-kernel-clock"],
+    "warm": ["--timer", "blocking", "--no-flush-l2", "--no-kernel-clock"],
+    "graph": ["--timer", "blocking", "--cuda-graph", "--no-kernel-clock"],
+    "kernel": ["--timer", "blocking", "--kernel-clock"],
+    "kernel-warm": ["--timer", "blocking", "--no-flush-l2", "--kernel-clock"],
+}
 
 
 def _cli(args: list[str], out: Path) -> dict[str, dict]:
@@ -69,20 +73,52 @@ def _cli(args: list[str], out: Path) -> dict[str, dict]:
 LOST_EVENTS = "nsys reported errors while processing the raw events"
 
 
-def _same_loop(workload: str, size: str, dtype: str, out: Path, extra: list[str],
-               timer: str = "blocking") -> dict[str, dict]:
+def _same_loop(
+    workload: str, size: str, dtype: str, out: Path, extra: list[str], timer: str = "blocking"
+) -> dict[str, dict]:
     """{variant: {"loop_events": us, "loop_nsys": us}}: one `time` run under nsys, its events'
     median beside nsys's GPU time per call of the very calls they timed."""
     from workloads.timers import MARK_CALLS_ENV
 
     timed, traced = out / "time", out / "exec"
-    argv = [sys.executable, "-m", "orchestrator", "exec", "nsys", "--ranges", "gprof@call:", "-o", str(traced),
-            "--format", "csv", "--", sys.executable, "-m", "orchestrator", "time", workload, "--size", size,
-            "--dtype", dtype, "--timer", timer, "--iters", "200", "-o", str(timed), *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "exec",
+        "nsys",
+        "--ranges",
+        "gprof@call:",
+        "-o",
+        str(traced),
+        "--format",
+        "csv",
+        "--",
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "time",
+        workload,
+        "--size",
+        size,
+        "--dtype",
+        dtype,
+        "--timer",
+        timer,
+        "--iters",
+        "200",
+        "-o",
+        str(timed),
+        *extra,
+    ]
     t0 = time.monotonic()
-    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, MARK_CALLS_ENV: "1"})
-    print(f"  same loop {workload} {size} {dtype}: exit {res.returncode} in {time.monotonic() - t0:.1f} s",
-          file=sys.stderr)
+    res = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, MARK_CALLS_ENV: "1"}
+    )
+    print(
+        f"  same loop {workload} {size} {dtype}: exit {res.returncode} in {time.monotonic() - t0:.1f} s",
+        file=sys.stderr,
+    )
     found: dict[str, dict] = {}
     for key, folder in (("loop_events", timed), ("loop_nsys", traced)):
         rep = folder / "report.json"
@@ -90,8 +126,10 @@ def _same_loop(workload: str, size: str, dtype: str, out: Path, extra: list[str]
             print(res.stderr[-1500:], file=sys.stderr)
             continue
         if key == "loop_nsys" and LOST_EVENTS in (folder / "report.md").read_text():
-            print(f"  same loop {workload} {size}: nsys lost events (see {folder}/report.md): no loop_nsys",
-                  file=sys.stderr)
+            print(
+                f"  same loop {workload} {size}: nsys lost events (see {folder}/report.md): no loop_nsys",
+                file=sys.stderr,
+            )
             continue
         for r in json.loads(rep.read_text()).get("variants", []):
             found.setdefault(r["variant"], {})[key] = r.get("time_median_us")
@@ -116,7 +154,9 @@ def _do_bench(workload: str, size: str, dtype: str) -> dict[str, float]:
                 v.setup()
             v.fn(x)
             torch.cuda.synchronize()
-            out[v.name] = triton.testing.do_bench(lambda: v.fn(x), warmup=25, rep=200, return_mode="median") * 1e3
+            out[v.name] = (
+                triton.testing.do_bench(lambda v=v: v.fn(x), warmup=25, rep=200, return_mode="median") * 1e3
+            )
         except Exception as exc:  # a variant that needs what is missing here: left out, said
             print(f"  do_bench {workload} {v.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return out
@@ -126,15 +166,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--workloads", default="square,mean,triton-mean,slow-host-mean")
-    p.add_argument("--points", default="1e5,1e6,1e7,1e8,1e8:bfloat16",
-                   help="size[:dtype], comma-separated (dtype float32 by default)")
+    p.add_argument(
+        "--points",
+        default="1e5,1e6,1e7,1e8,1e8:bfloat16",
+        help="size[:dtype], comma-separated (dtype float32 by default)",
+    )
     p.add_argument("--timers", default=",".join(TIMERS), help="of " + ", ".join(TIMERS))
     p.add_argument("--no-nsys", action="store_true")
     p.add_argument("--no-do-bench", action="store_true")
-    p.add_argument("--same-loop", action="store_true", help="add the same-loop check (events and nsys on one run)")
+    p.add_argument(
+        "--same-loop", action="store_true", help="add the same-loop check (events and nsys on one run)"
+    )
     p.add_argument("--loop-timer", default="blocking", help="the timer of the same-loop run")
-    p.add_argument("--merge", nargs="+", type=Path, metavar="FIDELITY_JSON",
-                   help="no runs: merge the rows of earlier fidelity.json files (later ones add methods)")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="FIDELITY_JSON",
+        help="no runs: merge the rows of earlier fidelity.json files (later ones add methods)",
+    )
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     if a.merge:
@@ -170,17 +220,25 @@ def main() -> None:
                 for point, table in got.items():
                     size = point.split("-")[0] if point else _norm(sizes[0])
                     results.setdefault((size, dtype), {})[method] = table
-            for size in ([] if a.no_do_bench else sizes):
+            for size in [] if a.no_do_bench else sizes:
                 results.setdefault((_norm(size), dtype), {})["do_bench"] = _do_bench(wl, size, dtype)
-            for size in (sizes if a.same_loop else []):
-                loop = _same_loop(wl, size, dtype, a.out / "runs" / f"{wl}-{size}-{dtype}-loop", extra,
-                                  a.loop_timer)
+            for size in sizes if a.same_loop else []:
+                loop = _same_loop(
+                    wl, size, dtype, a.out / "runs" / f"{wl}-{size}-{dtype}-loop", extra, a.loop_timer
+                )
                 for key in ("loop_events", "loop_nsys"):
-                    results.setdefault((_norm(size), dtype), {})[key] = {v: d.get(key) for v, d in loop.items()}
+                    results.setdefault((_norm(size), dtype), {})[key] = {
+                        v: d.get(key) for v, d in loop.items()
+                    }
         for (size, dtype), by_method in results.items():
-            variants = sorted({v for t in by_method.values() for v in t},
-                              key=lambda v: list(by_method.get("nsys", {}) or by_method.get("blocking", {})).index(v)
-                              if v in (by_method.get("nsys") or by_method.get("blocking") or {}) else 99)
+            variants = sorted(
+                {v for t in by_method.values() for v in t},
+                key=lambda v: (
+                    list(by_method.get("nsys", {}) or by_method.get("blocking", {})).index(v)
+                    if v in (by_method.get("nsys") or by_method.get("blocking") or {})
+                    else 99
+                ),
+            )
             # the stop rule's figures: the events' blocking run's, else the default's (kernel)
             stop_from = "blocking" if "blocking" in by_method else "kernel"
             for v in variants:
@@ -201,8 +259,11 @@ def main() -> None:
 
 def _save(out: Path, rows: list[dict]) -> str:
     """fidelity.json and fidelity.md of the rows so far; the markdown."""
-    meta = {"device": _device(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "commit": os.environ.get("GPROF_COMMIT", "unknown")}
+    meta = {
+        "device": _device(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": os.environ.get("GPROF_COMMIT", "unknown"),
+    }
     (out / "fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = _markdown(meta, rows)
     (out / "fidelity.md").write_text(md)
@@ -217,8 +278,11 @@ def _norm(size: str) -> str:
 
 def _device() -> str:
     try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except OSError:
         return "unknown"
 
@@ -226,14 +290,26 @@ def _device() -> str:
 def _markdown(meta: dict, rows: list[dict]) -> str:
     methods = [m for m in (*TIMERS, "do_bench") if any(r.get(m) is not None for r in rows)]
     loop = any(r.get("loop_nsys") is not None for r in rows)
-    head = ["workload", "size", "dtype", "variant", "nsys us", *[f"{m} us" for m in methods],
-            *[f"{m}/nsys" for m in methods],
-            *(["loop events us", "loop nsys us", "loop events - nsys us"] if loop else []),
-            *(["kernel - loop nsys us"] if loop and "kernel" in methods else []),
-            *(["goal"] if "kernel" in methods or "kernel-warm" in methods else []),
-            "noise %", "samples"]
-    lines = [f"device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = [
+        "workload",
+        "size",
+        "dtype",
+        "variant",
+        "nsys us",
+        *[f"{m} us" for m in methods],
+        *[f"{m}/nsys" for m in methods],
+        *(["loop events us", "loop nsys us", "loop events - nsys us"] if loop else []),
+        *(["kernel - loop nsys us"] if loop and "kernel" in methods else []),
+        *(["goal"] if "kernel" in methods or "kernel-warm" in methods else []),
+        "noise %",
+        "samples",
+    ]
+    lines = [
+        f"device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
 
     def f(x, nd=2):
         return "" if x is None else f"{x:.{nd}f}"
@@ -241,15 +317,40 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
     for r in rows:
         ns = r.get("nsys")
         ratios = [f(r[m] / ns, 3) if r.get(m) and ns else "" for m in methods]
-        lines.append("| " + " | ".join([r["workload"], r["size"], r["dtype"], r["variant"], f(ns),
-                                         *[f(r.get(m)) for m in methods], *ratios,
-                                         *([f(r.get("loop_events")), f(r.get("loop_nsys")),
-                                            f(r["loop_events"] - r["loop_nsys"]) if r.get("loop_events") and
-                                            r.get("loop_nsys") else ""] if loop else []),
-                                         *([f(r["kernel"] - r["loop_nsys"]) if r.get("kernel") and r.get("loop_nsys")
-                                            else ""] if loop and "kernel" in methods else []),
-                                         *([_goal(r)] if "kernel" in methods or "kernel-warm" in methods else []),
-                                         f(r.get("noise_pct")), str(int(r["samples"])) if r.get("samples") else ""]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["workload"],
+                    r["size"],
+                    r["dtype"],
+                    r["variant"],
+                    f(ns),
+                    *[f(r.get(m)) for m in methods],
+                    *ratios,
+                    *(
+                        [
+                            f(r.get("loop_events")),
+                            f(r.get("loop_nsys")),
+                            f(r["loop_events"] - r["loop_nsys"])
+                            if r.get("loop_events") and r.get("loop_nsys")
+                            else "",
+                        ]
+                        if loop
+                        else []
+                    ),
+                    *(
+                        [f(r["kernel"] - r["loop_nsys"]) if r.get("kernel") and r.get("loop_nsys") else ""]
+                        if loop and "kernel" in methods
+                        else []
+                    ),
+                    *([_goal(r)] if "kernel" in methods or "kernel-warm" in methods else []),
+                    f(r.get("noise_pct")),
+                    str(int(r["samples"])) if r.get("samples") else "",
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -262,7 +363,10 @@ def _goal(r: dict) -> str:
     for mine, ref in (("kernel", "loop_nsys"), ("kernel-warm", "nsys")):
         if r.get(mine) and r.get(ref):
             d = r[mine] - r[ref]
-            out.append(("ok" if abs(d) <= max(0.5, 0.03 * r[ref]) else "MISS") + f" {d:+.2f} vs {ref.replace('_', ' ')}")
+            out.append(
+                ("ok" if abs(d) <= max(0.5, 0.03 * r[ref]) else "MISS")
+                + f" {d:+.2f} vs {ref.replace('_', ' ')}"
+            )
     return "; ".join(out)
 
 

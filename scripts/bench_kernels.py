@@ -28,6 +28,7 @@ Progress goes to stderr. A variant that fails to build, run or check is reported
 and the JSON (with the error) and the run goes on. Exit status: 0 if every variant that could
 run gave a correct result, 1 if one gave a wrong result or failed, 2 for a usage error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,10 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -71,30 +73,47 @@ def _size_list(text: str) -> list[int]:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", help="write the table to this .md file and the data to the same name .json")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                   help="cpu: exercise the code paths with the Triton interpreter and numba simulator")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: exercise the code paths with the Triton interpreter and numba simulator",
+    )
     p.add_argument("--dry-run", action="store_true", help="= --device cpu with tiny sizes and few reps")
     p.add_argument("--sizes", type=_size_list, default=None, help="float32 sizes (default 1e6,1e7,1e8)")
     p.add_argument("--bf16-sizes", type=_size_list, default=None, help="bfloat16 sizes (default 1e8)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default 200)")
     p.add_argument("--warmup", type=int, default=None, help="warm-up calls per variant (default 5)")
     p.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer written before each call")
-    p.add_argument("--slack-us", type=float, default=DEFAULT_GPU_SLEEP_US,
-                   help="GPU sleep after the flush, before each timed call (host launch latency)")
+    p.add_argument(
+        "--slack-us",
+        type=float,
+        default=DEFAULT_GPU_SLEEP_US,
+        help="GPU sleep after the flush, before each timed call (host launch latency)",
+    )
     p.add_argument("--only", default=None, help="comma list of variant names to run (plus the references)")
     p.add_argument("--skip", default="", help="comma list of variant names to leave out")
     p.add_argument("--sweep-configs", action="store_true", help="also time every kernel configuration")
     p.add_argument("--sweep-only", action="store_true", help="only the configuration sweep")
-    p.add_argument("--sweep-families", type=lambda t: [s for s in t.split(",") if s], default=[],
-                   help="comma list: fast_mean, triton_square, cuda_square_fast, numba_square (default: all)")
+    p.add_argument(
+        "--sweep-families",
+        type=lambda t: [s for s in t.split(",") if s],
+        default=[],
+        help="comma list: fast_mean, triton_square, cuda_square_fast, numba_square (default: all)",
+    )
     p.add_argument("--sweep-sizes", type=_size_list, default=None, help="default 1e6,1e8")
     p.add_argument("--sweep-reps", type=int, default=None, help="default 100")
     p.add_argument("--sweep-limit", type=int, default=None, help="at most this many configs per family")
-    p.add_argument("--time-budget", type=float, default=225.0,
-                   help="seconds; sweep families that would start after this are skipped")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=225.0,
+        help="seconds; sweep families that would start after this are skipped",
+    )
     p.add_argument("--verbose-build", action="store_true", help="show the load_inline build output")
     a = p.parse_args(argv)
     if a.dry_run:
@@ -133,7 +152,7 @@ def _version(dist: str) -> str | None:
         from importlib.metadata import version
 
         return version(dist)
-    except Exception:  # noqa: BLE001 - not installed, or odd metadata
+    except Exception:
         return None
 
 
@@ -154,14 +173,16 @@ def environment(torch, device) -> dict:
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        meta.update({
-            "device": torch.cuda.get_device_name(device),
-            "compute_capability": f"{props.major}.{props.minor}",
-            "sms": props.multi_processor_count,
-            "l2_bytes": getattr(props, "L2_cache_size", None),
-            "memory_bytes": props.total_memory,
-            "driver": (envinfo.nvidia_smi() or {}).get("driver"),
-        })
+        meta.update(
+            {
+                "device": torch.cuda.get_device_name(device),
+                "compute_capability": f"{props.major}.{props.minor}",
+                "sms": props.multi_processor_count,
+                "l2_bytes": getattr(props, "L2_cache_size", None),
+                "memory_bytes": props.total_memory,
+                "driver": (envinfo.nvidia_smi() or {}).get("driver"),
+            }
+        )
     else:
         meta["device"] = f"CPU ({platform.processor() or platform.machine()}) - dry run"
     return meta
@@ -239,8 +260,15 @@ def stats(ms: list[float]) -> dict:
 
     s = sample_stats(np.asarray(ms, dtype=np.float64))
     q1, q3 = (float(q) for q in np.percentile(ms, [25, 75]))  # sample_stats's rule: numpy's linear
-    return {"median_ms": s["median"], "iqr_ms": s["iqr"] if s["n"] > 1 else None, "q1_ms": q1, "q3_ms": q3,
-            "min_ms": s["min"], "max_ms": max(ms), "reps": len(ms)}
+    return {
+        "median_ms": s["median"],
+        "iqr_ms": s["iqr"] if s["n"] > 1 else None,
+        "q1_ms": q1,
+        "q3_ms": q3,
+        "min_ms": s["min"],
+        "max_ms": max(ms),
+        "reps": len(ms),
+    }
 
 
 # ----------------------------------------------------------------------------- variants
@@ -249,13 +277,13 @@ def stats(ms: list[float]) -> dict:
 @dataclass
 class Variant:
     name: str
-    group: str                       # "mean" | "square" | "copy"
-    fn: Callable | None = None       # x -> result
+    group: str  # "mean" | "square" | "copy"
+    fn: Callable | None = None  # x -> result
     dtypes: tuple = ("float32", "bfloat16")
-    needs_ext: bool = False          # waits for the CUDA extension build
-    config: str | None = None        # sweep: the configuration's name
-    family: str | None = None        # sweep: which kernel the config belongs to
-    unavailable: str | None = None   # why it cannot run here
+    needs_ext: bool = False  # waits for the CUDA extension build
+    config: str | None = None  # sweep: the configuration's name
+    family: str | None = None  # sweep: which kernel the config belongs to
+    unavailable: str | None = None  # why it cannot run here
 
 
 def shape_for(n: int) -> tuple[int, int]:
@@ -286,8 +314,10 @@ def main_variants(args, device, torch, ext_state) -> list[Variant]:
         Variant("triton_mean_fast", "mean", triton_mean.fast_mean),
         Variant("torch.square", "square", torch.square),
         Variant("x*x", "square", lambda x: x * x),
-        Variant("x**2", "square", lambda x: x ** 2),
-        Variant("cuda_square_lecture", "square", cuda_square.lecture_square, dtypes=("float32",), needs_ext=True),
+        Variant("x**2", "square", lambda x: x**2),
+        Variant(
+            "cuda_square_lecture", "square", cuda_square.lecture_square, dtypes=("float32",), needs_ext=True
+        ),
         Variant("cuda_square_fast", "square", cuda_square.fast_square, dtypes=("float32",), needs_ext=True),
         Variant("triton_square", "square", triton_square.triton_square),
         Variant("numba_square", "square", numba_square.numba_square, dtypes=("float32",)),
@@ -350,7 +380,7 @@ class ExtBuild:
                 from workloads.kernels.cuda_square import build_extensions
 
                 build_extensions(verbose=verbose, device=device)
-            except BaseException as e:  # noqa: BLE001 - reported, never raised in the thread
+            except BaseException as e:
                 self.error = f"{type(e).__name__}: {e}"
                 self.trace = traceback.format_exc()
             self.seconds = time.monotonic() - t
@@ -381,15 +411,22 @@ class Case:
     numel: int
     dtype: str
     x: Any
-    dst: Any                          # the copy's destination
+    dst: Any  # the copy's destination
     variants: list = field(default_factory=list)
     rows: list = field(default_factory=list)
 
 
 def prepare_variant(torch, timer, case: Case, var: Variant, warmup: int) -> dict:
     """Check once and warm up; returns the row (status ok / wrong / error / n/a)."""
-    row = {"size": case.numel, "shape": list(case.x.shape), "dtype": case.dtype, "variant": var.name,
-           "group": var.group, "config": var.config, "family": var.family}
+    row = {
+        "size": case.numel,
+        "shape": list(case.x.shape),
+        "dtype": case.dtype,
+        "variant": var.name,
+        "group": var.group,
+        "config": var.config,
+        "family": var.family,
+    }
     if var.unavailable:
         row.update(status="n/a", note=var.unavailable)
         return row
@@ -408,7 +445,7 @@ def prepare_variant(torch, timer, case: Case, var: Variant, warmup: int) -> dict
         row.update(status="ok" if ok else "wrong", check=note, first_call_s=round(time.monotonic() - t, 3))
         if not ok:
             log(f"  WRONG RESULT {var.name} {case.dtype} n={case.numel}: {note}")
-    except Exception as e:  # noqa: BLE001 - a failing variant is reported, the run goes on
+    except Exception as e:
         row.update(status="error", note=f"{type(e).__name__}: {e}")
         log(f"  ERROR {var.name} {case.dtype} n={case.numel}: {type(e).__name__}: {e}")
         print(traceback.format_exc(), file=sys.stderr, flush=True)
@@ -467,12 +504,21 @@ def make_cases(torch, device, sizes: list[int], bf16_sizes: list[int]) -> list[C
     return cases
 
 
-def run_cases(args, torch, device, timer, cases: list[Case], variants: list[Variant], ext: ExtBuild | None,
-              reps: int, label: str) -> list[dict]:
+def run_cases(
+    args,
+    torch,
+    device,
+    timer,
+    cases: list[Case],
+    variants: list[Variant],
+    ext: ExtBuild | None,
+    reps: int,
+    label: str,
+) -> list[dict]:
     all_rows = []
     # 1. check + warm up everything that does not need the extension (overlaps its build)
     for case in cases:
-        copy = Variant("copy_d2d", "copy", (lambda d: (lambda x: d.copy_(x)))(case.dst))
+        copy = Variant("copy_d2d", "copy", (lambda d: lambda x: d.copy_(x))(case.dst))
         case.variants = [copy] + variants
         case.rows = [None] * len(case.variants)
         for i, var in enumerate(case.variants):
@@ -499,7 +545,7 @@ def run_cases(args, torch, device, timer, cases: list[Case], variants: list[Vari
         t = time.monotonic()
         try:
             time_case(torch, timer, case, runnable, reps)
-        except Exception as e:  # noqa: BLE001 - keep what the other cases measured
+        except Exception as e:
             log(f"{label}: timing {case.dtype} n={case.numel} FAILED: {type(e).__name__}: {e}")
             print(traceback.format_exc(), file=sys.stderr, flush=True)
             for _, row in runnable:
@@ -508,11 +554,13 @@ def run_cases(args, torch, device, timer, cases: list[Case], variants: list[Vari
                     row.pop(k, None)
             try:
                 timer.sync()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         finish_rows(case, case.rows, case.x.element_size())
-        log(f"{label}: timed {len(runnable)} variants x {reps} reps, {case.dtype} n={fmt_size(case.numel)} "
-            f"in {time.monotonic() - t:.1f} s")
+        log(
+            f"{label}: timed {len(runnable)} variants x {reps} reps, {case.dtype} n={fmt_size(case.numel)} "
+            f"in {time.monotonic() - t:.1f} s"
+        )
         all_rows.extend(case.rows)
     return all_rows
 
@@ -537,17 +585,44 @@ def sweep_families(args, torch, device) -> dict[str, list[Variant]]:
 
     fam: dict[str, list[Variant]] = {}
     fam["fast_mean"] = [Variant("torch.mean", "mean", lambda x: torch.mean(x))] + [
-        Variant(f"fast_mean[{c.name}]", "mean", bind(triton_mean.fast_mean, c), config=c.name, family="fast_mean")
-        for c in limit(triton_mean.sweep_configs(), triton_mean.choose_config)]
+        Variant(
+            f"fast_mean[{c.name}]", "mean", bind(triton_mean.fast_mean, c), config=c.name, family="fast_mean"
+        )
+        for c in limit(triton_mean.sweep_configs(), triton_mean.choose_config)
+    ]
     fam["triton_square"] = [Variant("torch.square", "square", torch.square)] + [
-        Variant(f"triton_square[{c.name}]", "square", bind(triton_square.triton_square, c), config=c.name,
-                family="triton_square") for c in limit(triton_square.sweep_configs(), triton_square.choose_config)]
-    cuda_vs = [Variant(f"cuda_square_fast[{c.name}]", "square", bind(cuda_square.fast_square, c),
-                       dtypes=("float32",), needs_ext=True, config=c.name, family="cuda_square_fast")
-               for c in limit(cuda_square.sweep_configs(), cuda_square.choose_config)]
-    numba_vs = [Variant(f"numba_square[{c.name}]", "square", bind(numba_square.numba_square, c),
-                        dtypes=("float32",), config=c.name, family="numba_square")
-                for c in limit(numba_square.sweep_configs(), lambda n: numba_square.DEFAULT_CONFIG)]
+        Variant(
+            f"triton_square[{c.name}]",
+            "square",
+            bind(triton_square.triton_square, c),
+            config=c.name,
+            family="triton_square",
+        )
+        for c in limit(triton_square.sweep_configs(), triton_square.choose_config)
+    ]
+    cuda_vs = [
+        Variant(
+            f"cuda_square_fast[{c.name}]",
+            "square",
+            bind(cuda_square.fast_square, c),
+            dtypes=("float32",),
+            needs_ext=True,
+            config=c.name,
+            family="cuda_square_fast",
+        )
+        for c in limit(cuda_square.sweep_configs(), cuda_square.choose_config)
+    ]
+    numba_vs = [
+        Variant(
+            f"numba_square[{c.name}]",
+            "square",
+            bind(numba_square.numba_square, c),
+            dtypes=("float32",),
+            config=c.name,
+            family="numba_square",
+        )
+        for c in limit(numba_square.sweep_configs(), lambda n: numba_square.DEFAULT_CONFIG)
+    ]
     for var in cuda_vs:
         if device.type != "cuda":
             var.unavailable = "needs a CUDA GPU (load_inline CUDA extension)"
@@ -559,10 +634,12 @@ def sweep_families(args, torch, device) -> dict[str, list[Variant]]:
 def defaults_by_family(n: int) -> dict[str, str]:
     from workloads.kernels import cuda_square, numba_square, triton_mean, triton_square
 
-    return {"fast_mean": triton_mean.choose_config(n).name,
-            "triton_square": triton_square.choose_config(n).name,
-            "cuda_square_fast": cuda_square.choose_config(n).name,
-            "numba_square": numba_square.DEFAULT_CONFIG.name}
+    return {
+        "fast_mean": triton_mean.choose_config(n).name,
+        "triton_square": triton_square.choose_config(n).name,
+        "cuda_square_fast": cuda_square.choose_config(n).name,
+        "numba_square": numba_square.DEFAULT_CONFIG.name,
+    }
 
 
 def run_sweep(args, torch, device, timer, ext: ExtBuild | None) -> tuple[list[dict], list[str]]:
@@ -582,7 +659,9 @@ def run_sweep(args, torch, device, timer, ext: ExtBuild | None) -> tuple[list[di
             if var.family is None:
                 var.family = fam_name  # the torch reference row
         fam_cases = [Case(c.numel, c.dtype, c.x, c.dst) for c in cases]
-        got = run_cases(args, torch, device, timer, fam_cases, variants, ext, args.sweep_reps, f"sweep {fam_name}")
+        got = run_cases(
+            args, torch, device, timer, fam_cases, variants, ext, args.sweep_reps, f"sweep {fam_name}"
+        )
         rows.extend(r for r in got if r["variant"] != "copy_d2d" or fam_name == "fast_mean")
     return rows, notes
 
@@ -592,17 +671,32 @@ def sweep_summary(rows: list[dict]) -> list[dict]:
     for n in sorted({r["size"] for r in rows}):
         defaults = defaults_by_family(n)
         for fam in ("fast_mean", "triton_square", "cuda_square_fast", "numba_square"):
-            cand = [r for r in rows if r["size"] == n and r.get("family") == fam and r.get("config")
-                    and r.get("status") == "ok" and "median_ms" in r]
+            cand = [
+                r
+                for r in rows
+                if r["size"] == n
+                and r.get("family") == fam
+                and r.get("config")
+                and r.get("status") == "ok"
+                and "median_ms" in r
+            ]
             if not cand:
                 continue
             cand.sort(key=lambda r: r["median_ms"])
             d = next((r for r in cand if r["config"] == defaults[fam]), None)
-            best.append({"size": n, "family": fam, "best_config": cand[0]["config"],
-                         "best_ms": cand[0]["median_ms"], "best_vs_torch": cand[0].get("vs_torch"),
-                         "default_config": defaults[fam], "default_ms": d["median_ms"] if d else None,
-                         "default_vs_torch": d.get("vs_torch") if d else None,
-                         "top5": [(r["config"], round(r["median_ms"], 5)) for r in cand[:5]]})
+            best.append(
+                {
+                    "size": n,
+                    "family": fam,
+                    "best_config": cand[0]["config"],
+                    "best_ms": cand[0]["median_ms"],
+                    "best_vs_torch": cand[0].get("vs_torch"),
+                    "default_config": defaults[fam],
+                    "default_ms": d["median_ms"] if d else None,
+                    "default_vs_torch": d.get("vs_torch") if d else None,
+                    "top5": [(r["config"], round(r["median_ms"], 5)) for r in cand[:5]],
+                }
+            )
     return best
 
 
@@ -626,21 +720,57 @@ def table(rows: list[dict], with_config: bool = False) -> str:
         status = r.get("status")
         if "median_ms" in r:
             check = "ok" if status == "ok" else f"WRONG: {r.get('check', '')}"
-            cells = [fmt_size(r["size"]), r["dtype"], r["variant"], _f(r["median_ms"], ".4f"), _f(r["iqr_ms"], ".4f"),
-                     _f(r.get("gb_per_s"), ".0f"), _f(r.get("pct_of_copy_bw"), ".1f"),
-                     (_f(r.get("vs_torch"), ".3f") + "x") if r.get("vs_torch") is not None else "", check]
+            cells = [
+                fmt_size(r["size"]),
+                r["dtype"],
+                r["variant"],
+                _f(r["median_ms"], ".4f"),
+                _f(r["iqr_ms"], ".4f"),
+                _f(r.get("gb_per_s"), ".0f"),
+                _f(r.get("pct_of_copy_bw"), ".1f"),
+                (_f(r.get("vs_torch"), ".3f") + "x") if r.get("vs_torch") is not None else "",
+                check,
+            ]
         else:
-            cells = [fmt_size(r["size"]), r["dtype"], r["variant"], "", "", "", "", "",
-                     f"{status}: {r.get('note', '')}"]
+            cells = [
+                fmt_size(r["size"]),
+                r["dtype"],
+                r["variant"],
+                "",
+                "",
+                "",
+                "",
+                "",
+                f"{status}: {r.get('note', '')}",
+            ]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
 
-def render_md(meta: dict, rows: list[dict], sweep_rows: list[dict], best: list[dict], notes: list[str]) -> str:
+def render_md(
+    meta: dict, rows: list[dict], sweep_rows: list[dict], best: list[dict], notes: list[str]
+) -> str:
     out = ["# Kernel benchmark: mean and square variants", ""]
-    keys = ["device", "compute_capability", "sms", "l2_bytes", "driver", "date_utc", "git_commit", "torch",
-            "torch_cuda", "triton", "numba", "numba_cuda", "python", "method", "bytes_rule", "columns",
-            "ext_build_s", "wall_s"]
+    keys = [
+        "device",
+        "compute_capability",
+        "sms",
+        "l2_bytes",
+        "driver",
+        "date_utc",
+        "git_commit",
+        "torch",
+        "torch_cuda",
+        "triton",
+        "numba",
+        "numba_cuda",
+        "python",
+        "method",
+        "bytes_rule",
+        "columns",
+        "ext_build_s",
+        "wall_s",
+    ]
     for k in keys:
         if meta.get(k) is not None:
             out.append(f"- {k}: {meta[k]}")
@@ -648,14 +778,20 @@ def render_md(meta: dict, rows: list[dict], sweep_rows: list[dict], best: list[d
     if rows:
         out += ["## Variants", "", table(rows), ""]
     if best:
-        out += ["## Configuration sweep: fastest per kernel and size", "",
-                "| size | kernel | best config | best ms | vs torch | default config | default ms | default vs torch | top 5 |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            "## Configuration sweep: fastest per kernel and size",
+            "",
+            "| size | kernel | best config | best ms | vs torch | default config | default ms | default vs torch | top 5 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for b in best:
-            out.append(f"| {fmt_size(b['size'])} | {b['family']} | {b['best_config']} | {b['best_ms']:.4f} | "
-                       f"{_f(b['best_vs_torch'], '.3f')} | {b['default_config']} | {_f(b['default_ms'], '.4f')} | "
-                       f"{_f(b['default_vs_torch'], '.3f')} | "
-                       + ", ".join(f"{c} {m:.4f}" for c, m in b["top5"]) + " |")
+            out.append(
+                f"| {fmt_size(b['size'])} | {b['family']} | {b['best_config']} | {b['best_ms']:.4f} | "
+                f"{_f(b['best_vs_torch'], '.3f')} | {b['default_config']} | {_f(b['default_ms'], '.4f')} | "
+                f"{_f(b['default_vs_torch'], '.3f')} | "
+                + ", ".join(f"{c} {m:.4f}" for c, m in b["top5"])
+                + " |"
+            )
         out.append("")
     if sweep_rows:
         out += ["## Configuration sweep: every config", "", table(sweep_rows), ""]
@@ -694,19 +830,28 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA GPU visible to torch: run on a GPU, or use --dry-run / --device cpu", file=sys.stderr)
         return 2
-    device = torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    )
     meta = environment(torch, device)
-    log(f"device: {meta.get('device')}; torch {meta['torch']}, triton {meta['triton']}, numba {meta['numba']}"
-        f" (numba-cuda {meta['numba_cuda']}); commit {meta['git_commit']}")
+    log(
+        f"device: {meta.get('device')}; torch {meta['torch']}, triton {meta['triton']}, numba {meta['numba']}"
+        f" (numba-cuda {meta['numba_cuda']}); commit {meta['git_commit']}"
+    )
     meta["method"] = (
         f"{'CUDA events' if device.type == 'cuda' else 'perf_counter (CPU dry run)'}; median of {args.reps} "
         f"repetitions after {args.warmup} warm-up calls; before each call an L2 flush ({args.flush_mb} MB written) "
         f"and {args.slack_us:.0f} us of GPU sleep; variants interleaved round-robin per repetition, "
-        f"the starting variant rotating")
-    meta["bytes_rule"] = "minimum bytes moved: mean reads n*itemsize; square and copy read and write 2*n*itemsize"
-    meta["columns"] = ("GB/s = bytes / median; % copy = GB/s / the copy_d2d GB/s of the same size and dtype; "
-                       "vs torch = median / median of torch.mean (mean rows) or torch.square (square rows) "
-                       "in the same run: below 1 is faster than torch")
+        f"the starting variant rotating"
+    )
+    meta["bytes_rule"] = (
+        "minimum bytes moved: mean reads n*itemsize; square and copy read and write 2*n*itemsize"
+    )
+    meta["columns"] = (
+        "GB/s = bytes / median; % copy = GB/s / the copy_d2d GB/s of the same size and dtype; "
+        "vs torch = median / median of torch.mean (mean rows) or torch.square (square rows) "
+        "in the same run: below 1 is faster than torch"
+    )
     meta["args"] = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()}
 
     ext = ExtBuild()
@@ -718,8 +863,12 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     if not args.sweep_only:
         variants = main_variants(args, device, torch, ext)
-        variants = [v for v in variants if v.name not in args.skip
-                    and (args.only is None or v.name in args.only or v.name in REFERENCE.values())]
+        variants = [
+            v
+            for v in variants
+            if v.name not in args.skip
+            and (args.only is None or v.name in args.only or v.name in REFERENCE.values())
+        ]
         for v in variants:
             if v.needs_ext and not want_ext:
                 v.unavailable = "skipped (--skip)"
@@ -729,8 +878,11 @@ def main(argv=None) -> int:
         del cases
         if args.sweep_configs:  # something to keep should the sweep not finish
             print(table(rows), flush=True)
-            write_outputs(args.out, render_md(meta, rows, [], [], ["(written before the sweep)"]),
-                          {"meta": meta, "rows": rows, "partial": True})
+            write_outputs(
+                args.out,
+                render_md(meta, rows, [], [], ["(written before the sweep)"]),
+                {"meta": meta, "rows": rows, "partial": True},
+            )
     sweep_rows: list[dict] = []
     notes: list[str] = []
     best: list[dict] = []
@@ -745,11 +897,16 @@ def main(argv=None) -> int:
 
     md = render_md(meta, rows, sweep_rows, best, notes)
     print(md, flush=True)
-    write_outputs(args.out, md, {"meta": meta, "rows": rows, "sweep_rows": sweep_rows, "sweep_best": best,
-                                 "notes": notes})
+    write_outputs(
+        args.out,
+        md,
+        {"meta": meta, "rows": rows, "sweep_rows": sweep_rows, "sweep_best": best, "notes": notes},
+    )
     bad = [r for r in rows + sweep_rows if r.get("status") in ("wrong", "error")]
     for r in bad:
-        log(f"PROBLEM: {r['variant']} {r['dtype']} n={r['size']}: {r['status']} {r.get('check') or r.get('note')}")
+        log(
+            f"PROBLEM: {r['variant']} {r['dtype']} n={r['size']}: {r['status']} {r.get('check') or r.get('note')}"
+        )
     log(f"done in {time.monotonic() - T0:.1f} s")
     return 1 if bad else 0
 

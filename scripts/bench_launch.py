@@ -28,6 +28,7 @@ the table beside it as .md). On a CPU (--dry-run or --device cpu) the kernels ru
 interpreter: host times then measure the interpreter and there is no GPU time; the output
 says so. Exit status: 0, 1 if a check failed, 2 for a usage error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ def _sizes(text: str) -> list[int]:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", help="write JSON here (and the markdown table beside it, .md)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--dry-run", action="store_true", help="= --device cpu with tiny sizes and few calls")
@@ -69,8 +71,12 @@ def parse_args(argv=None):
     p.add_argument("--host-calls", type=int, default=None, help="timed calls per variant (default 3000)")
     p.add_argument("--sync-every", type=int, default=None, help="calls between synchronizes (default 50)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls per variant first (default 20)")
-    p.add_argument("--gpu-time-s", type=float, default=None, help="most seconds of GPU sampling a variant (1.0)")
-    p.add_argument("--no-breakdown", action="store_true", help="skip the per-step host cost of the plain call")
+    p.add_argument(
+        "--gpu-time-s", type=float, default=None, help="most seconds of GPU sampling a variant (1.0)"
+    )
+    p.add_argument(
+        "--no-breakdown", action="store_true", help="skip the per-step host cost of the plain call"
+    )
     a = p.parse_args(argv)
     if a.dry_run:
         a.device = "cpu"
@@ -134,12 +140,16 @@ def launch_path(op: str, name: str, fn, x, mode: str | None) -> str:
     if name.startswith("cuda_square"):
         from workloads.kernels import cuda_square
 
-        return "fast (cached call)" if any(k[0] == n and k[1] == dtype for k in cuda_square._CALLS) else "plain"
+        return (
+            "fast (cached call)" if any(k[0] == n and k[1] == dtype for k in cuda_square._CALLS) else "plain"
+        )
     hows.discard(None)
     if hows:
         return "fast (" + ", ".join(sorted(hows)) + ")"
     # the reason is in the table's header (launch path)
-    return "plain: " + ("see launch path" if not st["path"].startswith("fast") else "no cached launch for this call")
+    return "plain: " + (
+        "see launch path" if not st["path"].startswith("fast") else "no cached launch for this call"
+    )
 
 
 # ----------------------------------------------------------------------------- timing
@@ -159,7 +169,9 @@ class _nullcontext:
         return False
 
 
-def host_times(torch, cases_variants, x, calls: int, sync_every: int, warmup: int, cuda: bool) -> dict[str, list[int]]:
+def host_times(
+    torch, cases_variants, x, calls: int, sync_every: int, warmup: int, cuda: bool
+) -> dict[str, list[int]]:
     """Per variant name, `calls` host times (ns) of one call each, variants interleaved."""
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     pc = time.perf_counter_ns
@@ -270,7 +282,9 @@ def check(torch, kind: str, x, exact: bool = True) -> str:
 def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
     """Host us of each step of the plain fast_mean call at 1e6 float32, each timed alone (and
     the square's allocation, the part of its call that is not the launch)."""
-    from workloads.kernels import _launch, triton_mean as tm, triton_square as ts
+    from workloads.kernels import _launch
+    from workloads.kernels import triton_mean as tm
+    from workloads.kernels import triton_square as ts
 
     dev = torch.cuda.current_device()
     device = torch.device("cuda", dev)
@@ -305,17 +319,51 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         rt = knobs.runtime
         steps += [
             ("  binder: bind + specialise the arguments", lambda: binder(*args, **kw)),
-            ("  compute_cache_key (str(options), dict lookup)", lambda: compute_cache_key(key_cache, spec, opts)),
-            ("  CompiledKernel.launch_metadata", lambda: compiled.launch_metadata((grid, 1, 1), stream, *vals)),
-            ("  CompiledKernel.run: tensors, Triton's hooks", lambda: compiled.run(
-                grid, 1, 1, stream, compiled.function, compiled.packed_metadata,
-                compiled.launch_metadata((grid, 1, 1), stream, *vals), rt.launch_enter_hook, rt.launch_exit_hook,
-                *vals)),
-            ("  CompiledKernel.run: ints, no hooks", lambda: compiled.run(
-                grid, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
-                x.data_ptr(), partials.data_ptr(), counter.data_ptr(), out.data_ptr(), n, *vals[5:])),
+            (
+                "  compute_cache_key (str(options), dict lookup)",
+                lambda: compute_cache_key(key_cache, spec, opts),
+            ),
+            (
+                "  CompiledKernel.launch_metadata",
+                lambda: compiled.launch_metadata((grid, 1, 1), stream, *vals),
+            ),
+            (
+                "  CompiledKernel.run: tensors, Triton's hooks",
+                lambda: compiled.run(
+                    grid,
+                    1,
+                    1,
+                    stream,
+                    compiled.function,
+                    compiled.packed_metadata,
+                    compiled.launch_metadata((grid, 1, 1), stream, *vals),
+                    rt.launch_enter_hook,
+                    rt.launch_exit_hook,
+                    *vals,
+                ),
+            ),
+            (
+                "  CompiledKernel.run: ints, no hooks",
+                lambda: compiled.run(
+                    grid,
+                    1,
+                    1,
+                    stream,
+                    compiled.function,
+                    compiled.packed_metadata,
+                    None,
+                    None,
+                    None,
+                    x.data_ptr(),
+                    partials.data_ptr(),
+                    counter.data_ptr(),
+                    out.data_ptr(),
+                    n,
+                    *vals[5:],
+                ),
+            ),
         ]
-    except Exception as exc:  # noqa: BLE001 - another Triton's internals: say so, keep the rest
+    except Exception as exc:
         steps.append((f"  Triton internals: n/a ({type(exc).__name__}: {exc})", None))
     st = _launch.STATE
     steps += [
@@ -323,14 +371,19 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         ("  our python: x.reshape(-1)", lambda: x.reshape(-1)),
         ("  our python: _plan (SMs, occupancy, grid)", lambda: tm._plan(n, cfg, x.dtype, device)),
         ("  our python: _workspace (torch.cuda.current_stream)", lambda: tm._workspace(device, p_block)),
-        ("  our python: torch.empty((), dtype, device)", lambda: torch.empty((), dtype=x.dtype, device=device)),
+        (
+            "  our python: torch.empty((), dtype, device)",
+            lambda: torch.empty((), dtype=x.dtype, device=device),
+        ),
         ("  our python: on_device(device)", lambda: tm.on_device(device)),
         ("  fast path: where(x) (device, stream, hooks)", lambda: st.where(x)),
         ("  fast path: torch.empty_like(template)", lambda: torch.empty_like(template)),
         ("torch.square(x) (reference)", lambda: torch.square(x)),
         ("triton_square(x), plain path, all", lambda: ts._triton_square_plain(x, None, None)),
-        ("  torch.empty_like(x, memory_format=contiguous)",
-         lambda: torch.empty_like(x, memory_format=torch.contiguous_format)),
+        (
+            "  torch.empty_like(x, memory_format=contiguous)",
+            lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
+        ),
         ("  torch.empty_like(x)", lambda: torch.empty_like(x)),
     ]
     steps += _triton_launch_steps(torch, x)
@@ -344,7 +397,7 @@ def breakdown(torch, calls: int = 2000, sync_every: int = 50) -> list[dict]:
         try:
             with _with_mode(mode[0] if mode else None):
                 rows.append({"step": name, "host_us": _time_step(torch, fn, calls, sync_every, pc)})
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rows.append({"step": f"{name}: n/a ({type(exc).__name__}: {exc})", "host_us": None})
     return rows
 
@@ -368,7 +421,9 @@ def _triton_launch_steps(torch, x) -> list[tuple]:
     """The Triton kernels' whole cached call in each cached mode, and the square's cached
     launch alone as each mode binds it (our cuLaunchKernel launcher, Triton's C launcher),
     side by side in one process."""
-    from workloads.kernels import _launch, triton_mean as tm, triton_square as ts
+    from workloads.kernels import _launch
+    from workloads.kernels import triton_mean as tm
+    from workloads.kernels import triton_square as ts
 
     n = x.numel()
     y = torch.empty_like(x)
@@ -379,15 +434,23 @@ def _triton_launch_steps(torch, x) -> list[tuple]:
         steps.append((f"triton_square(x), cached path, all ({mode})", lambda: ts.triton_square(x), mode))
         with _launch.launch_mode(mode):
             ts.triton_square(x), ts.triton_square(x)
-            sq = [(ts._fast.how.get(k), v) for k, v in ts._fast.calls.items()
-                  if v is not None and k[0] == n and k[1] == x.dtype]
+            sq = [
+                (ts._fast.how.get(k), v)
+                for k, v in ts._fast.calls.items()
+                if v is not None and k[0] == n and k[1] == x.dtype
+            ]
         if not sq:
             steps.append((f"  the square's cached launch alone ({mode}): n/a, none cached", None))
             continue
         how, (launch, _, _, block, upcast, hints) = sq[0]
-        steps.append((f"  the square's cached launch alone ({mode}: {how})",
-                      lambda launch=launch, block=block, upcast=upcast, hints=hints:
-                      launch(xp, yp, n, block, upcast, hints)))
+        steps.append(
+            (
+                f"  the square's cached launch alone ({mode}: {how})",
+                lambda launch=launch, block=block, upcast=upcast, hints=hints: launch(
+                    xp, yp, n, block, upcast, hints
+                ),
+            )
+        )
     return steps
 
 
@@ -395,7 +458,8 @@ def _cuda_square_steps(torch, x, stream) -> list[tuple[str, object]]:
     """The cached cuda_square call and its parts: the launch bound through pybind11 (the plain
     call's) and through the vectorcall binding the cached call uses, side by side."""
     try:
-        from workloads.kernels import _launch, cuda_square as cs
+        from workloads.kernels import _launch
+        from workloads.kernels import cuda_square as cs
         from workloads.kernels._common import num_sms
 
         ext = cs.build_extensions()
@@ -409,12 +473,20 @@ def _cuda_square_steps(torch, x, stream) -> list[tuple[str, object]]:
         return [
             ("cuda_square(x), fast path, all", lambda: cs.fast_square(x)),
             ("  the launch alone, pybind11 binding (fast_square)", lambda: ext.fast_square(xp, yp, n, *args)),
-            ("  the launch alone, vectorcall binding (fast_square_call)", lambda: ext.fast_square_call(xp, yp, n, *args)),
-            ("  fast path: call_key(x), with Triton's checks", lambda: _launch.call_key(x, None, cs.CudaSquareConfig)),
-            ("  fast path: call_key(x, triton=False), as cuda_square's",
-             lambda: _launch.call_key(x, None, cs.CudaSquareConfig, triton=False)),
+            (
+                "  the launch alone, vectorcall binding (fast_square_call)",
+                lambda: ext.fast_square_call(xp, yp, n, *args),
+            ),
+            (
+                "  fast path: call_key(x), with Triton's checks",
+                lambda: _launch.call_key(x, None, cs.CudaSquareConfig),
+            ),
+            (
+                "  fast path: call_key(x, triton=False), as cuda_square's",
+                lambda: _launch.call_key(x, None, cs.CudaSquareConfig, triton=False),
+            ),
         ]
-    except Exception as exc:  # noqa: BLE001 - no nvcc or no extension: say so, keep the rest
+    except Exception as exc:
         return [(f"cuda_square: n/a ({type(exc).__name__}: {exc})", None)]
 
 
@@ -432,21 +504,47 @@ def render(meta: dict, rows: list[dict], steps: list[dict], status: dict, cpu: b
             out.append(f"- {k}: {meta[k]}")
     out.append(f"- launch path: {status['path']}")
     if cpu:
-        out.append("- CPU RUN: the Triton kernels ran in the interpreter; host times measure it, "
-                   "not a launch; no GPU times. Run on a CUDA GPU for real numbers.")
-    out += ["", "| size | dtype | variant | host us | host vs torch | GPU us | GPU vs torch | launch | check |",
-            "|---|---|---|---|---|---|---|---|---|"]
+        out.append(
+            "- CPU RUN: the Triton kernels ran in the interpreter; host times measure it, "
+            "not a launch; no GPU times. Run on a CUDA GPU for real numbers."
+        )
+    out += [
+        "",
+        "| size | dtype | variant | host us | host vs torch | GPU us | GPU vs torch | launch | check |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         hv = r.get("host_vs_torch")
-        flag = " (over %.1fx)" % GOAL if not cpu and hv is not None and r["variant"].endswith(" fast") and hv > GOAL else ""
-        out.append("| " + " | ".join([
-            fmt_size(r["size"]), r["dtype"], r["variant"], _f(r.get("host_us"), ".1f"),
-            (_f(hv, ".2f") + "x" + flag) if hv is not None else "", _f(r.get("gpu_us"), ".1f"),
-            (_f(r.get("gpu_vs_torch"), ".3f") + "x") if r.get("gpu_vs_torch") is not None else "",
-            r["launch"], r["check"]]).replace("\n", " ") + " |")
+        flag = (
+            f" (over {GOAL:.1f}x)"
+            if not cpu and hv is not None and r["variant"].endswith(" fast") and hv > GOAL
+            else ""
+        )
+        out.append(
+            "| "
+            + " | ".join(
+                [
+                    fmt_size(r["size"]),
+                    r["dtype"],
+                    r["variant"],
+                    _f(r.get("host_us"), ".1f"),
+                    (_f(hv, ".2f") + "x" + flag) if hv is not None else "",
+                    _f(r.get("gpu_us"), ".1f"),
+                    (_f(r.get("gpu_vs_torch"), ".3f") + "x") if r.get("gpu_vs_torch") is not None else "",
+                    r["launch"],
+                    r["check"],
+                ]
+            ).replace("\n", " ")
+            + " |"
+        )
     if steps:
-        out += ["", "## Host cost, step by step (1e6 float32, each step timed alone, median us)", "",
-                "| step | host us |", "|---|---|"]
+        out += [
+            "",
+            "## Host cost, step by step (1e6 float32, each step timed alone, median us)",
+            "",
+            "| step | host us |",
+            "|---|---|",
+        ]
         out += [f"| {s['step']} | {_f(s['host_us'], '.2f')} |" for s in steps]
     return "\n".join(out)
 
@@ -473,10 +571,12 @@ def main(argv=None) -> int:
     device = torch.device("cuda", torch.cuda.current_device()) if not cpu else torch.device("cpu")
     meta = environment(torch, device)
     meta["git_commit"] = meta.get("git_commit") or git_commit()
-    meta["method"] = (f"host: perf_counter_ns around one call, median of {args.host_calls} calls after "
-                      f"{args.warmup} warm-up, a synchronize every {args.sync_every} calls (outside the timing), "
-                      "variants interleaved; GPU: L2 flushed, stream held by the blocking kernel, CUDA events "
-                      "around one call, median to +-1% (workloads.timers, workloads.stopping)")
+    meta["method"] = (
+        f"host: perf_counter_ns around one call, median of {args.host_calls} calls after "
+        f"{args.warmup} warm-up, a synchronize every {args.sync_every} calls (outside the timing), "
+        "variants interleaved; GPU: L2 flushed, stream held by the blocking kernel, CUDA events "
+        "around one call, median to +-1% (workloads.timers, workloads.stopping)"
+    )
     log(f"{meta.get('device')}; torch {meta['torch']}, triton {meta['triton']}")
     flush = hold = None
     if not cpu:
@@ -506,7 +606,7 @@ def main(argv=None) -> int:
                 if kind not in checks:
                     try:
                         checks[kind] = check(torch, kind, x, exact=not cpu)
-                    except Exception as exc:  # noqa: BLE001 - reported in the table, the run goes on
+                    except Exception as exc:
                         checks[kind] = f"failed: {type(exc).__name__}: {exc}"
                         row["traceback"] = traceback.format_exc()
                     failed |= checks[kind] != "ok"
@@ -522,7 +622,7 @@ def main(argv=None) -> int:
             if not cpu:
                 try:
                     row["gpu_us"] = median(gpu_times(torch, fn, x, mode, flush, hold, args.gpu_time_s)) / 1e3
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     row["gpu_note"] = f"{type(exc).__name__}: {exc}"
         for op, name, fn, mode in vs:
             row = case_rows[name]
@@ -540,9 +640,17 @@ def main(argv=None) -> int:
     print(md)
     fast_rows = [r for r in rows if r["variant"].endswith(" fast") and r.get("host_vs_torch") is not None]
     worst = max((r["host_vs_torch"] for r in fast_rows), default=None)
-    data = {"api_version": 1, "meta": meta, "cpu_run": cpu, "goal_host_vs_torch": GOAL,
-            "worst_fast_host_vs_torch": worst, "launch_status": status, "rows": rows, "breakdown": steps,
-            "wall_s": time.monotonic() - T0}
+    data = {
+        "api_version": 1,
+        "meta": meta,
+        "cpu_run": cpu,
+        "goal_host_vs_torch": GOAL,
+        "worst_fast_host_vs_torch": worst,
+        "launch_status": status,
+        "rows": rows,
+        "breakdown": steps,
+        "wall_s": time.monotonic() - T0,
+    }
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ report (machine, date, git commit) to stdout.
 
 Usage: python scripts/bench_nsys_parse.py [--kernels 1000000] [--per-range 100] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from benchlib import machine, run_child  # noqa: E402
+
 SOURCE = ROOT / "tests/fixtures/nsys/h200_nvtx_variants_nvtx0217/nvtx_variants_nvtx0217.sqlite"
 TEMPLATES = ("D_torch_push", "E_torch_startend")
 
@@ -59,8 +61,11 @@ print(json.dumps({"import": t1 - t0, "read": t2 - t1, "attribute": t3 - t2, "sum
 
 
 def find_nsys() -> Path | None:
-    for c in (os.environ.get("GPROF_NSYS"), shutil.which("nsys"),
-              str(ROOT / ".tools/nsys/target-linux-x64/nsys")):
+    for c in (
+        os.environ.get("GPROF_NSYS"),
+        shutil.which("nsys"),
+        str(ROOT / ".tools/nsys/target-linux-x64/nsys"),
+    ):
         if c and os.access(c, os.X_OK):
             return Path(c)
     return None
@@ -77,30 +82,45 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
     k_cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
     n_cols = [r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
     stride = con.execute("SELECT max(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    t_end = max(con.execute(f"SELECT max(end) FROM {t}").fetchone()[0] or 0
-                for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS"))
+    t_end = max(
+        con.execute(f"SELECT max(end) FROM {t}").fetchone()[0] or 0
+        for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS")
+    )
 
     templates = []
     for name in TEMPLATES:
         rowid, rs, re_ = con.execute(
-            "SELECT rowid, start, end FROM NVTX_EVENTS WHERE text = ? AND end IS NOT NULL", (name,)).fetchone()
+            "SELECT rowid, start, end FROM NVTX_EVENTS WHERE text = ? AND end IS NOT NULL", (name,)
+        ).fetchone()
         calls = con.execute(
             "SELECT r.rowid, r.start, r.end, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
-            "ON s.id = r.nameId WHERE r.start >= ? AND r.end <= ? ORDER BY r.start", (rs, re_)).fetchall()
+            "ON s.id = r.nameId WHERE r.start >= ? AND r.end <= ? ORDER BY r.start",
+            (rs, re_),
+        ).fetchall()
         unit = [c for c in calls if "Synchronize" not in c[3]]
         tail = [c for c in calls if "Synchronize" in c[3]]
         # pace launch units as the template did: its lead-in plus its CPU-side span
         period = (unit[-1][2] - unit[0][1]) + (unit[0][1] - rs)
-        templates.append({"range": rowid, "rs": rs, "re": re_, "unit": [c[0] for c in unit],
-                          "tail": [c[0] for c in tail], "period": period,
-                          "span": (re_ - rs) + (per_range - 1) * period})
+        templates.append(
+            {
+                "range": rowid,
+                "rs": rs,
+                "re": re_,
+                "unit": [c[0] for c in unit],
+                "tail": [c[0] for c in tail],
+                "period": period,
+                "span": (re_ - rs) + (per_range - 1) * period,
+            }
+        )
     n_ranges = kernels // per_range
     range_period = max(t["span"] for t in templates) + 10_000
     base0 = t_end + 1_000_000
 
     # shifts: one row per launch unit (u) and one per range (r), in temp tables SQLite joins
     con.execute("CREATE TEMP TABLE u (tmpl INTEGER, dt INTEGER, dcorr INTEGER)")
-    con.execute("CREATE TEMP TABLE r (tmpl INTEGER, dstart INTEGER, dend INTEGER, dcorr INTEGER, idx INTEGER)")
+    con.execute(
+        "CREATE TEMP TABLE r (tmpl INTEGER, dstart INTEGER, dend INTEGER, dcorr INTEGER, idx INTEGER)"
+    )
     r_idx = np.arange(n_ranges)
     tmpl = r_idx % len(templates)
     rs = np.array([templates[i]["rs"] for i in tmpl])
@@ -108,13 +128,17 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
     dstart = base0 + r_idx * range_period - rs
     dend = dstart + (per_range - 1) * per
     r_dcorr = (kernels + r_idx + 1) * stride
-    con.executemany("INSERT INTO r VALUES (?, ?, ?, ?, ?)",
-                    zip(tmpl.tolist(), dstart.tolist(), dend.tolist(), r_dcorr.tolist(), r_idx.tolist()))
+    con.executemany(
+        "INSERT INTO r VALUES (?, ?, ?, ?, ?)",
+        zip(tmpl.tolist(), dstart.tolist(), dend.tolist(), r_dcorr.tolist(), r_idx.tolist()),
+    )
     u_range = np.repeat(r_idx, per_range)
     u_j = np.tile(np.arange(per_range), n_ranges)
     u_dt = dstart[u_range] + u_j * per[u_range]
     u_dcorr = (np.arange(n_ranges * per_range) + 1) * stride
-    con.executemany("INSERT INTO u VALUES (?, ?, ?)", zip(tmpl[u_range].tolist(), u_dt.tolist(), u_dcorr.tolist()))
+    con.executemany(
+        "INSERT INTO u VALUES (?, ?, ?)", zip(tmpl[u_range].tolist(), u_dt.tolist(), u_dcorr.tolist())
+    )
 
     def shifted(cols: list[str], shift: str, corr: str | None) -> str:
         out = []
@@ -130,24 +154,42 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
     for i, t in enumerate(templates):
         unit_ids = ",".join(map(str, t["unit"]))
         tail_ids = ",".join(map(str, t["tail"]))
-        con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(rt_cols)}) "
-                    f"SELECT {shifted(rt_cols, 'u.dt', 'u.dcorr')} FROM u JOIN CUPTI_ACTIVITY_KIND_RUNTIME t "
-                    f"ON t.rowid IN ({unit_ids}) WHERE u.tmpl = {i} ORDER BY u.rowid, t.start")
-        con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(k_cols)}) "
-                    f"SELECT {shifted(k_cols, 'u.dt', 'u.dcorr')} FROM u JOIN CUPTI_ACTIVITY_KIND_KERNEL t "
-                    f"ON t.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-                    f"WHERE rowid IN ({unit_ids})) WHERE u.tmpl = {i} ORDER BY u.rowid")
+        con.execute(
+            f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(rt_cols)}) "
+            f"SELECT {shifted(rt_cols, 'u.dt', 'u.dcorr')} FROM u JOIN CUPTI_ACTIVITY_KIND_RUNTIME t "
+            f"ON t.rowid IN ({unit_ids}) WHERE u.tmpl = {i} ORDER BY u.rowid, t.start"
+        )
+        con.execute(
+            f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(k_cols)}) "
+            f"SELECT {shifted(k_cols, 'u.dt', 'u.dcorr')} FROM u JOIN CUPTI_ACTIVITY_KIND_KERNEL t "
+            f"ON t.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            f"WHERE rowid IN ({unit_ids})) WHERE u.tmpl = {i} ORDER BY u.rowid"
+        )
         if tail_ids:
-            con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(rt_cols)}) "
-                        f"SELECT {shifted(rt_cols, 'r.dend', 'r.dcorr')} FROM r JOIN CUPTI_ACTIVITY_KIND_RUNTIME t "
-                        f"ON t.rowid IN ({tail_ids}) WHERE r.tmpl = {i}")
-        ncols = ["t.start + r.dstart" if c == "start" else "t.end + r.dend" if c == "end"
-                 else "t.rangeId + r.idx + 1000" if c == "rangeId" else f"t.{c}" for c in n_cols]
-        con.execute(f"INSERT INTO NVTX_EVENTS ({', '.join(n_cols)}) SELECT {', '.join(ncols)} "
-                    f"FROM r JOIN NVTX_EVENTS t ON t.rowid = {t['range']} WHERE r.tmpl = {i}")
+            con.execute(
+                f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({', '.join(rt_cols)}) "
+                f"SELECT {shifted(rt_cols, 'r.dend', 'r.dcorr')} FROM r JOIN CUPTI_ACTIVITY_KIND_RUNTIME t "
+                f"ON t.rowid IN ({tail_ids}) WHERE r.tmpl = {i}"
+            )
+        ncols = [
+            "t.start + r.dstart"
+            if c == "start"
+            else "t.end + r.dend"
+            if c == "end"
+            else "t.rangeId + r.idx + 1000"
+            if c == "rangeId"
+            else f"t.{c}"
+            for c in n_cols
+        ]
+        con.execute(
+            f"INSERT INTO NVTX_EVENTS ({', '.join(n_cols)}) SELECT {', '.join(ncols)} "
+            f"FROM r JOIN NVTX_EVENTS t ON t.rowid = {t['range']} WHERE r.tmpl = {i}"
+        )
     con.commit()
-    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")}
+    counts = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    }
     con.execute("DROP TABLE u")
     con.execute("DROP TABLE r")
     con.close()
@@ -157,7 +199,9 @@ def build(dst: Path, kernels: int, per_range: int) -> dict[str, int]:
 def nsys_rows(csv_text: str) -> dict[str, list[int]]:
     """Per range name: [kernel instances, total ns], summed over kernel names and threads."""
     lines = csv_text.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith('"NVTX Range"') or ln.startswith("NVTX Range"))
+    start = next(
+        i for i, ln in enumerate(lines) if ln.startswith('"NVTX Range"') or ln.startswith("NVTX Range")
+    )
     rows: dict[str, list[int]] = {}
     for rec in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         acc = rows.setdefault(rec["NVTX Range"], [0, 0])
@@ -194,10 +238,28 @@ def main() -> None:
         for i in range(args.repeat):
             # alternate, so neither side always runs with the page cache the other warmed
             ours.append(run_child([sys.executable, "-c", OURS, str(db)], env))
-            theirs.append(run_child([str(nsys), "stats", "--report", "nvtx_kern_sum", "--format", "csv",
-                                     "--output", "-", "--force-overwrite", "true", str(db)]))
+            theirs.append(
+                run_child(
+                    [
+                        str(nsys),
+                        "stats",
+                        "--report",
+                        "nvtx_kern_sum",
+                        "--format",
+                        "csv",
+                        "--output",
+                        "-",
+                        "--force-overwrite",
+                        "true",
+                        str(db),
+                    ]
+                )
+            )
             ours_out, theirs_out = ours[-1][3], theirs[-1][3]
-            print(f"rep {i + 1}: gprof-orch {ours[-1][0]:.2f} s, nsys stats {theirs[-1][0]:.2f} s", file=sys.stderr)
+            print(
+                f"rep {i + 1}: gprof-orch {ours[-1][0]:.2f} s, nsys stats {theirs[-1][0]:.2f} s",
+                file=sys.stderr,
+            )
 
     phases = json.loads(ours_out)
     mine = {k: v for k, v in phases["rows"].items()}
@@ -205,27 +267,41 @@ def main() -> None:
     same = mine == nsys_r
     med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
     m = machine(["orchestrator/parsers", "scripts"], "the parser or scripts", sqlite=sqlite3.sqlite_version)
-    rows = [("gprof-orch: read_export + attribute_kernels + summarize (fresh process)", ours),
-            ("nsys stats --report nvtx_kern_sum --format csv", theirs)]
-    print(f"## nsys SQLite parsing: {args.kernels:,} kernels in {args.kernels // args.per_range:,} NVTX ranges\n")
+    rows = [
+        ("gprof-orch: read_export + attribute_kernels + summarize (fresh process)", ours),
+        ("nsys stats --report nvtx_kern_sum --format csv", theirs),
+    ]
+    print(
+        f"## nsys SQLite parsing: {args.kernels:,} kernels in {args.kernels // args.per_range:,} NVTX ranges\n"
+    )
     print(f"- date: {m['date']}; commit: {m['commit']}")
     print(f"- machine: {m['cpu']}; {m['os']}")
-    print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, sqlite {m['sqlite']}; {nsys_version}")
-    print(f"- export: {counts['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, "
-          f"{counts['CUPTI_ACTIVITY_KIND_RUNTIME']:,} runtime calls, {counts['NVTX_EVENTS']:,} NVTX events, "
-          f"{size_mb:.0f} MiB; built by replicating {SOURCE.relative_to(ROOT)}")
+    print(
+        f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, sqlite {m['sqlite']}; {nsys_version}"
+    )
+    print(
+        f"- export: {counts['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, "
+        f"{counts['CUPTI_ACTIVITY_KIND_RUNTIME']:,} runtime calls, {counts['NVTX_EVENTS']:,} NVTX events, "
+        f"{size_mb:.0f} MiB; built by replicating {SOURCE.relative_to(ROOT)}"
+    )
     print(f"- median of {args.repeat} runs, each a fresh process, alternating\n")
     print("| what | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for label, xs in rows:
         walls = [x[0] for x in xs]
-        print(f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f}..{max(walls):.2f} | "
-              f"{med(xs, 1):.2f} | {med(xs, 2):.0f} |")
-    print(f"\ngprof-orch phases (last run): import {phases['import']:.2f} s, read_export {phases['read']:.2f} s, "
-          f"attribute_kernels {phases['attribute']:.2f} s, summarize {phases['summarize']:.2f} s")
-    print(f"\nper-range launches and total GPU ns equal to nsys's (\"\" = outside every range): "
-          f"**{'yes' if same else 'NO'}** "
-          f"({json.dumps(mine, sort_keys=True)})")
+        print(
+            f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f}..{max(walls):.2f} | "
+            f"{med(xs, 1):.2f} | {med(xs, 2):.0f} |"
+        )
+    print(
+        f"\ngprof-orch phases (last run): import {phases['import']:.2f} s, read_export {phases['read']:.2f} s, "
+        f"attribute_kernels {phases['attribute']:.2f} s, summarize {phases['summarize']:.2f} s"
+    )
+    print(
+        f'\nper-range launches and total GPU ns equal to nsys\'s ("" = outside every range): '
+        f"**{'yes' if same else 'NO'}** "
+        f"({json.dumps(mine, sort_keys=True)})"
+    )
     if not same:
         print(f"\nnsys: {json.dumps(nsys_r, sort_keys=True)}")
         sys.exit(1)

@@ -24,6 +24,7 @@ Usage:
     python scripts/bench_scale.py [--kernels 3000000,1000000] [--repeat 3] [--keep DIR] > result.md
     python scripts/bench_scale.py --code /tmp/head --no-nsys   # another checkout's gprof-orch (a "before")
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,12 @@ def _columns(con: sqlite3.Connection, table: str) -> list[str]:
 def repeated_tables(con: sqlite3.Connection) -> list[str]:
     """The CUDA activity tables a copy repeats: every CUPTI_ACTIVITY_KIND_* table with start
     and end (their correlationIds tie kernels, copies and syncs to the runtime calls)."""
-    names = [r[0] for r in con.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'CUPTI_ACTIVITY_KIND_%' ORDER BY name")]
+    names = [
+        r[0]
+        for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'CUPTI_ACTIVITY_KIND_%' ORDER BY name"
+        )
+    ]
     return [t for t in names if {"start", "end"} <= set(_columns(con, t))]
 
 
@@ -80,25 +85,42 @@ def build_export(src: Path, dst: Path, repeats: int) -> dict[str, int]:
         # starts before copy k's last kernel has ended
         lo, hi = [], []
         for t in tables:
-            a, b = con.execute(f'SELECT min(start), max(max(start, ifnull(end, start))) FROM "{t}"').fetchone()
+            a, b = con.execute(
+                f'SELECT min(start), max(max(start, ifnull(end, start))) FROM "{t}"'
+            ).fetchone()
             if a is not None:
                 lo.append(a), hi.append(b)
-        a, b = con.execute("SELECT min(start), max(max(start, ifnull(end, start))) FROM NVTX_EVENTS "
-                           f"WHERE eventType NOT IN ({NVTX_DOMAIN_CREATE}, {NVTX_DOMAIN_DESTROY})").fetchone()
+        a, b = con.execute(
+            "SELECT min(start), max(max(start, ifnull(end, start))) FROM NVTX_EVENTS "
+            f"WHERE eventType NOT IN ({NVTX_DOMAIN_CREATE}, {NVTX_DOMAIN_DESTROY})"
+        ).fetchone()
         if a is not None:
             lo.append(a), hi.append(b)
         period = max(hi) - min(lo) + GAP_NS
-        corr = 1 + max(con.execute(f'SELECT ifnull(max(correlationId), 0) FROM "{t}"').fetchone()[0]
-                       for t in tables if "correlationId" in have[t])
-        grid = 1 + (con.execute("SELECT ifnull(max(gridId), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-                    if "gridId" in have.get("CUPTI_ACTIVITY_KIND_KERNEL", []) else 0)
-        range_ids = 1 + (con.execute("SELECT ifnull(max(rangeId), 0) FROM NVTX_EVENTS").fetchone()[0]
-                         if "rangeId" in have["NVTX_EVENTS"] else 0)
+        corr = 1 + max(
+            con.execute(f'SELECT ifnull(max(correlationId), 0) FROM "{t}"').fetchone()[0]
+            for t in tables
+            if "correlationId" in have[t]
+        )
+        grid = 1 + (
+            con.execute("SELECT ifnull(max(gridId), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+            if "gridId" in have.get("CUPTI_ACTIVITY_KIND_KERNEL", [])
+            else 0
+        )
+        range_ids = 1 + (
+            con.execute("SELECT ifnull(max(rangeId), 0) FROM NVTX_EVENTS").fetchone()[0]
+            if "rangeId" in have["NVTX_EVENTS"]
+            else 0
+        )
         con.execute("CREATE TEMP TABLE copies (k INTEGER PRIMARY KEY)")
         con.executemany("INSERT INTO copies VALUES (?)", ((k,) for k in range(1, repeats)))
-        shift = {"start": f"t.start + c.k * {period}", "end": f"t.end + c.k * {period}",
-                 "correlationId": f"t.correlationId + c.k * {corr}", "gridId": f"t.gridId + c.k * {grid}",
-                 "rangeId": f"t.rangeId + c.k * {range_ids}"}
+        shift = {
+            "start": f"t.start + c.k * {period}",
+            "end": f"t.end + c.k * {period}",
+            "correlationId": f"t.correlationId + c.k * {corr}",
+            "gridId": f"t.gridId + c.k * {grid}",
+            "rangeId": f"t.rangeId + c.k * {range_ids}",
+        }
 
         def repeat(table: str, where: str = "1") -> None:
             cols = have[table]
@@ -108,22 +130,36 @@ def build_export(src: Path, dst: Path, repeats: int) -> dict[str, int]:
             exprs = ", ".join(shift.get(c, f"t.{c}") for c in cols)
             quoted = ", ".join(f'"{c}"' for c in cols)
             # copy by copy, each in the capture's own row order
-            con.execute(f'INSERT INTO "{table}" ({quoted}) SELECT {exprs} FROM copies c CROSS JOIN "{table}" t '
-                        f"WHERE t.rowid <= {last} AND ({where}) ORDER BY c.k, t.rowid")
+            con.execute(
+                f'INSERT INTO "{table}" ({quoted}) SELECT {exprs} FROM copies c CROSS JOIN "{table}" t '
+                f"WHERE t.rowid <= {last} AND ({where}) ORDER BY c.k, t.rowid"
+            )
 
         for t in tables:
             repeat(t)
         repeat("NVTX_EVENTS", f"t.eventType NOT IN ({NVTX_DOMAIN_CREATE}, {NVTX_DOMAIN_DESTROY})")
-        con.execute(f"UPDATE NVTX_EVENTS SET start = start + {(repeats - 1) * period} "
-                    f"WHERE eventType = {NVTX_DOMAIN_DESTROY}")
+        con.execute(
+            f"UPDATE NVTX_EVENTS SET start = start + {(repeats - 1) * period} "
+            f"WHERE eventType = {NVTX_DOMAIN_DESTROY}"
+        )
         if "ANALYSIS_DETAILS" in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}:
-            con.execute(f"UPDATE ANALYSIS_DETAILS SET duration = duration + {(repeats - 1) * period}, "
-                        f"stopTime = stopTime + {(repeats - 1) * period}")
+            con.execute(
+                f"UPDATE ANALYSIS_DETAILS SET duration = duration + {(repeats - 1) * period}, "
+                f"stopTime = stopTime + {(repeats - 1) * period}"
+            )
         con.execute("DROP TABLE copies")
         con.commit()
-        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                          "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS") if t in have or t == "NVTX_EVENTS"}
+        return {
+            t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            for t in (
+                "CUPTI_ACTIVITY_KIND_KERNEL",
+                "CUPTI_ACTIVITY_KIND_RUNTIME",
+                "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_MEMSET",
+                "NVTX_EVENTS",
+            )
+            if t in have or t == "NVTX_EVENTS"
+        }
     finally:
         con.close()
 
@@ -151,7 +187,11 @@ def kernels_in(sqlite: Path) -> int:
 
 
 def find_nsys() -> Path | None:
-    for c in (os.environ.get("GPROF_NSYS"), shutil.which("nsys"), str(ROOT / ".tools/nsys/target-linux-x64/nsys")):
+    for c in (
+        os.environ.get("GPROF_NSYS"),
+        shutil.which("nsys"),
+        str(ROOT / ".tools/nsys/target-linux-x64/nsys"),
+    ):
         if c and os.access(c, os.X_OK):
             return Path(c)
     return None
@@ -168,7 +208,7 @@ def nsys_per_range(csv_text: str, prefix: str = "gprof:variant:") -> dict[str, l
     for rec in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         name = rec["NVTX Range"]
         if name.startswith(prefix):
-            acc = out.setdefault(name[len(prefix):], [0, 0])
+            acc = out.setdefault(name[len(prefix) :], [0, 0])
             acc[0] += int(rec["Kern Inst"])
             acc[1] += int(rec["Total Time (ns)"])
     return out
@@ -205,66 +245,142 @@ def measure(size: int, repeat: int, work: Path, nsys: Path | None, env: dict[str
         out = work / f"import-{size}-{i}"
         # the export alone, as a user's capture: beside its run folder it would borrow the folder's
         # workload.json, whose iterations count every copy
-        res["import"].append(run_child(gprof + ["import", str(export), "--ranges", "gprof@variant:", "--iters",
-                                                str(iters), "--out", str(out)], env, cwd=code))
+        res["import"].append(
+            run_child(
+                gprof
+                + [
+                    "import",
+                    str(export),
+                    "--ranges",
+                    "gprof@variant:",
+                    "--iters",
+                    str(iters),
+                    "--out",
+                    str(out),
+                ],
+                env,
+                cwd=code,
+            )
+        )
         shutil.rmtree(out)
         if nsys:
-            res["nsys"].append(run_child([str(nsys), "stats", "--report", "nvtx_kern_sum", "--format", "csv",
-                                          "--output", "-", "--force-overwrite", "true", str(export)]))
+            res["nsys"].append(
+                run_child(
+                    [
+                        str(nsys),
+                        "stats",
+                        "--report",
+                        "nvtx_kern_sum",
+                        "--format",
+                        "csv",
+                        "--output",
+                        "-",
+                        "--force-overwrite",
+                        "true",
+                        str(export),
+                    ]
+                )
+            )
             nsys_out = res["nsys"][-1][3]
-        print(f"{size:,} rep {i + 1}: " + ", ".join(f"{k} {v[-1][0]:.1f} s {v[-1][2]:.0f} MiB" for k, v in res.items()),
-              file=sys.stderr)
+        print(
+            f"{size:,} rep {i + 1}: "
+            + ", ".join(f"{k} {v[-1][0]:.1f} s {v[-1][2]:.0f} MiB" for k, v in res.items()),
+            file=sys.stderr,
+        )
     ours = ours_per_variant(folder)
     theirs = nsys_per_range(nsys_out) if nsys else ours
     files = {p.name: p.stat().st_size for p in folder.iterdir() if p.name.startswith(("frame.", "report."))}
-    return {"size": size, "repeats": repeats, "counts": counts, "mib": mib, "build_s": build_s, "res": res,
-            "same": ours == theirs, "ours": ours, "theirs": theirs, "files": files}
+    return {
+        "size": size,
+        "repeats": repeats,
+        "counts": counts,
+        "mib": mib,
+        "build_s": build_s,
+        "res": res,
+        "same": ours == theirs,
+        "ours": ours,
+        "theirs": theirs,
+        "files": files,
+    }
 
 
 def markdown(results: list[dict], repeat: int, nsys_version: str, code: Path) -> str:
     m = machine(["orchestrator", "reports", "scripts"], "the code or scripts", sqlite=sqlite3.sqlite_version)
-    out = [f"- date: {m['date']}; commit: {m['commit']}; gprof-orch measured: {code}",
-           f"- machine: {m['cpu']}; {m['os']}",
-           f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, sqlite {m['sqlite']}; {nsys_version}",
-           f"- median of {repeat} fresh processes each, alternating; peak RSS from wait4", ""]
+    out = [
+        f"- date: {m['date']}; commit: {m['commit']}; gprof-orch measured: {code}",
+        f"- machine: {m['cpu']}; {m['os']}",
+        f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, sqlite {m['sqlite']}; {nsys_version}",
+        f"- median of {repeat} fresh processes each, alternating; peak RSS from wait4",
+        "",
+    ]
     for r in results:
         c = r["counts"]
-        out += [f"### {r['size']:,} kernels: {SOURCE_RUN.relative_to(ROOT)} x {r['repeats']:,}", "",
-                f"export: {c['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, {c['CUPTI_ACTIVITY_KIND_RUNTIME']:,} runtime "
-                f"calls, {c.get('CUPTI_ACTIVITY_KIND_MEMCPY', 0):,} memcpy, {c.get('CUPTI_ACTIVITY_KIND_MEMSET', 0):,} "
-                f"memset, {c['NVTX_EVENTS']:,} NVTX events, {r['mib']:.0f} MiB (built in {r['build_s']:.0f} s)", "",
-                "| what | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB |",
-                "| --- | ---: | ---: | ---: | ---: |"]
-        for key, label in (("report", "gprof-orch report FOLDER"), ("import", "gprof-orch import EXPORT"),
-                           ("nsys", "nsys stats -r nvtx_kern_sum --format csv")):
+        out += [
+            f"### {r['size']:,} kernels: {SOURCE_RUN.relative_to(ROOT)} x {r['repeats']:,}",
+            "",
+            f"export: {c['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, {c['CUPTI_ACTIVITY_KIND_RUNTIME']:,} runtime "
+            f"calls, {c.get('CUPTI_ACTIVITY_KIND_MEMCPY', 0):,} memcpy, {c.get('CUPTI_ACTIVITY_KIND_MEMSET', 0):,} "
+            f"memset, {c['NVTX_EVENTS']:,} NVTX events, {r['mib']:.0f} MiB (built in {r['build_s']:.0f} s)",
+            "",
+            "| what | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for key, label in (
+            ("report", "gprof-orch report FOLDER"),
+            ("import", "gprof-orch import EXPORT"),
+            ("nsys", "nsys stats -r nvtx_kern_sum --format csv"),
+        ):
             xs = r["res"].get(key)
             if not xs:
                 continue
             walls = [x[0] for x in xs]
-            out.append(f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f}..{max(walls):.2f} | "
-                       f"{statistics.median(x[1] for x in xs):.2f} | {statistics.median(x[2] for x in xs):.0f} |")
+            out.append(
+                f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f}..{max(walls):.2f} | "
+                f"{statistics.median(x[1] for x in xs):.2f} | {statistics.median(x[2] for x in xs):.0f} |"
+            )
         files = ", ".join(f"{n} {s / 2**20:.1f} MiB" for n, s in sorted(r["files"].items()))
-        each = "; ".join(f"{k}: " + ", ".join(f"{x[0]:.1f} s/{x[2]:.0f} MiB" for x in xs) for k, xs in r["res"].items())
-        out += ["", f"each run (wall, peak RSS): {each}", "", f"files written by `report`: {files}", "",
-                (f"per-variant launches and GPU ns equal to nsys's: **{'yes' if r['same'] else 'NO'}** "
-                 if "nsys" in r["res"] else "per-variant launches and GPU ns: ") + json.dumps(r["ours"]), ""]
+        each = "; ".join(
+            f"{k}: " + ", ".join(f"{x[0]:.1f} s/{x[2]:.0f} MiB" for x in xs) for k, xs in r["res"].items()
+        )
+        out += [
+            "",
+            f"each run (wall, peak RSS): {each}",
+            "",
+            f"files written by `report`: {files}",
+            "",
+            (
+                f"per-variant launches and GPU ns equal to nsys's: **{'yes' if r['same'] else 'NO'}** "
+                if "nsys" in r["res"]
+                else "per-variant launches and GPU ns: "
+            )
+            + json.dumps(r["ours"]),
+            "",
+        ]
     return "\n".join(out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernels", default="3000000,1000000",
-                    help="comma-separated kernel counts (rounded up to whole copies)")
+    ap.add_argument(
+        "--kernels",
+        default="3000000,1000000",
+        help="comma-separated kernel counts (rounded up to whole copies)",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="build (and keep) the folders here")
-    ap.add_argument("--code", type=Path, default=ROOT, help="the gprof-orch checkout to measure (default: this one)")
+    ap.add_argument(
+        "--code", type=Path, default=ROOT, help="the gprof-orch checkout to measure (default: this one)"
+    )
     ap.add_argument("--no-nsys", action="store_true", help="leave nsys stats out")
     args = ap.parse_args()
     nsys = None if args.no_nsys else find_nsys()
     if nsys is None and not args.no_nsys:
         sys.exit("nsys not found: run scripts/install-nsys.sh or set GPROF_NSYS")
-    nsys_version = (subprocess.run([str(nsys), "--version"], capture_output=True, text=True).stdout.strip()
-                    if nsys else "")
+    nsys_version = (
+        subprocess.run([str(nsys), "--version"], capture_output=True, text=True).stdout.strip()
+        if nsys
+        else ""
+    )
     code = args.code.resolve()
     env = dict(os.environ, PYTHONPATH=str(code), GPROF_NO_PROGRESS="1")
     env.pop("GPROF_FRAME_CSV", None)  # what a user gets by default

@@ -21,6 +21,7 @@ Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [-
        [--baseline DIR]  also time the parser of another checkout, e.g. an older commit unpacked
                          with `git archive COMMIT orchestrator | tar -x -C DIR`
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from benchlib import machine, run_child  # noqa: E402
+
 SOURCE = ROOT / "tests/fixtures/runs/h200/torch-trace-square/trace.json"
 GOAL_S, GOAL_MIB = 20.0, 4096
 
@@ -59,6 +61,7 @@ print(json.dumps({"import": t1 - t0, "read": t2 - t1, "summarize": t3 - t2, "eve
 
 
 # ------------------------------------------------------------------------------------ building
+
 
 def _us(ns: int) -> str:
     """Integer ns -> microseconds with three decimals, as Kineto writes timestamps."""
@@ -140,21 +143,27 @@ def build(dst: Path, size_mb: float, source: Path = SOURCE) -> dict[str, int]:
             fh.write(",\n".join(replica(r)))
             fh.write(",\n")
         fh.write(",\n".join(tail))
-        fh.write("\n  ]" + "".join(f",\n  {json.dumps(k)}: {json.dumps(v)}" for k, v in after.items()) + "\n}\n")
+        fh.write(
+            "\n  ]" + "".join(f",\n  {json.dumps(k)}: {json.dumps(v)}" for k, v in after.items()) + "\n}\n"
+        )
     return {"replicas": n_rep, "events": n_rep * len(step) + len(once), "bytes": dst.stat().st_size}
 
 
 # ------------------------------------------------------------------------------------- running
 
+
 def expected_rows(source: Path) -> tuple[dict[str, list[int]], int]:
     """Per variant [kernels, GPU ns] and the iteration count of the source trace itself."""
     sys.path.insert(0, str(ROOT))
     from orchestrator.parsers import torch_trace as tt
+
     s = tt.summarize(tt.read_trace(source))
     gpu = s["gpu"]
     k = gpu[(gpu["kind"] == "kernel") & gpu["variant"].notna()]
-    return ({v: [int(len(g)), int(g["duration_ns"].sum())] for v, g in k.groupby("variant", sort=False)},
-            len(s["iterations"]))
+    return (
+        {v: [int(len(g)), int(g["duration_ns"].sum())] for v, g in k.groupby("variant", sort=False)},
+        len(s["iterations"]),
+    )
 
 
 def main() -> None:
@@ -163,11 +172,18 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="write the built trace here and keep it")
     ap.add_argument("--no-orjson", action="store_true", help="also time the standard-library json fallback")
-    ap.add_argument("--no-pyarrow", action="store_true",
-                    help="time pandas without pyarrow (its `str` columns then hold Python objects)")
-    ap.add_argument("--baseline", type=Path, default=None,
-                    help="also time the parser of this checkout, e.g. an older commit unpacked with "
-                         "`git archive COMMIT orchestrator | tar -x -C DIR`")
+    ap.add_argument(
+        "--no-pyarrow",
+        action="store_true",
+        help="time pandas without pyarrow (its `str` columns then hold Python objects)",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="also time the parser of this checkout, e.g. an older commit unpacked with "
+        "`git archive COMMIT orchestrator | tar -x -C DIR`",
+    )
     args = ap.parse_args()
     common = ["pyarrow"] if args.no_pyarrow else []
     # (label, checkout, modules blocked in the child)
@@ -187,10 +203,13 @@ def main() -> None:
         for i in range(args.repeat):
             for label, root, blocked in configs:  # alternate, so load changes hit every config alike
                 env = dict(os.environ, PYTHONPATH=str(root))
-                runs[label].append(run_child([sys.executable, "-c", CHILD, str(path), ",".join(blocked)],
-                                             env, cwd=root))
-                print(f"rep {i + 1} {label}: {runs[label][-1][0]:.2f} s, {runs[label][-1][2]:.0f} MiB",
-                      file=sys.stderr)
+                runs[label].append(
+                    run_child([sys.executable, "-c", CHILD, str(path), ",".join(blocked)], env, cwd=root)
+                )
+                print(
+                    f"rep {i + 1} {label}: {runs[label][-1][0]:.2f} s, {runs[label][-1][2]:.0f} MiB",
+                    file=sys.stderr,
+                )
         load = os.getloadavg()
 
     base, base_iters = expected_rows(SOURCE)
@@ -202,19 +221,30 @@ def main() -> None:
             versions[mod] = __import__(mod).__version__
         except ImportError:
             versions[mod] = "not installed"
-    m = machine(["orchestrator/parsers/torch_trace.py", "scripts/bench_torch_trace_parse.py"],
-                "the parser or this script", **versions)
+    m = machine(
+        ["orchestrator/parsers/torch_trace.py", "scripts/bench_torch_trace_parse.py"],
+        "the parser or this script",
+        **versions,
+    )
     print(f"## torch.profiler trace parsing: {built['bytes'] / 2**20:.0f} MiB, {built['events']:,} events\n")
     print(f"- date: {m['date']}; commit: {m['commit']}")
     print(f"- machine: {m['cpu']}; {m['os']}")
-    print(f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, "
-          f"pyarrow {'blocked' if args.no_pyarrow else m['pyarrow']}, orjson {m['orjson']}")
-    print(f"- trace: {n} replicas of {SOURCE.relative_to(ROOT)} ({built['events']:,} events, "
-          f"{built['bytes']:,} bytes)")
-    print(f"- median of {args.repeat} runs a configuration, each a fresh process, configurations alternating; "
-          f"load average (1 min, {os.cpu_count()} cores) before {load_before[0]:.1f}, after {load[0]:.1f}\n")
-    print("| read_trace + summarize | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB | "
-          "read_trace s | summarize s | goal: < 20 s, < 4 GiB |")
+    print(
+        f"- python {m['python']}, pandas {m['pandas']}, numpy {m['numpy']}, "
+        f"pyarrow {'blocked' if args.no_pyarrow else m['pyarrow']}, orjson {m['orjson']}"
+    )
+    print(
+        f"- trace: {n} replicas of {SOURCE.relative_to(ROOT)} ({built['events']:,} events, "
+        f"{built['bytes']:,} bytes)"
+    )
+    print(
+        f"- median of {args.repeat} runs a configuration, each a fresh process, configurations alternating; "
+        f"load average (1 min, {os.cpu_count()} cores) before {load_before[0]:.1f}, after {load[0]:.1f}\n"
+    )
+    print(
+        "| read_trace + summarize | wall s (median) | wall s (min..max) | CPU s | peak RSS MiB | "
+        "read_trace s | summarize s | goal: < 20 s, < 4 GiB |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     failed = []
     for label, _, _ in configs:
@@ -223,19 +253,23 @@ def main() -> None:
         walls = [x[0] for x in xs]
         wall, rss = statistics.median(walls), statistics.median(x[2] for x in xs)
         met = wall < GOAL_S and rss < GOAL_MIB
-        print(f"| {label} | {wall:.2f} | {min(walls):.2f}..{max(walls):.2f} | "
-              f"{statistics.median(x[1] for x in xs):.2f} | {rss:.0f} | "
-              f"{statistics.median(o['read'] for o in outs):.2f} | "
-              f"{statistics.median(o['summarize'] for o in outs):.2f} | {'met' if met else '**MISSED**'} |")
+        print(
+            f"| {label} | {wall:.2f} | {min(walls):.2f}..{max(walls):.2f} | "
+            f"{statistics.median(x[1] for x in xs):.2f} | {rss:.0f} | "
+            f"{statistics.median(o['read'] for o in outs):.2f} | "
+            f"{statistics.median(o['summarize'] for o in outs):.2f} | {'met' if met else '**MISSED**'} |"
+        )
         got = {v: c for v, (c, _) in outs[-1]["rows"].items()}
         if got != want_counts or outs[-1]["iterations"] != base_iters * n:
             failed.append((label, got, outs[-1]["iterations"]))
     out = json.loads(runs[configs[-1][0]][-1][3])
     # shifted timestamps could round a kernel's start and end apart by 1 ns; shown, not checked
     drift = {v: out["rows"][v][1] - base[v][1] * n for v in base if v in out["rows"]}
-    print(f"\n{out['events']:,} complete events. Per-variant kernel counts = {n} x the original's and "
-          f"iterations = {n} x {base_iters}, in every configuration: **{'NO' if failed else 'yes'}** "
-          f"({json.dumps(want_counts)}); GPU ns minus {n} x the original's: {json.dumps(drift)}")
+    print(
+        f"\n{out['events']:,} complete events. Per-variant kernel counts = {n} x the original's and "
+        f"iterations = {n} x {base_iters}, in every configuration: **{'NO' if failed else 'yes'}** "
+        f"({json.dumps(want_counts)}); GPU ns minus {n} x the original's: {json.dumps(drift)}"
+    )
     if failed:
         for label, got, iters in failed:
             print(f"\n{label}: {json.dumps(got)}, {iters} iterations")

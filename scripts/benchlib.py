@@ -1,5 +1,6 @@
 """What the benchmark scripts share: timing one child process on its own, and the machine and
 commit a result was measured on."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,7 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[float, float, float, str]:
+def run_child(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> tuple[float, float, float, str]:
     """(wall s, CPU s, peak RSS MiB, stdout) of one child, measured with wait4 on it alone."""
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         t0 = time.perf_counter()
@@ -42,16 +45,27 @@ def machine(watched: list[str], what: str, **versions: str) -> dict[str, str]:
         pass
     try:
         git = ["git", "-C", str(ROOT)]
-        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or "none (no commit yet)"
-        dirty = subprocess.run(git + ["status", "--porcelain", "--", *watched],
-                               capture_output=True, text=True).stdout.strip()
+        commit = (
+            subprocess.run(
+                git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip()
+            or "none (no commit yet)"
+        )
+        dirty = subprocess.run(
+            git + ["status", "--porcelain", "--", *watched], capture_output=True, text=True
+        ).stdout.strip()
         if dirty:
             commit += f" + uncommitted changes to {what}"
     except OSError:
         commit = "unknown"
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM", "os": platform.platform(),
-            "python": platform.python_version(), "pandas": pandas.__version__, "numpy": numpy.__version__,
-            **versions, "commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    return {
+        "cpu": f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM",
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "pandas": pandas.__version__,
+        "numpy": numpy.__version__,
+        **versions,
+        "commit": commit,
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }

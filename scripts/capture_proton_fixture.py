@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The Python steps of scripts/capture_proton_fixture.sh (run on the H200, in the repo root).
 
-    versions                    triton, torch, nvtx, and what the proton backend's check() says
-    profile OUT WORKLOAD [--opt value ...]
-                                `gprof-orch proton` through the Python API (before the CLI has the
-                                command): api.profile(WORKLOAD, "proton", out=OUT, opt=value, ...)
-    has-torch-kernels RUN       exit 0 when torch_mean's kernels are in RUN/proton.hatchet
-    torch-cupti                 the folder of torch's own libcupti (nvidia/*/lib), or nothing
-    summary RUN                 what orchestrator.parsers.proton reads from RUN/proton.hatchet
+versions                    triton, torch, nvtx, and what the proton backend's check() says
+profile OUT WORKLOAD [--opt value ...]
+                            `gprof-orch proton` through the Python API (before the CLI has the
+                            command): api.profile(WORKLOAD, "proton", out=OUT, opt=value, ...)
+has-torch-kernels RUN       exit 0 when torch_mean's kernels are in RUN/proton.hatchet
+torch-cupti                 the folder of torch's own libcupti (nvidia/*/lib), or nothing
+summary RUN                 what orchestrator.parsers.proton reads from RUN/proton.hatchet
 """
+
 from __future__ import annotations
 
 import glob
@@ -53,7 +54,7 @@ def has_torch_kernels(run: str) -> int:
 
     try:
         k = read_profile(os.path.join(run, "proton.hatchet")).kernels
-    except Exception as exc:  # noqa: BLE001 - any failure: the caller tries the other CUPTI
+    except Exception as exc:
         print("no readable profile:", exc)
         return 1
     mine = k[k["variant"] == "torch_mean"]
@@ -62,8 +63,11 @@ def has_torch_kernels(run: str) -> int:
 
 
 def torch_cupti() -> None:
-    hits = sorted(p for sp in site.getsitepackages()
-                  for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcupti.so*"), recursive=True))
+    hits = sorted(
+        p
+        for sp in site.getsitepackages()
+        for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcupti.so*"), recursive=True)
+    )
     print(os.path.dirname(hits[0]) if hits else "")
 
 
@@ -75,11 +79,18 @@ def summary(run: str) -> None:
     pd.set_option("display.width", 200)
     pd.set_option("display.max_colwidth", 70)
     p = read_profile(os.path.join(run, "proton.hatchet"))
-    print("variants:", p.variants, "| devices:", p.devices, "| metadata launches:", p.metadata_launches, p.notes)
+    print(
+        "variants:", p.variants, "| devices:", p.devices, "| metadata launches:", p.metadata_launches, p.notes
+    )
     k = p.kernels
     print(k.groupby(["variant", "kernel"], dropna=False)[["launches", "time_ns", "flops32", "bytes"]].sum())
-    print(k[k["iteration"] >= 0].groupby(["variant", "iteration"])["launches"].sum()
-          .groupby(level=0).agg(["size", "min", "max"]))
+    print(
+        k[k["iteration"] >= 0]
+        .groupby(["variant", "iteration"])["launches"]
+        .sum()
+        .groupby(level=0)
+        .agg(["size", "min", "max"])
+    )
     print(p.iterations.groupby("variant")["cpu_time_ns"].describe())
 
 

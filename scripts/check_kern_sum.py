@@ -6,6 +6,7 @@ Per variant (NVTX range): kernel launches and total GPU ns from the run's per-ke
 beside `nsys stats --report nvtx_kern_sum` on the run's own export (nested ranges inclusive,
 as nsys counts them). Prints both in full and exits 1 when any range differs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ def nsys_kern_sum(nsys: str, sqlite: Path) -> dict[str, list[int]]:
             copy.write_bytes(lzma.decompress(sqlite.read_bytes()))
         else:
             shutil.copyfile(sqlite, copy)
-        out = subprocess.run([nsys, "stats", "--report", "nvtx_kern_sum:base", "--format", "csv", "--output", "-",
-                              str(copy)], capture_output=True, text=True, timeout=600, check=True).stdout
+        out = subprocess.run(
+            [nsys, "stats", "--report", "nvtx_kern_sum:base", "--format", "csv", "--output", "-", str(copy)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        ).stdout
     lines = out.splitlines()
     head = next(i for i, ln in enumerate(lines) if "NVTX Range" in ln)
     sums: dict[str, list[int]] = {}
@@ -54,7 +60,11 @@ def main() -> int:
         print(f"no report.sqlite in {folder}", file=sys.stderr)
         return 2
     f = run.frame  # one kernel_time_ns row per launch; memcpy/memset rows ("[memcpy]") are not kernels
-    kt = f[(f["metric"] == "kernel_time_ns") & ~f["kernel"].astype(str).str.startswith("[") & f["variant"].notna()]
+    kt = f[
+        (f["metric"] == "kernel_time_ns")
+        & ~f["kernel"].astype(str).str.startswith("[")
+        & f["variant"].notna()
+    ]
     mine = {str(v): [len(g), int(g["value"].sum())] for v, g in kt.groupby("variant")}
     from reports.schema import OUTSIDE
 

@@ -6,6 +6,7 @@
 The cases are hypothesis's, derandomized: the same N cases on every run. Prints one line per
 kind: same / error / flagged / renamed (and any different / crash / unclear error, which fail the run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gprof-fuzz-") as tmp:
         counts_file = Path(tmp) / "outcomes.jsonl"
         env = {**os.environ, "GPROF_FUZZ_CASES": str(args.cases), "GPROF_FUZZ_COUNTS": str(counts_file)}
-        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              str(REPO / "tests" / "test_fuzz.py"), "-k", args.k], cwd=REPO, env=env)
+        rc = subprocess.call(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(REPO / "tests" / "test_fuzz.py"),
+                "-k",
+                args.k,
+            ],
+            cwd=REPO,
+            env=env,
+        )
         counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         if counts_file.exists():
             for line in counts_file.read_text().splitlines():
@@ -37,8 +51,13 @@ def main() -> int:
                 counts[rec["kind"]][rec["outcome"]] += 1
     print(f"\n{'kind':<15} {'cases':>6} {'same':>6} {'error':>6} {'flagged':>8} {'renamed':>8} other")
     for kind, c in counts.items():
-        other = ", ".join(f"{k} {v}" for k, v in c.items() if k not in ("same", "error", "flagged", "renamed")) or "-"
-        print(f"{kind:<15} {sum(c.values()):>6} {c['same']:>6} {c['error']:>6} {c['flagged']:>8} {c['renamed']:>8} {other}")
+        other = (
+            ", ".join(f"{k} {v}" for k, v in c.items() if k not in ("same", "error", "flagged", "renamed"))
+            or "-"
+        )
+        print(
+            f"{kind:<15} {sum(c.values()):>6} {c['same']:>6} {c['error']:>6} {c['flagged']:>8} {c['renamed']:>8} {other}"
+        )
     return rc
 
 

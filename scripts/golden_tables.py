@@ -7,6 +7,7 @@ refactor of the parsers, the schema or the reports must keep (issue 14).
 
 tests/test_golden.py runs the same comparison in CI. Nothing is written into the run folders.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,16 @@ def snapshot(folder: Path) -> dict:
     from orchestrator import api
 
     run = api.load_run(folder, write=False)
-    out = {"table": _frame(run.table), "footer": [_norm(line, folder) for line in run.footer()],
-           "kernels": _frame(run.kernels)}
+    out = {
+        "table": _frame(run.table),
+        "footer": [_norm(line, folder) for line in run.footer()],
+        "kernels": _frame(run.kernels),
+    }
     for name, child in sorted(getattr(run, "runs", {}).items()):
-        out[f"child:{name}"] = {"table": _frame(child.table),
-                                "footer": [_norm(line, folder) for line in child.footer()]}
+        out[f"child:{name}"] = {
+            "table": _frame(child.table),
+            "footer": [_norm(line, folder) for line in child.footer()],
+        }
     return out
 
 

@@ -7,6 +7,7 @@ Keeps what a report is rebuilt from (manifest.json, workload.json, commands.sh, 
 profiler output) and drops what is rebuilt (frame.csv, report.*). A .ncu-rep is stored
 xz-compressed (25 MB -> 0.6 MB); tests/conftest.py's `h200_run` fixture unpacks it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,9 @@ REBUILT = {"frame.csv", "frame.parquet", "report.csv", "report.json", "report.md
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tarball", type=Path)
-    ap.add_argument("--dest", type=Path, default=Path(__file__).resolve().parent.parent / "tests/fixtures/runs/h200")
+    ap.add_argument(
+        "--dest", type=Path, default=Path(__file__).resolve().parent.parent / "tests/fixtures/runs/h200"
+    )
     ap.add_argument("--only", default="", help="comma-separated run folder names to import")
     args = ap.parse_args()
     only = {s for s in args.only.split(",") if s}

@@ -7,6 +7,7 @@ nsys 2023.4.4 stops on CUDA 13 programs with "Unknown runtime API function index
 (docs/nsight-facts.md); the index is a CUPTI runtime callback id, which this names. Looks for
 libcupti in torch's and the nvidia-* wheels' folders, CUDA_HOME and /usr/local/cuda.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,7 +46,9 @@ def main() -> int:
     for arg in sys.argv[1:] or ["468", "486"]:
         name = ctypes.c_char_p()
         rc = lib.cuptiGetCallbackName(RUNTIME_API, int(arg), ctypes.byref(name))
-        print(f"runtime cbid {arg}: {name.value.decode() if rc == 0 and name.value else f'(CUPTI error {rc})'}")
+        print(
+            f"runtime cbid {arg}: {name.value.decode() if rc == 0 and name.value else f'(CUPTI error {rc})'}"
+        )
     return 0
 
 

@@ -20,6 +20,7 @@ The H200 image has torch's CUPTI (nvidia-cuda-cupti 13.0) but not cupti-python:
         cupti-python==13.0.1 'cuda-bindings>=13.0.2,<13.1' 'cuda-pathfinder>=1.4.1' pyelftools
 and there: pip install --no-deps --target /tmp/cupti .device/cupti/*.whl; PYTHONPATH=/tmp/cupti.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,7 +86,8 @@ def main() -> int:
                 pairs.append((s, e))
             torch.cuda.synchronize()
             got["events_cupti" if with_cupti else "events"] = statistics.median(
-                s.elapsed_time(e) * 1e3 for s, e in pairs)
+                s.elapsed_time(e) * 1e3 for s, e in pairs
+            )
             if with_cupti:
                 cupti.activity_flush_all(1)
                 cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
@@ -95,8 +97,9 @@ def main() -> int:
                     if "spin" in name:
                         cur = []
                         calls.append(cur)
-                    elif cur is not None and ("square" in name or "pow" in name or "elementwise" in name
-                                              and "Fill" not in name):
+                    elif cur is not None and (
+                        "square" in name or "pow" in name or "elementwise" in name and "Fill" not in name
+                    ):
                         cur.append(end - start)
                         cur = None  # one kernel a call; the next records are the next flush
                 durs = [sum(c) / 1e3 for c in calls if c]

@@ -21,6 +21,7 @@ found their launching API record (the clock can attribute only those).
 
 On the H200: cupti-python carried (docs/nsight-facts.md), PYTHONPATH with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,10 @@ def child(config: str, calls: int) -> dict:
             cupti.activity_enable(k)
         if config == "launch":
             kept = 0
-            for enum, enable in ((cupti.runtime_api_trace_cbid, cupti.activity_enable_runtime_api),
-                                 (cupti.driver_api_trace_cbid, cupti.activity_enable_driver_api)):
+            for enum, enable in (
+                (cupti.runtime_api_trace_cbid, cupti.activity_enable_runtime_api),
+                (cupti.driver_api_trace_cbid, cupti.activity_enable_driver_api),
+            ):
                 for name, cbid in enum.__members__.items():
                     if name in ("INVALID", "SIZE", "FORCE_INT"):
                         continue
@@ -68,7 +71,7 @@ def child(config: str, calls: int) -> dict:
                     kept += keep
                     try:
                         enable(int(cbid), int(keep))
-                    except Exception:  # noqa: BLE001 - a cbid this CUPTI does not know
+                    except Exception:
                         pass
         stamp = [time.perf_counter_ns()]
         for _ in range(1000):
@@ -93,8 +96,12 @@ def child(config: str, calls: int) -> dict:
         cupti.activity_flush_all(1)
         api = {c for k, c in records if k in api_kinds}
         gpu = [c for k, c in records if k not in api_kinds]
-        out.update(stamp_ns=stamp_ns, api_records=sum(1 for k, _ in records if k in api_kinds),
-                   gpu_records=len(gpu), gpu_attributable=sum(1 for c in gpu if c in api))
+        out.update(
+            stamp_ns=stamp_ns,
+            api_records=sum(1 for k, _ in records if k in api_kinds),
+            gpu_records=len(gpu),
+            gpu_attributable=sum(1 for c in gpu if c in api),
+        )
     return out
 
 
@@ -112,24 +119,33 @@ def main() -> int:
     rows = []
     for r in range(a.rounds):
         for c in a.configs.split(","):
-            res = subprocess.run([sys.executable, __file__, "--child", c, "--calls", str(a.calls)],
-                                 capture_output=True, text=True)
+            res = subprocess.run(
+                [sys.executable, __file__, "--child", c, "--calls", str(a.calls)],
+                capture_output=True,
+                text=True,
+            )
             if res.returncode:
                 print(f"{c}: exit {res.returncode}\n{res.stderr[-2000:]}", file=sys.stderr)
                 continue
             row = json.loads(res.stdout.strip().splitlines()[-1]) | {"round": r}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
-    print("| config | " + " | ".join(f"{o} host us (median of rounds)" for o in OPS)
-          + " | get_timestamp ns | kernels attributable |")
+    print(
+        "| config | "
+        + " | ".join(f"{o} host us (median of rounds)" for o in OPS)
+        + " | get_timestamp ns | kernels attributable |"
+    )
     print("|---|" + "---:|" * (len(OPS) + 2))
     for c in a.configs.split(","):
         rs = [r for r in rows if r["config"] == c]
         if not rs:
             continue
         cells = [f"{statistics.median(r[o] for r in rs) / 1e3:.2f}" for o in OPS]
-        att = (f"{sum(r['gpu_attributable'] for r in rs)}/{sum(r['gpu_records'] for r in rs)}"
-               if "gpu_records" in rs[0] else "")
+        att = (
+            f"{sum(r['gpu_attributable'] for r in rs)}/{sum(r['gpu_records'] for r in rs)}"
+            if "gpu_records" in rs[0]
+            else ""
+        )
         stamp = f"{statistics.median(r['stamp_ns'] for r in rs):.0f}" if "stamp_ns" in rs[0] else ""
         print(f"| {c} | " + " | ".join(cells) + f" | {stamp} | {att} |")
     if a.out:

@@ -11,6 +11,7 @@ torch.square (read n, write n), and the project's fast kernels: fast_mean, trito
 CUDA fast_square. Bytes are the fewest each must move. With --ncu each kernel is called once
 between cudaProfilerStart/Stop, after a warm-up, so ncu profiles exactly those calls.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 # ncu's DRAM view of a kernel: duration, bytes each way, % of its peak, and the peak's parts
-METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-           "dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum.per_second",
-           "dram__bytes.sum.peak_sustained", "dram__cycles_elapsed.avg.per_second"]
+METRICS = [
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes.sum.per_second",
+    "dram__bytes.sum.peak_sustained",
+    "dram__cycles_elapsed.avg.per_second",
+]
 
 
 def kernels(torch, n: int):
@@ -85,7 +92,9 @@ def main() -> int:
             b.record()
             b.synchronize()
             times[name].append(a.elapsed_time(b) * 1e3)
-    print(f"| kernel | median us | GB/s (fewest bytes) | n={n} float32, {args.reps} reps, {torch.cuda.get_device_name()} |")
+    print(
+        f"| kernel | median us | GB/s (fewest bytes) | n={n} float32, {args.reps} reps, {torch.cuda.get_device_name()} |"
+    )
     print("| --- | ---: | ---: | --- |")
     for name, (_, nbytes) in ks.items():
         med = statistics.median(times[name])

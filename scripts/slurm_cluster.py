@@ -10,6 +10,7 @@ Ctrl-C, then cancels the jobs.
 The workers run this interpreter (sys.executable): gprof-orch and its tools must be installed
 where the compute nodes see them. See orchestrator.cluster.builders.slurm_cluster for the job script.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.cluster.builders import slurm_cluster  # noqa: E402
+from orchestrator.cluster.builders import slurm_cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,15 +35,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler-file", required=True, help="where the scheduler writes its address")
     p.add_argument("--print-job-script", action="store_true", help="print the job script and exit")
     args = p.parse_args(argv)
-    cluster = slurm_cluster(cores=args.cores, memory=args.memory, gres=args.gres, queue=args.queue,
-                            account=args.account, walltime=args.walltime, scheduler_file=args.scheduler_file)
+    cluster = slurm_cluster(
+        cores=args.cores,
+        memory=args.memory,
+        gres=args.gres,
+        queue=args.queue,
+        account=args.account,
+        walltime=args.walltime,
+        scheduler_file=args.scheduler_file,
+    )
     try:
         if args.print_job_script:
             print(cluster.job_script())
             return 0
         cluster.scale(jobs=args.gpus)
-        print(f"scheduler {cluster.scheduler_address}, file {args.scheduler_file}; {args.gpus} job(s) asked. "
-              f"Ctrl-C ends them.", flush=True)
+        print(
+            f"scheduler {cluster.scheduler_address}, file {args.scheduler_file}; {args.gpus} job(s) asked. "
+            f"Ctrl-C ends them.",
+            flush=True,
+        )
         while True:
             time.sleep(60)
     except KeyboardInterrupt:

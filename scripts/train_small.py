@@ -8,6 +8,7 @@ range "step" holding "forward", "backward" and "optimizer". Nothing in it knows 
         -- python scripts/train_small.py --steps 20 --warmup 3     # the steady state only
     python scripts/check_kern_sum.py <that run folder>     # per range, against nsys stats
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,17 +20,25 @@ from torch.cuda import nvtx
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=0,
-                    help="steps before the measured ones, outside cudaProfilerStart/Stop (nsys "
-                         "--capture-range=cudaProfilerApi then captures the measured steps only)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="steps before the measured ones, outside cudaProfilerStart/Stop (nsys "
+        "--capture-range=cudaProfilerApi then captures the measured steps only)",
+    )
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=256)
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(args.width, args.width), torch.nn.GELU(),
-                                torch.nn.Linear(args.width, args.width), torch.nn.GELU(),
-                                torch.nn.Linear(args.width, 10)).to(dev)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(args.width, args.width),
+        torch.nn.GELU(),
+        torch.nn.Linear(args.width, args.width),
+        torch.nn.GELU(),
+        torch.nn.Linear(args.width, 10),
+    ).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(args.batch, args.width, device=dev)
     y = torch.randint(0, 10, (args.batch,), device=dev)

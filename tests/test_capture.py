@@ -1,38 +1,45 @@
 """`gprof-orch import` and `gprof-orch exec nsys` (orchestrator/capture.py, backends/program.py):
 range selection on committed captures, an imported run folder equal to its own `report`, and a
 user's program profiled by real nsys on the CPU, checked against `nsys stats -r nvtx_sum`."""
+
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
+from test_nsys_parser import CPU, NSYS, SQUARE, VARIANTS, needs_nsys, nsys_stats
 
 from orchestrator import api, capture, capture_ranges
 from orchestrator.capture import nvtx_problem
 from orchestrator.capture_ranges import RangeFilter
-from orchestrator.errors import EXIT_PARSE, GprofError, ParseError, RunFailedError, ToolTimeoutError, UsageError
+from orchestrator.errors import (
+    EXIT_PARSE,
+    ParseError,
+    UsageError,
+)
 from orchestrator.parsers import nsys_sqlite as ns
-from test_nsys_parser import CPU, NSYS, SQUARE, VARIANTS, needs_nsys, nsys_stats
 
 PROGRAM = Path(__file__).resolve().parent / "fixtures" / "programs" / "nvtx_steps.py"
 
 
 # ------------------------------------------------------------------------------ range filters
 
-@pytest.mark.parametrize("spec, expect", [
-    (None, RangeFilter("*", "", False)),  # every range, nested ones too, as nvtx_kern_sum lists them
-    ("gprof@variant:", RangeFilter("gprof", "variant:", False)),
-    ("@step", RangeFilter(None, "step", False)),
-    ("@", RangeFilter(None, "", False)),
-    ("*@", RangeFilter("*", "", False)),
-    ("step", RangeFilter("*", "step", False)),
-])
+
+@pytest.mark.parametrize(
+    "spec, expect",
+    [
+        (None, RangeFilter("*", "", False)),  # every range, nested ones too, as nvtx_kern_sum lists them
+        ("gprof@variant:", RangeFilter("gprof", "variant:", False)),
+        ("@step", RangeFilter(None, "step", False)),
+        ("@", RangeFilter(None, "", False)),
+        ("*@", RangeFilter("*", "", False)),
+        ("step", RangeFilter("*", "step", False)),
+    ],
+)
 def test_range_filter_parse(spec, expect):
     assert RangeFilter.parse(spec) == expect
     assert RangeFilter.from_json(expect.to_json()) == expect
@@ -48,9 +55,15 @@ def test_cpu_capture_selections():
     assert RangeFilter.parse(None) == RangeFilter.parse("*@")
     top = RangeFilter("*", "", top_level=True).select(ex)
     # `inner` is nested in variant:a/b: not top-level; the other domains are named nsys's way
-    assert list(dict.fromkeys(top["variant"])) == ["gprof:variant:a", "gprof:variant:b", "gprof:variant:c",
-                                                   "gprof:variant:d", "variant:a", "other:variant:a",
-                                                   "gprof:variant:t"]
+    assert list(dict.fromkeys(top["variant"])) == [
+        "gprof:variant:a",
+        "gprof:variant:b",
+        "gprof:variant:c",
+        "gprof:variant:d",
+        "variant:a",
+        "other:variant:a",
+        "gprof:variant:t",
+    ]
     g = RangeFilter.parse("gprof@variant:").select(ex)
     assert g["variant"].tolist() == ["a", "b", "a", "b", "c", "d", "t"]
     # the same ranges, the same numbers as the parser's own selection
@@ -58,8 +71,14 @@ def test_cpu_capture_selections():
     ref = ns.variant_ranges(ex).groupby("variant")["wall_ns"].agg(["size", "sum"])
     pd.testing.assert_frame_equal(mine, ref)
     assert list(RangeFilter.parse("@").select(ex)["variant"]) == ["variant:a"]
-    assert set(RangeFilter.parse("gprof@").select(ex)["variant"]) == {"variant:a", "variant:b", "inner", "variant:c",
-                                                                      "variant:d", "variant:t"}
+    assert set(RangeFilter.parse("gprof@").select(ex)["variant"]) == {
+        "variant:a",
+        "variant:b",
+        "inner",
+        "variant:c",
+        "variant:d",
+        "variant:t",
+    }
 
 
 def test_attribution_through_a_selection_equals_domain_and_prefix():
@@ -78,6 +97,7 @@ def test_nvtx_problem():
 
 
 # ------------------------------------------------------------------------------ import
+
 
 def test_import_of_a_run_folders_export_equals_its_report(h200_run, tmp_path):
     folder = h200_run("nsys-square")
@@ -110,7 +130,13 @@ def test_import_cpu_capture_with_ranges(tmp_path):
     wall = f[f["metric"] == "time_ns"].groupby("variant")["value"].agg(["size", "sum"])
     assert wall.loc["a"].tolist() == [2, 4284007 + 4292749]
     assert run.workload["device"] == "cpu"
-    assert {v["name"]: v["iters"] for v in run.workload["variants"]} == {"a": 2, "b": 2, "c": 1, "d": 1, "t": 1}
+    assert {v["name"]: v["iters"] for v in run.workload["variants"]} == {
+        "a": 2,
+        "b": 2,
+        "c": 1,
+        "d": 1,
+        "t": 1,
+    }
 
 
 def test_import_without_a_matching_range_lists_what_it_holds(cli, tmp_path):
@@ -133,7 +159,10 @@ def test_import_cli_json_and_unknown_files(cli, tmp_path):
     res = cli("import", str(VARIANTS), "--json", "--out", str(tmp_path / "r"))
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert doc["status"] == "ok" and [r["variant"] for r in doc["variants"]] == ["D_torch_push", "E_torch_startend"]
+    assert doc["status"] == "ok" and [r["variant"] for r in doc["variants"]] == [
+        "D_torch_push",
+        "E_torch_startend",
+    ]
     bad = tmp_path / "x.txt"
     bad.write_text("hello")
     assert cli("import", str(bad)).exit_code == 2
@@ -142,11 +171,15 @@ def test_import_cli_json_and_unknown_files(cli, tmp_path):
 
 @pytest.mark.nsys
 @needs_nsys
-@pytest.mark.parametrize("content, said", [
-    (b"", "Cannot read from stream."),
-    (random.Random(0).randbytes(5000), "Exportation error:"),
-    ("cut", "Exportation error:"),
-], ids=["empty", "random", "cut"])
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (b"", "Cannot read from stream."),
+        (random.Random(0).randbytes(5000), "Exportation error:"),
+        ("cut", "Exportation error:"),
+    ],
+    ids=["empty", "random", "cut"],
+)
 def test_import_of_a_damaged_nsys_rep_is_unreadable_input(tmp_path, monkeypatch, content, said):
     """nsys export cannot read it: the input is damaged, exit 4 with nsys's own words (it was
     exit 1, "nsys export exited with status 1", as if the tool were broken)."""
@@ -154,8 +187,13 @@ def test_import_of_a_damaged_nsys_rep_is_unreadable_input(tmp_path, monkeypatch,
     src = tmp_path / "bad.nsys-rep"
     if content == "cut":  # the first half of a real capture
         pytest.importorskip("nvtx")
-        run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "1"], "nsys", ranges="*@",
-                                      out=tmp_path / "whole", cuda=False)
+        run = capture.profile_program(
+            [sys.executable, str(PROGRAM), "--steps", "1"],
+            "nsys",
+            ranges="*@",
+            out=tmp_path / "whole",
+            cuda=False,
+        )
         whole = (run.path / "report.nsys-rep").read_bytes()
         content = whole[: len(whole) // 2]
     src.write_bytes(content)
@@ -168,6 +206,7 @@ def test_import_of_a_damaged_nsys_rep_is_unreadable_input(tmp_path, monkeypatch,
 
 # ------------------------------------------------------------------------------ exec nsys (real nsys, CPU)
 
+
 def _program_env(tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(tmp_path)}
 
@@ -177,16 +216,23 @@ def _program_env(tmp_path: Path) -> dict[str, str]:
 def test_exec_nsys_ranges_equal_nvtx_sum(tmp_path, monkeypatch):
     pytest.importorskip("nvtx")
     monkeypatch.setenv("GPROF_NSYS", str(NSYS))
-    run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "4"], "nsys", ranges="*@",
-                                  out=tmp_path / "run", cuda=False)
+    run = capture.profile_program(
+        [sys.executable, str(PROGRAM), "--steps", "4"], "nsys", ranges="*@", out=tmp_path / "run", cuda=False
+    )
     assert run.status == "ok" and run.manifest["backend"] == "program"
     rows = nsys_stats("nvtx_sum", run.path / "report.sqlite", tmp_path)
     theirs = {r["Range"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in rows}
     f = run.frame[run.frame["metric"] == "time_ns"]
     mine = {v: (len(g), int(round(g["value"].sum()))) for v, g in f.groupby("variant", sort=False)}
     assert theirs == mine
-    assert {k: n for k, (n, _) in mine.items()} == {"load": 1, "step": 4, "forward": 4, "backward": 4,
-                                                    "train:loss": 4, "train:eval": 1}
+    assert {k: n for k, (n, _) in mine.items()} == {
+        "load": 1,
+        "step": 4,
+        "forward": 4,
+        "backward": 4,
+        "train:loss": 4,
+        "train:eval": 1,
+    }
     # the table: one sample per instance, nested ranges reported on their own; counts differ,
     # so the heading names no one count (it read "sampled to +-?%", time's stop rule)
     assert " | iterations per variant | " in run.title()
@@ -209,19 +255,51 @@ def test_exec_nsys_cli_failed_program_and_no_match(tmp_path, monkeypatch):
     from conftest import run_cli
 
     env = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
-    res = run_cli("exec", "nsys", "--no-cuda", "--ranges", "@step", "--out", str(tmp_path / "a"), "--",
-                  sys.executable, str(PROGRAM), "--steps", "2", "--exit", "3", env=env, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "--ranges",
+        "@step",
+        "--out",
+        str(tmp_path / "a"),
+        "--",
+        sys.executable,
+        str(PROGRAM),
+        "--steps",
+        "2",
+        "--exit",
+        "3",
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stderr
     assert "the program exited with status 3" in res.stderr
-    assert "step" in res.stdout and "step" not in res.stderr.split("error:")[0]  # the partial table: data, on stdout
+    assert (
+        "step" in res.stdout and "step" not in res.stderr.split("error:")[0]
+    )  # the partial table: data, on stdout
     man = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert man["status"] == "failed" and man["backend"] == "program"
     assert (tmp_path / "a" / "report.md").exists()
     wman = json.loads((tmp_path / "a" / "workload.json").read_text())
     assert [(v["name"], v["iters"]) for v in wman["variants"]] == [("step", 2)]
 
-    res = run_cli("exec", "nsys", "--no-cuda", "--ranges", "@nothing", "--out", str(tmp_path / "b"), "--",
-                  sys.executable, str(PROGRAM), "--steps", "1", env=env, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "--ranges",
+        "@nothing",
+        "--out",
+        str(tmp_path / "b"),
+        "--",
+        sys.executable,
+        str(PROGRAM),
+        "--steps",
+        "1",
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == EXIT_PARSE, res.stderr
     assert "no NVTX range matches @nothing" in res.stderr and "(default)@step x1" in res.stderr
 
@@ -233,8 +311,22 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
     from conftest import run_cli
 
     env = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
-    res = run_cli("exec", "nsys", "--no-cuda", "--timeout", "6", "--out", str(tmp_path / "a"), "--",
-                  sys.executable, str(PROGRAM), "--sleep", "60", env=env, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "--timeout",
+        "6",
+        "--out",
+        str(tmp_path / "a"),
+        "--",
+        sys.executable,
+        str(PROGRAM),
+        "--sleep",
+        "60",
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 124, res.stderr
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["status"] == "failed"
     if not (tmp_path / "a" / "report.json").exists():
@@ -243,7 +335,9 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
         assert "2024.2.3 records a range only once it ends" in res.stderr, res.stderr
         return
     # the range it was stopped inside is timed to the stop, and says so (it read `ok`)
-    row = {r["variant"]: r for r in json.loads((tmp_path / "a" / "report.json").read_text())["variants"]}["sleep"]
+    row = {r["variant"]: r for r in json.loads((tmp_path / "a" / "report.json").read_text())["variants"]}[
+        "sleep"
+    ]
     assert row["status"] == "timed out" and 1e6 < row["time_median_us"] < 6.5e6
     assert row["note"].startswith("1 of its 1 instance(s) never closed: timed to the end of the capture")
     # the same capture imported: no stop to blame, the note alone
@@ -253,13 +347,28 @@ def test_exec_nsys_timeout_exits_124(tmp_path, monkeypatch):
 
 
 def test_exec_dry_run_and_usage(cli):
-    res = cli("exec", "nsys", "--dry-run", "--no-cuda", "--nsys", sys.executable, "--ranges", "@step", "--",
-              "python", "train.py", "--steps", "5")
+    res = cli(
+        "exec",
+        "nsys",
+        "--dry-run",
+        "--no-cuda",
+        "--nsys",
+        sys.executable,
+        "--ranges",
+        "@step",
+        "--",
+        "python",
+        "train.py",
+        "--steps",
+        "5",
+    )
     assert res.exit_code == 0, res.output
     first = res.output.splitlines()[0]
     assert "profile --trace=nvtx,osrt --sample=none --cpuctxsw=none" in first
     assert first.endswith("python train.py --steps 5")
-    assert cli("exec", "ncu", "--ncu", "/nonexistent/ncu", "--", "python", "x.py").exit_code == 3  # tool not found
+    assert (
+        cli("exec", "ncu", "--ncu", "/nonexistent/ncu", "--", "python", "x.py").exit_code == 3
+    )  # tool not found
 
 
 def test_python_api_is_exported():
@@ -271,15 +380,25 @@ def test_python_api_is_exported():
 
 # ------------------------------------------------------------------------------ nested ranges (issue 16)
 
+
 def test_nesting_and_inclusive_activity_on_gpu_kernels():
     """A range around D_torch_push and E_torch_startend (same thread): it holds both, and its
     inclusive kernels are theirs, as nvtx_kern_sum counts D and E (5760 + 5697 ns)."""
     ex = ns.read_export(VARIANTS)
     sel = RangeFilter.parse("@").select(ex)
     assert sel["global_tid"].nunique() == 1
-    outer = pd.DataFrame({"range_id": [0], "variant": ["outer"], "start": [sel["start"].min() - 1],
-                          "end": [sel["end"].max() + 1], "wall_ns": [sel["end"].max() - sel["start"].min() + 2],
-                          "global_tid": [sel["global_tid"].iloc[0]], "event_type": [59], "domain": [None]})
+    outer = pd.DataFrame(
+        {
+            "range_id": [0],
+            "variant": ["outer"],
+            "start": [sel["start"].min() - 1],
+            "end": [sel["end"].max() + 1],
+            "wall_ns": [sel["end"].max() - sel["start"].min() + 2],
+            "global_tid": [sel["global_tid"].iloc[0]],
+            "event_type": [59],
+            "domain": [None],
+        }
+    )
     ranges = pd.concat([outer, sel.assign(range_id=sel["range_id"] + 1)], ignore_index=True)
     assert capture_ranges.nesting(ranges) == {"outer": ["D_torch_push", "E_torch_startend"]}
     att = ns.attribute_kernels(ex, ranges=ranges)
@@ -307,8 +426,11 @@ def test_import_nested_cpu_capture_marked_inclusive_no_speedup(tmp_path):
     assert (t.loc[["variant:c", "variant:d", "variant:t"], "samples"] == 1).all()
     # counts and wall time: inclusive, as nsys's own nvtx_sum gives them
     rows = nsys_stats("nvtx_sum", CPU, tmp_path)
-    theirs = {r["Range"].removeprefix("gprof:"): (int(r["Instances"]), int(r["Total Time (ns)"])) for r in rows
-              if r["Range"].startswith("gprof:")}
+    theirs = {
+        r["Range"].removeprefix("gprof:"): (int(r["Instances"]), int(r["Total Time (ns)"]))
+        for r in rows
+        if r["Range"].startswith("gprof:")
+    }
     f = run.frame[run.frame["metric"] == "time_ns"]
     mine = {v: (len(g), int(round(g["value"].sum()))) for v, g in f.groupby("variant", sort=False)}
     assert mine == theirs
@@ -319,8 +441,14 @@ def test_import_nested_cpu_capture_marked_inclusive_no_speedup(tmp_path):
 def test_exec_nsys_nested_ranges(tmp_path, monkeypatch):
     pytest.importorskip("nvtx")
     monkeypatch.setenv("GPROF_NSYS", str(NSYS))
-    run = capture.profile_program([sys.executable, str(PROGRAM), "--steps", "3"], "nsys", ranges="*@",
-                                  out=tmp_path / "run", cuda=False, compare_ranges=True)
+    run = capture.profile_program(
+        [sys.executable, str(PROGRAM), "--steps", "3"],
+        "nsys",
+        ranges="*@",
+        out=tmp_path / "run",
+        cuda=False,
+        compare_ranges=True,
+    )
     assert run.status == "ok"
     holds = {v["name"]: v["holds"] for v in run.workload["variants"] if v.get("holds")}
     assert holds == {"step": ["forward", "backward", "train:loss"]}
@@ -339,7 +467,15 @@ def test_exec_nsys_nested_ranges(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------ import of torch.profiler traces
 
 TORCH_RUN = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200" / "torch-trace-mean"
-MEASURED = ["variant", "kernels", "launches_per_iter", "time_median_us", "time_iqr_us", "samples", "cpu_median_us"]
+MEASURED = [
+    "variant",
+    "kernels",
+    "launches_per_iter",
+    "time_median_us",
+    "time_iqr_us",
+    "samples",
+    "cpu_median_us",
+]
 
 
 def test_import_torch_trace_equals_report(tmp_path):
@@ -372,7 +508,9 @@ def test_import_torch_trace_no_match_and_domain(cli, tmp_path):
     assert res.exit_code == EXIT_PARSE
     assert "no record_function range starts with 'nope'" in res.output
     assert "iter x60" in res.output and "variant:torch_mean x1" in res.output
-    res = cli("import", str(TORCH_RUN / "trace.json"), "--ranges", "gprof@variant:", "--out", str(tmp_path / "b"))
+    res = cli(
+        "import", str(TORCH_RUN / "trace.json"), "--ranges", "gprof@variant:", "--out", str(tmp_path / "b")
+    )
     assert res.exit_code == 2 and "no NVTX domains" in res.output
 
 
@@ -399,8 +537,11 @@ def test_import_cpu_torch_trace_with_nested_record_functions(tmp_path):
     run = capture.import_capture(trace, ranges="my:", out=tmp_path / "r", compare_ranges=True)
     assert run.status == "ok" and run.workload["device"] == "cpu"
     assert [v["name"] for v in run.workload["variants"]] == ["step", "fwd", "bwd"]
-    assert {v["name"]: v.get("holds") for v in run.workload["variants"]} == {"step": ["fwd", "bwd"], "fwd": None,
-                                                                               "bwd": None}
+    assert {v["name"]: v.get("holds") for v in run.workload["variants"]} == {
+        "step": ["fwd", "bwd"],
+        "fwd": None,
+        "bwd": None,
+    }
     assert run.workload["baseline"] == "fwd"
     # every instance one iteration; its time is the range's wall time, as the trace gives it
     events = json.loads(trace.read_text())["traceEvents"]

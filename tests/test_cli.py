@@ -1,21 +1,23 @@
 """The command line: help, list, doctor, end-to-end CPU runs, and every bad input."""
+
 import json
 import subprocess
 import sys
 import time
 
 import pytest
-
 from conftest import run_cli
 
 COMMANDS = ["list", "doctor", "time", "torch-trace", "nsys", "ncu", "report"]
 
 
 def test_help_is_fast_and_imports_no_torch():
-    code = ("import sys, time; t = time.perf_counter(); from orchestrator.cli import main\n"
-            "try:\n    main(['--help'], prog_name='gprof-orch')\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('torch', 'triton', 'pandas', 'numpy', 'ncu_report') if m in sys.modules]\n"
-            "print('HEAVY', heavy, time.perf_counter() - t, file=sys.stderr)")
+    code = (
+        "import sys, time; t = time.perf_counter(); from orchestrator.cli import main\n"
+        "try:\n    main(['--help'], prog_name='gprof-orch')\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'triton', 'pandas', 'numpy', 'ncu_report') if m in sys.modules]\n"
+        "print('HEAVY', heavy, time.perf_counter() - t, file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     line = [ln for ln in out.stderr.splitlines() if ln.startswith("HEAVY")][0]
     assert "HEAVY []" in line, line
@@ -59,16 +61,44 @@ def test_doctor_on_a_cpu_machine(cli):
 
 def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
     out = tmp_path / "k"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000", "-v", "mul", "--iters", "5",
-                  "--kernel-clock", "-o", str(out))
+    res = run_cli(
+        "time",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "-v",
+        "mul",
+        "--iters",
+        "5",
+        "--kernel-clock",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "spec.json").read_text())["kernel_clock"] is True
-    assert "--kernel-clock asked for, but off: a CPU run has no GPU kernels to clock" in (out / "report.md").read_text()
+    assert (
+        "--kernel-clock asked for, but off: a CPU run has no GPU kernels to clock"
+        in (out / "report.md").read_text()
+    )
     row = json.loads((out / "report.json").read_text())["variants"][0]
     assert row.get("events_median_us") is None and row["time_median_us"] > 0
     # not asked for (the default): a CPU run says nothing of it
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000", "-v", "mul", "--iters", "5", "-o",
-                  str(tmp_path / "d"))
+    res = run_cli(
+        "time",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "-v",
+        "mul",
+        "--iters",
+        "5",
+        "-o",
+        str(tmp_path / "d"),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "d" / "spec.json").read_text())["kernel_clock"] is None
     assert "kernel clock" not in (tmp_path / "d" / "report.md").read_text()
@@ -76,8 +106,19 @@ def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
 
 def test_time_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "run"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "4096", "--iters", "20", "-o", str(out),
-                  env={"TRITON_INTERPRET": "0"})
+    res = run_cli(
+        "time",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "4096",
+        "--iters",
+        "20",
+        "-o",
+        str(out),
+        env={"TRITON_INTERPRET": "0"},
+    )
     assert res.returncode == 0, res.stderr
     assert "no CUDA GPU in use" in res.stderr
     assert "torch.square" in res.stdout and "skipped" in res.stdout
@@ -96,14 +137,25 @@ def test_time_end_to_end_on_the_cpu(tmp_path):
     import pandas as pd
 
     frame = pd.read_csv(out / "frame.csv")
-    assert list(frame.columns) == ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
+    assert list(frame.columns) == [
+        "run",
+        "backend",
+        "workload",
+        "variant",
+        "kernel",
+        "metric",
+        "value",
+        "unit",
+    ]
     assert (frame["metric"] == "time_ns").sum() == 60
     assert (out / "report.md").read_text().startswith("### time square")
 
 
 def test_torch_trace_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "run"
-    res = run_cli("torch-trace", "mean", "--device", "cpu", "--size", "10000", "--iters", "4", "--json", "-o", str(out))
+    res = run_cli(
+        "torch-trace", "mean", "--device", "cpu", "--size", "10000", "--iters", "4", "--json", "-o", str(out)
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert [r["variant"] for r in data["variants"]] == ["torch_mean", "tensor_mean", "sum_div_numel"]
@@ -121,18 +173,24 @@ def test_torch_trace_end_to_end_on_the_cpu(tmp_path):
     assert again.returncode == 0 and json.loads(again.stdout)["variants"][0]["variant"] == "torch_mean"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["time", "nosuch"], "unknown workload 'nosuch'; valid: "),
-    (["time", "square", "-v", "a*a"], "valid: torch_square, mul, pow"),
-    (["time", "square", "--size", "0"], "is not a positive integer"),
-    (["time", "square", "--size", "12abc"], "is not a positive integer"),
-    (["time", "square", "--size", "-4"], "is not a positive integer"),
-    (["time", "square", "--dtype", "int8"], "--dtype 'int8' unknown; workload square takes float32, float16, bfloat16"),
-    (["time", "load-inline-square", "--dtype", "float16"], "supports --dtype float32"),
-    (["time", "square", "--iters", "0"], "--iters must be >= 1"),
-    (["time", "square", "--gpu-sleep", "-5"], "--gpu-sleep must be between 0 and 10000 us, not -5"),
-    (["ncu", "square", "--metrics", "dram bytes; rm -rf"], "is not a metric name"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["time", "nosuch"], "unknown workload 'nosuch'; valid: "),
+        (["time", "square", "-v", "a*a"], "valid: torch_square, mul, pow"),
+        (["time", "square", "--size", "0"], "is not a positive integer"),
+        (["time", "square", "--size", "12abc"], "is not a positive integer"),
+        (["time", "square", "--size", "-4"], "is not a positive integer"),
+        (
+            ["time", "square", "--dtype", "int8"],
+            "--dtype 'int8' unknown; workload square takes float32, float16, bfloat16",
+        ),
+        (["time", "load-inline-square", "--dtype", "float16"], "supports --dtype float32"),
+        (["time", "square", "--iters", "0"], "--iters must be >= 1"),
+        (["time", "square", "--gpu-sleep", "-5"], "--gpu-sleep must be between 0 and 10000 us, not -5"),
+        (["ncu", "square", "--metrics", "dram bytes; rm -rf"], "is not a metric name"),
+    ],
+)
 def test_bad_input_is_exit_2_without_traceback(args, message):
     res = run_cli(*args, "--device", "cpu")
     assert res.returncode == 2, res.stderr
@@ -140,7 +198,9 @@ def test_bad_input_is_exit_2_without_traceback(args, message):
 
 
 def test_size_too_large_is_refused(tmp_path):
-    res = run_cli("time", "square", "--device", "cpu", "--size", "100000x100000x100000", "-o", str(tmp_path / "r"))
+    res = run_cli(
+        "time", "square", "--device", "cpu", "--size", "100000x100000x100000", "-o", str(tmp_path / "r")
+    )
     assert res.returncode == 2 and "Choose a smaller --size" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -166,8 +226,20 @@ def test_out_in_use_or_not_empty(tmp_path):
 
 def test_failing_variant_exit_1_keeps_the_rest(tmp_path):
     out = tmp_path / "r"
-    res = run_cli("time", "mean", "--device", "cpu", "--size", "1000", "--iters", "5", "--fail-variant", "tensor_mean",
-                  "-o", str(out))
+    res = run_cli(
+        "time",
+        "mean",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5",
+        "--fail-variant",
+        "tensor_mean",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 1
     assert "tensor_mean: RuntimeError: injected failure" in res.stderr
     assert f"log: {out}/logs/workload.stderr.log" in res.stderr and "Traceback" not in res.stderr
@@ -190,13 +262,33 @@ def test_dry_run_prints_the_exact_command():
     assert command.endswith("-m workloads run --spec '<run-folder>/spec.json' --out '<run-folder>'")
     # every default settled in the parent, spelled out in the spec so spec.json reproduces the run
     spec = json.loads(spec.removeprefix("# spec: "))
-    assert spec["shape"] == [1000000] and spec["device"] == "cpu" and spec["warmup"] == 10 and spec["mode"] == "time"
+    assert (
+        spec["shape"] == [1000000]
+        and spec["device"] == "cpu"
+        and spec["warmup"] == 10
+        and spec["mode"] == "time"
+    )
     # no --iters: time samples until the stop rule
-    assert spec["iters"] is None and spec["stop"] == {"max_noise_pct": 0.5, "min_samples": 10, "min_time_s": 0.0,
-                                                      "max_time_s": 1.0}
+    assert spec["iters"] is None and spec["stop"] == {
+        "max_noise_pct": 0.5,
+        "min_samples": 10,
+        "min_time_s": 0.0,
+        "max_time_s": 1.0,
+    }
     assert spec["timer"] == "blocking" and spec["gpu_sleep_us"] == 100
-    res = run_cli("time", "square", "--device", "cpu", "--gpu-sleep", "0", "--timer", "sleep", "--iters", "7",
-                  "--dry-run")
+    res = run_cli(
+        "time",
+        "square",
+        "--device",
+        "cpu",
+        "--gpu-sleep",
+        "0",
+        "--timer",
+        "sleep",
+        "--iters",
+        "7",
+        "--dry-run",
+    )
     assert res.returncode == 0
     spec = json.loads(res.stdout.splitlines()[-1].removeprefix("# spec: "))
     assert (spec["iters"], spec["timer"], spec["gpu_sleep_us"], spec["stop"]) == (7, "sleep", 0, None)
@@ -216,14 +308,20 @@ def test_nsys_traces_what_the_settled_device_runs():
 def test_dry_run_of_a_sweep_and_of_all_prints_every_run():
     # a list of sizes or `all` was refused ("--size '1e5,1e6' is not a positive integer",
     # "unknown backend 'all'") though the runs themselves work
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1e5,1e6", "--dtype", "float32,bfloat16", "--dry-run")
+    res = run_cli(
+        "time", "square", "--device", "cpu", "--size", "1e5,1e6", "--dtype", "float32,bfloat16", "--dry-run"
+    )
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     points = [ln[2:] for ln in lines if ln.startswith("# ") and not ln.startswith("# spec")]
     assert points == ["100000-float32", "1000000-float32", "100000-bfloat16", "1000000-bfloat16"]
     specs = [json.loads(ln.removeprefix("# spec: ")) for ln in lines if ln.startswith("# spec: ")]
-    assert [(s["shape"], s["dtype"]) for s in specs] == [([100000], "float32"), ([1000000], "float32"),
-                                                          ([100000], "bfloat16"), ([1000000], "bfloat16")]
+    assert [(s["shape"], s["dtype"]) for s in specs] == [
+        ([100000], "float32"),
+        ([1000000], "float32"),
+        ([100000], "bfloat16"),
+        ([1000000], "bfloat16"),
+    ]
     assert "--out '<run-folder>/1000000-bfloat16'" in lines[lines.index("# 1000000-bfloat16") + 1]
     res = run_cli("all", "mean", "--device", "cpu", "--dry-run")
     assert res.returncode == 0, res.stderr
@@ -234,8 +332,17 @@ def test_dry_run_of_a_sweep_and_of_all_prints_every_run():
     assert run_cli("time", "square", "--size", "1e3,1000", "--dry-run").returncode == 2  # a point twice
 
 
-@pytest.mark.parametrize("args", [["--timer", "spin"], ["--max-noise", "0"], ["--max-noise", "nan"],
-                                  ["--min-samples", "2"], ["--max-time", "0"], ["--min-time", "5", "--max-time", "1"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--timer", "spin"],
+        ["--max-noise", "0"],
+        ["--max-noise", "nan"],
+        ["--min-samples", "2"],
+        ["--max-time", "0"],
+        ["--min-time", "5", "--max-time", "1"],
+    ],
+)
 def test_bad_timing_options_exit_2(args):
     res = run_cli("time", "square", "--device", "cpu", *args, "--dry-run")
     assert res.returncode == 2, res.stderr

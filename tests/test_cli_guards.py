@@ -2,6 +2,7 @@
 with their exit codes and no traceback, a bounded import of a user's workload file and of a
 profiler's version probe, statistics only where the samples have them, and every row of the
 README's exit-code table produced by a test."""
+
 import json
 import os
 import re
@@ -15,7 +16,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import FIXTURES, REPO, run_cli, sigint_default
 
 WORKLOADS = FIXTURES / "workloads"
@@ -50,10 +50,14 @@ def _damaged_run(h200_run, **manifest):
 
 # -- item 5: --json ---------------------------------------------------------------------------------
 
+
 def test_json_on_a_failed_run_is_one_document_on_stdout(tmp_path):
     out = tmp_path / "r"
-    res = run_cli("time", "mean", *_cpu("--size", "1000", "--iters", "3", "--fail-variant", "tensor_mean",
-                                        "-o", str(out), "--json"))
+    res = run_cli(
+        "time",
+        "mean",
+        *_cpu("--size", "1000", "--iters", "3", "--fail-variant", "tensor_mean", "-o", str(out), "--json"),
+    )
     assert res.returncode == 1, res.stderr
     doc = one_document(res.stdout)
     assert doc["status"] == "failed" and doc["exit_code"] == 1
@@ -65,13 +69,16 @@ def test_json_on_a_failed_run_is_one_document_on_stdout(tmp_path):
     assert not res.stderr.lstrip().startswith("{")
 
 
-@pytest.mark.parametrize("args,code,message", [
-    (["time", "nosuch", "--json"], 2, "unknown workload 'nosuch'"),
-    (["time", "square", "--format", "bogus", "--json"], 2, "Invalid value for '--format'"),
-    (["time", "square", "--format", "json", "--iters", "x"], 2, "'x' is not a valid integer"),
-    (["report", "/nonexistent/run", "--json"], 4, "no such run folder"),
-    (["compare", "/nonexistent/a", "/nonexistent/b", "--json"], 4, "no such run folder"),
-])
+@pytest.mark.parametrize(
+    "args,code,message",
+    [
+        (["time", "nosuch", "--json"], 2, "unknown workload 'nosuch'"),
+        (["time", "square", "--format", "bogus", "--json"], 2, "Invalid value for '--format'"),
+        (["time", "square", "--format", "json", "--iters", "x"], 2, "'x' is not a valid integer"),
+        (["report", "/nonexistent/run", "--json"], 4, "no such run folder"),
+        (["compare", "/nonexistent/a", "/nonexistent/b", "--json"], 4, "no such run folder"),
+    ],
+)
 def test_json_errors_are_one_document_on_stdout(args, code, message):
     res = run_cli(*args)
     assert res.returncode == code, res.stderr
@@ -83,8 +90,18 @@ def test_json_errors_are_one_document_on_stdout(args, code, message):
 def test_json_compare_gate_says_failed(cli, monkeypatch, tmp_path):
     from orchestrator import api
 
-    table = pd.DataFrame([{"variant": "mul", "a_median_us": 10.0, "b_median_us": 20.0, "change_pct": 100.0,
-                           "beyond_spread": True, "verdict": "slower"}])
+    table = pd.DataFrame(
+        [
+            {
+                "variant": "mul",
+                "a_median_us": 10.0,
+                "b_median_us": 20.0,
+                "change_pct": 100.0,
+                "beyond_spread": True,
+                "verdict": "slower",
+            }
+        ]
+    )
     run = SimpleNamespace(workload={"workload": "square"}, backend="time")
     monkeypatch.setattr(api, "compare", lambda a, b, **kw: (table, run, run))
     res = cli("compare", "a", "b", "--json", "--fail-if-slower", "5")
@@ -95,6 +112,7 @@ def test_json_compare_gate_says_failed(cli, monkeypatch, tmp_path):
 
 
 # -- item 6: expected errors keep their codes; anything else is one line ---------------------------
+
 
 def test_out_naming_an_existing_file_is_exit_2(tmp_path):
     f = tmp_path / "a-file"
@@ -111,12 +129,17 @@ def test_non_integer_schema_version_is_exit_4(h200_run):
     assert "schema_version '1.x' is not an integer" in res.stderr and "Traceback" not in res.stderr
 
 
-@pytest.mark.parametrize("text,what", [
-    ('{"variants": "x"}', '"variants" is str, not a list'),
-    ('{"workload": "mean", "baseline": "torch_mean", "device": "cpu", "iters": 5, "variants": [{"label": "no name"}]}',
-     '"variants"[0] is not an object with a "name" string'),
-    ('[1, 2]', "not a JSON object but list"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ('{"variants": "x"}', '"variants" is str, not a list'),
+        (
+            '{"workload": "mean", "baseline": "torch_mean", "device": "cpu", "iters": 5, "variants": [{"label": "no name"}]}',
+            '"variants"[0] is not an object with a "name" string',
+        ),
+        ("[1, 2]", "not a JSON object but list"),
+    ],
+)
 def test_malformed_workload_json_is_exit_4_naming_the_file(text, what, h200_run):
     path = h200_run("time-mean")
     (path / "workload.json").write_text(text)
@@ -134,8 +157,9 @@ def test_an_unexpected_exception_is_one_line_exit_1(cli, monkeypatch):
     monkeypatch.setattr(api, "load_run", broken)
     res = cli("report", "somewhere")
     assert res.exit_code == 1 and res.stdout == ""
-    assert res.stderr.strip() == ("gprof-orch: internal error: KeyError: 'oops' "
-                                  "(a bug; run with --debug for the traceback)")
+    assert res.stderr.strip() == (
+        "gprof-orch: internal error: KeyError: 'oops' (a bug; run with --debug for the traceback)"
+    )
     res = cli("report", "somewhere", "--json")
     assert res.exit_code == 1 and one_document(res.stdout)["error"]["kind"] == "internal"
     res = cli("--debug", "report", "somewhere")
@@ -143,6 +167,7 @@ def test_an_unexpected_exception_is_one_line_exit_1(cli, monkeypatch):
 
 
 # -- item 7: the user's workload file and the profiler's version probe are bounded -------------------
+
 
 @pytest.mark.parametrize("cmd", [["time", "slowsq", *_cpu()], ["list"]], ids=["time", "list"])
 def test_workload_file_that_exits_on_import_is_exit_2(cmd):
@@ -160,13 +185,17 @@ def test_workload_file_that_hangs_on_import_meets_the_timeout(cmd):
     assert time.monotonic() - t0 < 12, "the import was not ended at the timeout"
     assert res.returncode == 124, res.stderr
     doc = one_document(res.stdout)
-    assert doc["exit_code"] == 124 and f"importing workload file {f} ran past the timeout of 2 s" in res.stderr
-    assert "sleeps_on_import.py\", line 4" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        doc["exit_code"] == 124 and f"importing workload file {f} ran past the timeout of 2 s" in res.stderr
+    )
+    assert 'sleeps_on_import.py", line 4' in res.stderr and "Traceback" not in res.stderr
 
 
 def test_a_user_workload_still_runs_under_ncu_dry_run():
     # the parent no longer imports the file: ncu's NVTX filters come from the child's listing
-    res = run_cli("ncu", "oom", *_cpu("--workload-file", str(WORKLOADS / "faults.py"), "-v", "boom", "--dry-run"))
+    res = run_cli(
+        "ncu", "oom", *_cpu("--workload-file", str(WORKLOADS / "faults.py"), "-v", "boom", "--dry-run")
+    )
     assert res.returncode == 0, res.stderr
     assert "--nvtx-include" in res.stdout and "variant:ok/" in res.stdout and "variant:boom/" in res.stdout
 
@@ -176,8 +205,12 @@ def test_a_hanging_profiler_version_probe_meets_the_timeout(tmp_path):
     pids = tmp_path / "pids"
     nsys = stand_in(tmp_path, "nsys", f"sleep 300 &\necho $! $$ >> {pids}\nexec sleep 299")
     t0 = time.monotonic()
-    res = run_cli("nsys", "square", *_cpu("--size", "1000", "--nsys", str(nsys), "--timeout", "2", "--json",
-                                          "-o", str(tmp_path / "r")), timeout=120)
+    res = run_cli(
+        "nsys",
+        "square",
+        *_cpu("--size", "1000", "--nsys", str(nsys), "--timeout", "2", "--json", "-o", str(tmp_path / "r")),
+        timeout=120,
+    )
     assert time.monotonic() - t0 < 15, "the version probe was not ended at the timeout"
     assert res.returncode == 124, res.stderr
     assert f"`{nsys} --version` did not answer within 2 s" in res.stderr and "Traceback" not in res.stderr
@@ -206,17 +239,33 @@ def test_version_probe_is_capped_without_a_timeout(tmp_path, monkeypatch):
 
 # -- item 8: no precision the data does not have ------------------------------------------------------
 
+
 def _frame(samples: dict[str, list[float]]) -> pd.DataFrame:
-    rows = [{"run": "r", "backend": "nsys", "workload": "w", "variant": v, "kernel": "", "metric": "time_ns",
-             "value": x, "unit": "ns"} for v, xs in samples.items() for x in xs]
+    rows = [
+        {
+            "run": "r",
+            "backend": "nsys",
+            "workload": "w",
+            "variant": v,
+            "kernel": "",
+            "metric": "time_ns",
+            "value": x,
+            "unit": "ns",
+        }
+        for v, xs in samples.items()
+        for x in xs
+    ]
     return pd.DataFrame(rows)
 
 
 def test_one_sample_has_no_spread():
     from reports import render, summary
 
-    wman = {"variants": [{"name": "one", "status": "ok"}, {"name": "many", "status": "ok"}], "iters": 1,
-            "baseline": "one"}
+    wman = {
+        "variants": [{"name": "one", "status": "ok"}, {"name": "many", "status": "ok"}],
+        "iters": 1,
+        "baseline": "one",
+    }
     table = summary.variant_table(_frame({"one": [1000.0], "many": [1000.0, 1100.0, 1050.0]}), wman)
     one, many = table.set_index("variant").loc["one"], table.set_index("variant").loc["many"]
     assert np.isnan(one.time_iqr_us) and np.isnan(one.time_cv_pct) and one.time_median_us == 1.0
@@ -261,10 +310,16 @@ def test_all_on_the_cpu_says_host_clock_not_cuda_events(tmp_path):
 
 # -- item 9 --------------------------------------------------------------------------------------------
 
+
 def test_sweep_without_a_size_names_its_folders_default(tmp_path):
     out = tmp_path / "sweep"
-    res = run_cli("time", "mean", *_cpu("--dtype", "float32,bfloat16", "--iters", "1", "--warmup", "0",
-                                        "-v", "torch_mean", "-o", str(out)))
+    res = run_cli(
+        "time",
+        "mean",
+        *_cpu(
+            "--dtype", "float32,bfloat16", "--iters", "1", "--warmup", "0", "-v", "torch_mean", "-o", str(out)
+        ),
+    )
     assert res.returncode == 0, res.stderr
     kids = sorted(p.name for p in out.iterdir() if p.is_dir() and p.name != "logs")
     assert kids == ["default-bfloat16", "default-float32"]
@@ -290,14 +345,20 @@ def test_empty_variants_is_a_usage_error(given, tmp_path):
 
 # -- every row of the README's exit-code table -----------------------------------------------------------
 
+
 def _exit_0(tmp_path):
-    return run_cli("time", "mean", *_cpu("--size", "1000", "--iters", "2", "-v", "torch_mean",
-                                         "-o", str(tmp_path / "r")))
+    return run_cli(
+        "time", "mean", *_cpu("--size", "1000", "--iters", "2", "-v", "torch_mean", "-o", str(tmp_path / "r"))
+    )
 
 
 def _exit_1(tmp_path):  # doctor --check found a tool that does not work (the nsys run fails)
-    nsys = stand_in(tmp_path, "nsys", 'case "$1" in --version) echo "NVIDIA Nsight Systems version '
-                                      '2023.4.4.54-0 (stand-in)";; *) echo "broken" >&2; exit 1;; esac')
+    nsys = stand_in(
+        tmp_path,
+        "nsys",
+        'case "$1" in --version) echo "NVIDIA Nsight Systems version '
+        '2023.4.4.54-0 (stand-in)";; *) echo "broken" >&2; exit 1;; esac',
+    )
     return run_cli("doctor", "--check", "--nsys", str(nsys))
 
 
@@ -315,8 +376,12 @@ def _exit_4(tmp_path):
 
 
 def _exit_5(tmp_path):
-    ncu = stand_in(tmp_path, "ncu", 'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to '
-                                    'access NVIDIA GPU Performance Counters on the target device 0." >&2; exit 1')
+    ncu = stand_in(
+        tmp_path,
+        "ncu",
+        'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to '
+        'access NVIDIA GPU Performance Counters on the target device 0." >&2; exit 1',
+    )
     return run_cli("ncu", "square", *_cpu("--size", "1000", "--ncu", str(ncu), "-o", str(tmp_path / "r")))
 
 
@@ -338,10 +403,22 @@ def _exit_124(tmp_path):
 
 def _exit_130(tmp_path):
     out = tmp_path / "r"
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file",
-                          str(WORKLOADS / "faults.py"), *_cpu("--iters", "2000", "--warmup", "0",
-                                                               "-o", str(out))],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "time",
+            "slowsq",
+            "--workload-file",
+            str(WORKLOADS / "faults.py"),
+            *_cpu("--iters", "2000", "--warmup", "0", "-o", str(out)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     t0 = time.monotonic()
     while time.monotonic() - t0 < 60 and '"measuring"' not in _read(out / "workload.json"):
         time.sleep(0.1)
@@ -355,8 +432,21 @@ def _exit_141(tmp_path):
     out = tmp_path / "r"
     r, w = os.pipe()
     os.close(r)  # nobody reads: the first write fails with EPIPE (Python ignores SIGPIPE)
-    p = subprocess.run([sys.executable, "-m", "orchestrator", "time", "square", *_cpu("--size", "100", "--iters", "3",
-                        "-o", str(out))], stdout=w, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "time",
+            "square",
+            *_cpu("--size", "100", "--iters", "3", "-o", str(out)),
+        ],
+        stdout=w,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     os.close(w)
     assert json.loads((out / "manifest.json").read_text())["status"] == "ok"  # written before the table
     assert "internal error" not in p.stderr
@@ -370,8 +460,18 @@ def _read(path) -> str:
         return ""
 
 
-EXIT_CODE_CASES = {0: _exit_0, 1: _exit_1, 2: _exit_2, 3: _exit_3, 4: _exit_4, 5: _exit_5, 6: _exit_6, 124: _exit_124,
-                   130: _exit_130, 141: _exit_141}
+EXIT_CODE_CASES = {
+    0: _exit_0,
+    1: _exit_1,
+    2: _exit_2,
+    3: _exit_3,
+    4: _exit_4,
+    5: _exit_5,
+    6: _exit_6,
+    124: _exit_124,
+    130: _exit_130,
+    141: _exit_141,
+}
 
 
 def readme_exit_codes() -> list[int]:
@@ -393,10 +493,15 @@ def test_readme_exit_code_row(code, tmp_path):
         assert "gprof-orch" in res.stderr
 
 
-@pytest.mark.parametrize("cmd", [["time", "square", *_cpu("--size", "100"), "--timeout", "{}"],
-                                 ["list", "--timeout", "{}"],
-                                 ["exec", "nsys", "--no-cuda", "--timeout", "{}", "--", "true"]],
-                         ids=["time", "list", "exec"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["time", "square", *_cpu("--size", "100"), "--timeout", "{}"],
+        ["list", "--timeout", "{}"],
+        ["exec", "nsys", "--no-cuda", "--timeout", "{}", "--", "true"],
+    ],
+    ids=["time", "list", "exec"],
+)
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
 def test_a_timeout_is_a_positive_finite_number_of_seconds(cli, cmd, value):
     # `--timeout nan` compared false with everything and ran with no limit at all
@@ -405,8 +510,10 @@ def test_a_timeout_is_a_positive_finite_number_of_seconds(cli, cmd, value):
     assert f"--timeout must be a positive number of seconds, not {float(value)}" in res.output
 
 
-@pytest.mark.parametrize("flag, values, named", [("--size", "1e3,2000,1000", "1000"),
-                                                  ("--dtype", "float32,bfloat16,float32", "float32")])
+@pytest.mark.parametrize(
+    "flag, values, named",
+    [("--size", "1e3,2000,1000", "1000"), ("--dtype", "float32,bfloat16,float32", "float32")],
+)
 def test_a_point_named_twice_is_refused_before_anything_runs(cli, tmp_path, flag, values, named):
     # the first of the two ran, then the second failed on its folder (exit 1) part-way through
     res = cli("time", "square", *_cpu(), flag, values, "-o", str(tmp_path / "s"))
@@ -421,5 +528,10 @@ def test_a_sweep_whose_every_point_failed_is_reported_not_an_internal_error(tmp_
     out = tmp_path / "s"
     res = run_cli("time", "square", *_cpu("--size", "10,20", "--timeout", "0.05", "-o", str(out)))
     assert res.returncode == 1, res.stderr
-    assert "internal error" not in res.stderr and "10-float32: the workload runner ran past the timeout" in res.stderr
-    assert (out / "report.html").exists() and json.loads((out / "manifest.json").read_text())["status"] == "failed"
+    assert (
+        "internal error" not in res.stderr
+        and "10-float32: the workload runner ran past the timeout" in res.stderr
+    )
+    assert (out / "report.html").exists() and json.loads((out / "manifest.json").read_text())[
+        "status"
+    ] == "failed"

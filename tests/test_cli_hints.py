@@ -1,12 +1,12 @@
 """What the CLI says where something is off: the profiled program's own last words when it fails,
 `doctor --check` leaving no scratch folder, headings without empty fields, compare's headers, and
 `report` of a file. Through the real CLI (run_cli), with real nsys where a program is profiled."""
+
 import json
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from test_nsys_parser import NSYS, needs_nsys
 
@@ -17,15 +17,39 @@ ENV = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
 @needs_nsys
 def test_a_failed_program_says_what_it_wrote_on_stderr(tmp_path):
     # Python's own reason (a missing script) was only in the log: now in the message
-    res = run_cli("exec", "nsys", "--no-cuda", "-o", str(tmp_path / "a"), "--", sys.executable, "nosuch.py",
-                  env=ENV, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "-o",
+        str(tmp_path / "a"),
+        "--",
+        sys.executable,
+        "nosuch.py",
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stderr
-    assert (f"error: the program exited with status 2: {sys.executable}: can't open file "
-            f"'{tmp_path}/nosuch.py': [Errno 2] No such file or directory") in res.stderr
+    assert (
+        f"error: the program exited with status 2: {sys.executable}: can't open file "
+        f"'{tmp_path}/nosuch.py': [Errno 2] No such file or directory"
+    ) in res.stderr
     assert "Traceback" not in res.stderr
     # a traceback: its exception line in the message, its last lines under it; JSON carries the line too
-    res = run_cli("exec", "nsys", "--no-cuda", "-o", str(tmp_path / "b"), "--json", "--", sys.executable, "-c",
-                  "import json\njson.loads('{')", env=ENV, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "-o",
+        str(tmp_path / "b"),
+        "--json",
+        "--",
+        sys.executable,
+        "-c",
+        "import json\njson.loads('{')",
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stderr
     said = "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
     assert f"the program exited with status 1: {said}" in res.stderr
@@ -62,7 +86,9 @@ def test_a_heading_drops_its_empty_fields(tmp_path):
     first = res.stdout.splitlines()[0]
     assert first == f"program capture | on cpu | iterations per variant | {tmp_path / 'imp'}"
     res = run_cli("report", str(tmp_path / "imp"), "--format", "markdown")
-    assert res.returncode == 0 and "program capture | on cpu | iterations per variant" in res.stdout, res.stderr
+    assert res.returncode == 0 and "program capture | on cpu | iterations per variant" in res.stdout, (
+        res.stderr
+    )
     assert "program capture | on cpu | iterations per variant" in (tmp_path / "imp" / "report.md").read_text()
 
 
@@ -83,15 +109,19 @@ def test_report_of_a_file_says_it_is_one(tmp_path, h200_run):
     notes = tmp_path / "notes.txt"
     notes.write_text("not a run\n")
     folder = h200_run("time-square")
-    for path, hint in ((loose, f"hint: a capture: `gprof-orch import {loose}` reads it into a run folder"),
-                       (notes, "hint: report and compare read run folders, which every run writes (--out FOLDER)"),
-                       (folder / "workload.json", f"hint: it is in the run folder {folder}: `gprof-orch report {folder}`")):
+    for path, hint in (
+        (loose, f"hint: a capture: `gprof-orch import {loose}` reads it into a run folder"),
+        (notes, "hint: report and compare read run folders, which every run writes (--out FOLDER)"),
+        (folder / "workload.json", f"hint: it is in the run folder {folder}: `gprof-orch report {folder}`"),
+    ):
         res = run_cli("report", str(path))
         assert res.returncode == 4, res.stderr
         assert f"error: cannot read {path}: a file, not a run folder\n{hint}\n" in res.stderr
         assert "no such run folder" not in res.stderr and res.stdout == ""
     res = run_cli("compare", str(loose), str(folder))
-    assert res.returncode == 4 and "a file, not a run folder" in res.stderr and "gprof-orch import" in res.stderr
+    assert (
+        res.returncode == 4 and "a file, not a run folder" in res.stderr and "gprof-orch import" in res.stderr
+    )
     # a path that is nothing at all is still no run folder
     res = run_cli("report", str(tmp_path / "none"))
     assert res.returncode == 4 and "no such run folder" in res.stderr

@@ -1,11 +1,18 @@
 """The clock verdict of `time` (workloads/clocks.py) on NVML reads as the H200 gives them, and
 what happens where NVML cannot be read."""
+
 from workloads import clocks
 
 
 def _read(sm, mask=0):
-    return {"sm_mhz": sm, "mem_mhz": 3201, "temp_c": 40, "power_w": 120.0,
-            "reasons": clocks.reason_names(mask), "reasons_mask": mask}
+    return {
+        "sm_mhz": sm,
+        "mem_mhz": 3201,
+        "temp_c": 40,
+        "power_w": 120.0,
+        "reasons": clocks.reason_names(mask),
+        "reasons_mask": mask,
+    }
 
 
 def test_steady_clocks_and_idle_or_policy_reasons_are_not_flagged():

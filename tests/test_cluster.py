@@ -4,6 +4,7 @@ Points are tiny `time` runs; most of each point's few seconds is the child's tor
 
 Every process the tests start is found through the PIDs they started (their descendants, their
 process groups), never by searching the machine's process list: other people run things here."""
+
 import json
 import os
 import signal
@@ -76,6 +77,7 @@ def _runners(proc: "psutil.Process") -> list:
 
 # -- a scheduler and two workers of our own, as a user would start them --------------------------
 
+
 @pytest.fixture(scope="module")
 def dask_cluster(tmp_path_factory):
     """`dask scheduler` and two `dask worker ... --resources GPU=1` (w0, w1), each in a process group
@@ -91,14 +93,45 @@ def dask_cluster(tmp_path_factory):
 
     def start(*args: str, log: str) -> None:
         with open(d / log, "wb") as fh:
-            procs.append(subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=fh, stderr=fh, env=env,
-                                          cwd=REPO, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "dask", *args],
+                    stdout=fh,
+                    stderr=fh,
+                    env=env,
+                    cwd=REPO,
+                    start_new_session=True,
+                )
+            )
 
-    start("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
-          "--scheduler-file", str(d / "scheduler.json"), log="scheduler.log")
+    start(
+        "scheduler",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-dashboard",
+        "--scheduler-file",
+        str(d / "scheduler.json"),
+        log="scheduler.log",
+    )
     for name in ("w0", "w1"):
-        start("worker", addr, "--resources", "GPU=1", "--nworkers", "1", "--nthreads", "1", "--name", name,
-              "--no-dashboard", "--local-directory", str(d / name), log=f"{name}.log")
+        start(
+            "worker",
+            addr,
+            "--resources",
+            "GPU=1",
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "1",
+            "--name",
+            name,
+            "--no-dashboard",
+            "--local-directory",
+            str(d / name),
+            log=f"{name}.log",
+        )
     try:
         with Client(addr, timeout=30) as client:
             client.wait_for_workers(2, timeout=60)
@@ -128,14 +161,22 @@ def _two_workers(addr: str):
 
 # -- 1. a LocalCluster of 2 worker processes, in the serial run's format --------------------------
 
+
 def test_a_local_cluster_sweep_uses_both_workers_in_the_serial_format(tmp_path, h200_run, cli):
     from orchestrator import load_run, sweep
 
     # two points a worker: each worker holds one GPU=1 task at a time, so both take points
     sizes = ["1000", "2000", "3000", "4000"]
     out = tmp_path / "sweep"
-    multi = sweep("square", "time", sizes, [], cluster="local:2", out=out,
-                  **{k: v for k, v in POINT.items() if k != "backend"})
+    multi = sweep(
+        "square",
+        "time",
+        sizes,
+        [],
+        cluster="local:2",
+        out=out,
+        **{k: v for k, v in POINT.items() if k != "backend"},
+    )
     names = [f"{s}-float32" for s in sizes]
     assert multi.status == "ok" and list(multi.runs) == names
     man = _json(out / "manifest.json")
@@ -186,8 +227,9 @@ def test_a_worker_leaves_the_reports_to_the_client(tmp_path, monkeypatch):
     assert {"manifest.json", "workload.json"} <= files and not {f for f in files if f.startswith("report.")}
     again = load_run(tmp_path / "p", write=True)
     serial = api.run_point(point, tmp_path / "s")
-    assert (tmp_path / "p" / "report.md").is_file() and list(again.table["variant"]) == list(serial.table["variant"])
-
+    assert (tmp_path / "p" / "report.md").is_file() and list(again.table["variant"]) == list(
+        serial.table["variant"]
+    )
 
 
 WORKER_IMPORTS = """
@@ -207,8 +249,13 @@ def test_a_worker_runs_a_point_without_pandas(tmp_path):
     """A worker imports the backend and runs the point; the report, and so pandas (0.35 s of CPU
     per worker, on the critical path of a 2-core cluster), are the client's. The ncu backend's
     module still brings pandas through its report reader."""
-    res = subprocess.run([sys.executable, "-c", WORKER_IMPORTS, str(tmp_path / "p")], capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", WORKER_IMPORTS, str(tmp_path / "p")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["ok", "[]"], res.stdout
 
@@ -238,17 +285,36 @@ def test_the_client_draws_each_points_section_as_it_lands(tmp_path):
     3 points, 6 sections drawn before the parent's page is written (each point's own page, and its
     section of the parent's); that page then draws none, and is the very page `report` draws from
     scratch."""
-    res = subprocess.run([sys.executable, "-c", DRAWN_AHEAD, str(tmp_path / "s")], capture_output=True, text=True,
-                         cwd=REPO, timeout=300, env={**os.environ, **ENV})
+    res = subprocess.run(
+        [sys.executable, "-c", DRAWN_AHEAD, str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, **ENV},
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.split() == ["6", "6", "True"], res.stdout
 
+
 # -- 2. a scheduler of the user's: its address, its scheduler file ---------------------------------
+
 
 def test_the_tcp_address_runs_the_point_on_each_gpu_worker(dask_cluster, tmp_path):
     out = tmp_path / "each"
-    res = run_cli("time", "square", *CPU, "--size", "1000", "--cluster", dask_cluster["address"], "--each-gpu",
-                  "-o", str(out), env=ENV)
+    res = run_cli(
+        "time",
+        "square",
+        *CPU,
+        "--size",
+        "1000",
+        "--cluster",
+        dask_cluster["address"],
+        "--each-gpu",
+        "-o",
+        str(out),
+        env=ENV,
+    )
     assert res.returncode == 0, res.stderr
     man = _json(out / "manifest.json")
     assert man["kind"] == "each-gpu" and man["status"] == "ok"
@@ -258,8 +324,12 @@ def test_the_tcp_address_runs_the_point_on_each_gpu_worker(dask_cluster, tmp_pat
         assert man["cluster"]["workers"][place["worker"]]["name"] == name
     # one block of rows per worker's GPU, each median against the median of the GPUs' medians
     rows = _json(out / "report.json")["variants"]
-    assert [(r["run"], r["variant"]) for r in rows] == [("w0", "torch_square"), ("w0", "mul"),
-                                                        ("w1", "torch_square"), ("w1", "mul")]
+    assert [(r["run"], r["variant"]) for r in rows] == [
+        ("w0", "torch_square"),
+        ("w0", "mul"),
+        ("w1", "torch_square"),
+        ("w1", "mul"),
+    ]
     for r in rows:
         pair = [o["time_median_us"] for o in rows if o["variant"] == r["variant"]]
         assert r["change_pct"] == pytest.approx((r["time_median_us"] / (sum(pair) / 2) - 1) * 100)
@@ -274,8 +344,18 @@ def test_the_tcp_address_runs_the_point_on_each_gpu_worker(dask_cluster, tmp_pat
 def test_the_scheduler_file_runs_one_point_into_a_plain_run_folder(dask_cluster, tmp_path, cli, monkeypatch):
     monkeypatch.setenv("GPROF_NO_PROGRESS", "1")
     out = tmp_path / "one"
-    res = cli("time", "square", *CPU, "--size", "1000", "--scheduler-file", str(dask_cluster["scheduler_file"]),
-              "--json", "-o", str(out))
+    res = cli(
+        "time",
+        "square",
+        *CPU,
+        "--size",
+        "1000",
+        "--scheduler-file",
+        str(dask_cluster["scheduler_file"]),
+        "--json",
+        "-o",
+        str(out),
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["status"] == "ok" and [r["variant"] for r in doc["variants"]] == ["torch_square", "mul"]
@@ -293,8 +373,14 @@ def test_all_on_a_cluster_keeps_a_failed_point_failed_and_skips_what_the_worker_
 
     out = tmp_path / "all"
     with pytest.raises(RunFailedError) as info:
-        profile_all("square", backends_=["time", "ncu"], cluster=dask_cluster["address"], out=out,
-                fail_variant="mul", **{k: v for k, v in POINT.items() if k != "backend"})
+        profile_all(
+            "square",
+            backends_=["time", "ncu"],
+            cluster=dask_cluster["address"],
+            out=out,
+            fail_variant="mul",
+            **{k: v for k, v in POINT.items() if k != "backend"},
+        )
     assert "time: 1 variant(s) failed: mul: RuntimeError: injected failure" in info.value.message
     man = _json(out / "manifest.json")
     assert man["status"] == "failed" and man["kind"] == "all"
@@ -308,6 +394,7 @@ def test_all_on_a_cluster_keeps_a_failed_point_failed_and_skips_what_the_worker_
 
 # -- 3. a worker killed mid-point -----------------------------------------------------------------
 
+
 def test_a_killed_worker_point_is_run_again_and_its_runner_dies_too(dask_cluster, tmp_path):
     from orchestrator import sweep
 
@@ -317,9 +404,16 @@ def test_a_killed_worker_point_is_run_again_and_its_runner_dies_too(dask_cluster
 
     def go():
         try:
-            done["run"] = sweep("square", "time", ["1000", "2000"], [], cluster=dask_cluster["address"], out=out,
-                                **{k: v for k, v in POINT.items() if k != "backend"})
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            done["run"] = sweep(
+                "square",
+                "time",
+                ["1000", "2000"],
+                [],
+                cluster=dask_cluster["address"],
+                out=out,
+                **{k: v for k, v in POINT.items() if k != "backend"},
+            )
+        except BaseException as exc:
             done["error"] = exc
 
     t = threading.Thread(target=go)
@@ -358,11 +452,24 @@ def test_a_killed_worker_point_is_run_again_and_its_runner_dies_too(dask_cluster
 
 # -- 4. an address where nothing answers ----------------------------------------------------------
 
+
 def test_an_unreachable_scheduler_exits_3_within_the_timeout(tmp_path):
     addr = f"tcp://127.0.0.1:{_free_port()}"  # closed: nothing listens there
     t0 = time.monotonic()
-    res = run_cli("time", "square", *CPU, "--size", "1000,2000", "--cluster", addr, "--connect-timeout", "1",
-                  "-o", str(tmp_path / "run"), env=ENV)
+    res = run_cli(
+        "time",
+        "square",
+        *CPU,
+        "--size",
+        "1000,2000",
+        "--cluster",
+        addr,
+        "--connect-timeout",
+        "1",
+        "-o",
+        str(tmp_path / "run"),
+        env=ENV,
+    )
     assert res.returncode == 3, res.stderr
     assert time.monotonic() - t0 < 20  # the 1 s, an interpreter start and the imports
     assert f"no Dask scheduler answered at {addr} within --connect-timeout 1 s" in res.stderr
@@ -373,7 +480,7 @@ def test_an_unreachable_scheduler_exits_3_within_the_timeout(tmp_path):
 
 # a point of size > 1500 sleeps 50 ms a call: 200 calls take 10 s, so it is still running at Ctrl-C
 # while the small one, on the other worker, has ended
-NAPS = '''
+NAPS = """
 import time
 from workloads import Variant, Workload
 
@@ -385,7 +492,7 @@ def nap(a):
 sq = lambda x: x * x
 WORKLOADS = [Workload("naps", "big points nap", [Variant("nap", nap)], reference=sq,
                       bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,))]
-'''
+"""
 
 
 def test_ctrl_c_keeps_finished_points_and_leaves_no_process(tmp_path):
@@ -393,11 +500,36 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_process(tmp_path):
     wfile.write_text(NAPS)
     out = tmp_path / "sweep"
     # its own session, as a shell's job: Ctrl-C is SIGINT to the whole group (client and workers)
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "naps", "--workload-file", str(wfile),
-                          "--device", "cpu", "--size", "1000,2000", "--iters", "200", "--warmup", "0",
-                          "--cluster", "local:2", "-o", str(out)], cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, **ENV},
-                         preexec_fn=sigint_default)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "time",
+            "naps",
+            "--workload-file",
+            str(wfile),
+            "--device",
+            "cpu",
+            "--size",
+            "1000,2000",
+            "--iters",
+            "200",
+            "--warmup",
+            "0",
+            "--cluster",
+            "local:2",
+            "-o",
+            str(out),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, **ENV},
+        preexec_fn=sigint_default,
+    )
     client = psutil.Process(p.pid)
     try:
         deadline = time.monotonic() + 90
@@ -436,19 +568,31 @@ def test_ctrl_c_keeps_finished_points_and_leaves_no_process(tmp_path):
 
 # -- 6. the clusters gprof-orch builds --------------------------------------------------------------
 
+
 def test_slurm_job_script_asks_one_gpu_and_offers_it_to_dask():
     pytest.importorskip("dask_jobqueue")
     from orchestrator.cluster.builders import slurm_cluster
 
-    cluster = slurm_cluster(cores=8, memory="64GB", gres="gpu:1", queue="gpu", walltime="02:00:00",
-                            scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0", "dashboard": False})
+    cluster = slurm_cluster(
+        cores=8,
+        memory="64GB",
+        gres="gpu:1",
+        queue="gpu",
+        walltime="02:00:00",
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": ":0", "dashboard": False},
+    )
     try:
         script = cluster.job_script()
     finally:
         cluster.close()
     lines = script.splitlines()
-    for directive in ("#SBATCH -p gpu", "#SBATCH --cpus-per-task=8", "#SBATCH --mem=60G", "#SBATCH -t 02:00:00",
-                      "#SBATCH --gres=gpu:1"):
+    for directive in (
+        "#SBATCH -p gpu",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=60G",
+        "#SBATCH -t 02:00:00",
+        "#SBATCH --gres=gpu:1",
+    ):
         assert directive in lines, script
     worker = next(ln for ln in lines if "distributed.cli.dask_worker" in ln)
     assert worker.startswith(sys.executable) and worker.endswith("--resources GPU=1")
@@ -476,19 +620,25 @@ def test_local_cuda_without_a_gpu_and_bad_specs_are_usage_errors(cli, monkeypatc
     res = cli("time", "square", "--size", "1000", "--cluster", "local-cuda", "--dry-run")
     assert res.exit_code == 2 and "no NVIDIA GPU visible here" in res.output
     res = cli("time", "square", "--size", "1000", "--cluster", "local:2", "--dry-run")
-    assert res.exit_code == 0 and res.output.startswith("# would run each point a task (resource GPU=1) on a "
-                                                        "LocalCluster of 2 worker process(es)")
-    for bad, message in ((["--cluster", "local:0"], "must be at least 1"), (["--cluster", "yarn"], "unknown; valid"),
-                         (["--retries", "-1"], "--retries must be"),
-                         (["--cluster", "local:2", "--scheduler-file", "x.json"], "not both")):
+    assert res.exit_code == 0 and res.output.startswith(
+        "# would run each point a task (resource GPU=1) on a LocalCluster of 2 worker process(es)"
+    )
+    for bad, message in (
+        (["--cluster", "local:0"], "must be at least 1"),
+        (["--cluster", "yarn"], "unknown; valid"),
+        (["--retries", "-1"], "--retries must be"),
+        (["--cluster", "local:2", "--scheduler-file", "x.json"], "not both"),
+    ):
         res = cli("time", "square", "--size", "1000", *bad, "--dry-run")
         assert res.exit_code == 2 and message in res.output, res.output
 
 
 def test_help_and_the_cluster_module_import_no_dask():
-    code = ("import sys\nfrom orchestrator.cli import main\nimport orchestrator.cluster, orchestrator.api\n"
-            "try:\n    main(['time', '--help'], prog_name='gprof-orch')\nexcept SystemExit:\n    pass\n"
-            "print('DASK', sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', "
-            "'dask_jobqueue')), file=sys.stderr)")
+    code = (
+        "import sys\nfrom orchestrator.cli import main\nimport orchestrator.cluster, orchestrator.api\n"
+        "try:\n    main(['time', '--help'], prog_name='gprof-orch')\nexcept SystemExit:\n    pass\n"
+        "print('DASK', sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', "
+        "'dask_jobqueue')), file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert "--cluster SPEC" in out.stdout and "DASK []" in out.stderr, out.stderr

@@ -2,12 +2,13 @@
 point by point, other GPUs compare % of peak bandwidth, skipped variants are `missing`, and
 --fail-if-slower takes a finite number >= 0. On the committed H200 run folders (copied first)
 and CPU runs made here."""
+
 import json
 import shutil
 
 import pytest
-
 from conftest import run_cli
+
 from orchestrator import api
 from orchestrator.errors import UsageError
 
@@ -18,8 +19,20 @@ def cpu_runs(tmp_path_factory):
     (it needs CUDA)."""
     root = tmp_path_factory.mktemp("cpu-runs")
     for name, size in (("big", "1e6"), ("small", "10")):
-        res = run_cli("time", "square", "--device", "cpu", "--size", size, "--iters", "5",
-                      "-v", "torch_square,mul,numba", "-o", str(root / name))
+        res = run_cli(
+            "time",
+            "square",
+            "--device",
+            "cpu",
+            "--size",
+            size,
+            "--iters",
+            "5",
+            "-v",
+            "torch_square,mul,numba",
+            "-o",
+            str(root / name),
+        )
         assert res.returncode == 0, res.stderr
     return root
 
@@ -66,14 +79,22 @@ def test_a_skipped_variant_is_missing_not_same(cpu_runs):
     assert t.loc["numba", "note"].startswith("skipped in A (") and "skipped in B (" in t.loc["numba", "note"]
     # skipped in both: nothing lost, the gate judges the rest
     assert table.attrs["lost"] == []
-    assert run_cli("compare", str(cpu_runs / "big"), str(cpu_runs / "big"), "--fail-if-slower", "5").returncode == 0
+    assert (
+        run_cli("compare", str(cpu_runs / "big"), str(cpu_runs / "big"), "--fail-if-slower", "5").returncode
+        == 0
+    )
 
 
 def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
     a = h200_run("time-square")
-    b = _edit_workload(_copy(a, tmp_path / "b"), variant=("triton", {"status": "failed", "error": "RuntimeError: boom"}))
+    b = _edit_workload(
+        _copy(a, tmp_path / "b"), variant=("triton", {"status": "failed", "error": "RuntimeError: boom"})
+    )
     t = api.compare(a, b)[0].set_index("variant")
-    assert t.loc["triton", "verdict"] == "missing" and t.loc["triton", "note"] == "failed in B (RuntimeError: boom)"
+    assert (
+        t.loc["triton", "verdict"] == "missing"
+        and t.loc["triton", "note"] == "failed in B (RuntimeError: boom)"
+    )
     assert t.loc["mul", "verdict"] == "same within spread"
     # a gate does not pass a variant that crashed in B (it did: exit 0 with the row `missing`)
     res = run_cli("compare", str(a), str(b), "--fail-if-slower", "5")
@@ -85,17 +106,20 @@ def test_a_failed_variant_of_b_is_missing(h200_run, tmp_path):
     assert run_cli("compare", str(b), str(a), "--fail-if-slower", "5").returncode == 0
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"dtype": "bfloat16"}, "dtype: A float32, B bfloat16"),
-    # how the calls were timed: a flushed kernel reads up to 2x a warm one, events without a hold
-    # hold the host's launch, a graph replay no launch at all
-    # (the H200 folders predate the hold's and the graph's records: the H100 one has them)
-    ({"flush_l2": False}, "L2 flushed before each call: A on, B off"),
-    ({"hold": "none", "from": "h100"}, "what held the GPU while the call was queued: A blocking, B none"),
-    ({"cuda_graph": True, "from": "h100"}, "CUDA graph replays: A off, B on"),
-    ({"shape": [100000000]}, "shape: A 10000x10000, B 100000000"),
-    ({"workload": "cube"}, "different workloads: A square, B cube"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"dtype": "bfloat16"}, "dtype: A float32, B bfloat16"),
+        # how the calls were timed: a flushed kernel reads up to 2x a warm one, events without a hold
+        # hold the host's launch, a graph replay no launch at all
+        # (the H200 folders predate the hold's and the graph's records: the H100 one has them)
+        ({"flush_l2": False}, "L2 flushed before each call: A on, B off"),
+        ({"hold": "none", "from": "h100"}, "what held the GPU while the call was queued: A blocking, B none"),
+        ({"cuda_graph": True, "from": "h100"}, "CUDA graph replays: A off, B on"),
+        ({"shape": [100000000]}, "shape: A 10000x10000, B 100000000"),
+        ({"workload": "cube"}, "different workloads: A square, B cube"),
+    ],
+)
 def test_dtype_shape_or_workload_that_differ_are_refused(h200_run, tmp_path, change, message):
     change = dict(change)
     a = h200_run("time-square-kernel-clock", "h100") if change.pop("from", None) else h200_run("time-square")
@@ -110,12 +134,18 @@ def test_variants_that_ran_other_kernels_are_refused(h200_run, tmp_path):
     b = _copy(a, tmp_path / "b")
     trace = b / "trace.json"
     # mul's kernel becomes a division in B
-    trace.write_text(trace.read_text().replace("BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor",
-                                               "BinaryFunctor<float, float, float, at::native::binary_internal::DivFunctor"))
+    trace.write_text(
+        trace.read_text().replace(
+            "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor",
+            "BinaryFunctor<float, float, float, at::native::binary_internal::DivFunctor",
+        )
+    )
     with pytest.raises(UsageError) as exc:
         api.compare(a, b)
-    assert exc.value.message.endswith("kernels of mul: A ran vectorized_elementwise_kernel<MulFunctor>; "
-                                      "B ran vectorized_elementwise_kernel<DivFunctor>")
+    assert exc.value.message.endswith(
+        "kernels of mul: A ran vectorized_elementwise_kernel<MulFunctor>; "
+        "B ran vectorized_elementwise_kernel<DivFunctor>"
+    )
     res = run_cli("compare", str(a), str(b))
     assert res.returncode == 2 and "kernels of mul" in res.stderr
     # the time backend names no kernels: nothing to hold against it (on the kernel clock, whose
@@ -141,7 +171,10 @@ def test_medians_that_time_other_things_are_refused(h200_run):
     events, nsys = h200_run("time-square"), h200_run("nsys-square")
     with pytest.raises(UsageError) as exc:
         api.compare(events, nsys)
-    assert "what the medians time (torch_square, mul, pow, triton, numba): A stream, the CUDA events" in exc.value.message
+    assert (
+        "what the medians time (torch_square, mul, pow, triton, numba): A stream, the CUDA events"
+        in exc.value.message
+    )
     assert "B kernels, the GPU time of the variant's own kernels" in exc.value.message
     res = run_cli("compare", str(events), str(nsys), "--fail-if-slower", "5")
     assert res.returncode == 2 and "what the medians time" in res.stderr and "Traceback" not in res.stderr
@@ -167,7 +200,10 @@ def test_medians_that_time_other_things_are_refused(h200_run):
     kernel = h200_run("time-square-kernel-clock", "h100")
     table, _, _ = api.compare(kernel, nsys, allow_mismatch=True)
     assert table["verdict"].ne("missing").all() and len(table) == 5
-    assert table.attrs["mismatches"] == ["shape: A 100000000, B 10000x10000", "L2 flushed before each call: A on, B off"]
+    assert table.attrs["mismatches"] == [
+        "shape: A 100000000, B 10000x10000",
+        "L2 flushed before each call: A on, B off",
+    ]
     t = table.set_index("variant")
     assert t.loc["torch_square", "a_median_us"] == pytest.approx(266.981, abs=1e-3)
 
@@ -180,8 +216,13 @@ def test_cpu_runs_time_the_host_on_every_backend(cpu_runs):
     from orchestrator.results import load_run
 
     run = load_run(cpu_runs / "big", write=False)
-    want = {"time": "host", "nsys": "host-nsys", "torch-trace": "host-torch-trace", "proton": "host-proton",
-            "program": "host-nsys"}
+    want = {
+        "time": "host",
+        "nsys": "host-nsys",
+        "torch-trace": "host-torch-trace",
+        "proton": "host-proton",
+        "program": "host-nsys",
+    }
     for name, measure in want.items():
         assert set(backends.get(name).measures(run.workload, run.frame).values()) == {measure}, name
 
@@ -190,15 +231,32 @@ def test_cpu_time_and_torch_trace_are_not_the_same_measure(cpu_runs):
     # time's bare host clock against torch.profiler's host times, which hold its recording of each
     # op: refused (exit 2), not called a slowdown of the code
     trace = cpu_runs / "trace"
-    res = run_cli("torch-trace", "square", "--device", "cpu", "--size", "1e6", "--iters", "5",
-                  "-v", "torch_square,mul,numba", "-o", str(trace))
+    res = run_cli(
+        "torch-trace",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "1e6",
+        "--iters",
+        "5",
+        "-v",
+        "torch_square,mul,numba",
+        "-o",
+        str(trace),
+    )
     assert res.returncode == 0, res.stderr
     big = cpu_runs / "big"
     res = run_cli("compare", str(big), str(trace))
     assert res.returncode == 2, res.stdout
-    assert ("what the medians time (torch_square, mul): A host, the host's wall-clock time per call, no profiler "
-            "attached; B host-torch-trace, the host's wall-clock time per call under torch.profiler") in res.stderr
-    assert "hint: on the CPU every backend times the host, and only `time` without a profiler's cost" in res.stderr
+    assert (
+        "what the medians time (torch_square, mul): A host, the host's wall-clock time per call, no profiler "
+        "attached; B host-torch-trace, the host's wall-clock time per call under torch.profiler"
+    ) in res.stderr
+    assert (
+        "hint: on the CPU every backend times the host, and only `time` without a profiler's cost"
+        in res.stderr
+    )
     assert "slower" not in res.stdout + res.stderr and "Traceback" not in res.stderr
     res = run_cli("compare", str(big), str(trace), "--allow-mismatch")
     assert res.returncode == 0, res.stderr
@@ -211,8 +269,10 @@ def test_cpu_time_and_torch_trace_are_not_the_same_measure(cpu_runs):
 
 def test_another_gpu_compares_pct_of_peak_bandwidth(h200_run, tmp_path):
     a = h200_run("time-square")
-    b = _edit_workload(_copy(a, tmp_path / "b"), env={"device_name": "NVIDIA A100-SXM4-80GB",
-                                                       "peak_bandwidth_bytes_per_s": 2.039e12})
+    b = _edit_workload(
+        _copy(a, tmp_path / "b"),
+        env={"device_name": "NVIDIA A100-SXM4-80GB", "peak_bandwidth_bytes_per_s": 2.039e12},
+    )
     table, _, _ = api.compare(a, b)
     t = table.set_index("variant")
     assert t.loc["mul", "a_pct_of_peak_bw"] == pytest.approx(86.3, abs=0.1)
@@ -220,8 +280,11 @@ def test_another_gpu_compares_pct_of_peak_bandwidth(h200_run, tmp_path):
     assert t.loc["mul", "peak_bw_change_pct"] == pytest.approx((4.8 / 2.039 - 1) * 100)
     res = run_cli("compare", str(a), str(b))
     assert res.returncode == 0, res.stderr
-    assert ("different GPUs: A ran on NVIDIA H200, B on NVIDIA A100-SXM4-80GB: % of peak bandwidth" in res.stdout
-            and "A % peak BW" in res.stdout and "B % peak BW" in res.stdout)
+    assert (
+        "different GPUs: A ran on NVIDIA H200, B on NVIDIA A100-SXM4-80GB: % of peak bandwidth" in res.stdout
+        and "A % peak BW" in res.stdout
+        and "B % peak BW" in res.stdout
+    )
     # the same GPU: time only
     assert "a_pct_of_peak_bw" not in api.compare(a, a)[0].columns
 
@@ -235,8 +298,10 @@ def test_a_single_run_is_matched_to_the_sweep_point_of_its_size(h200_run, tmp_pa
     assert (table["ratio_b_over_a"] == 1.0).all()  # the point against itself, not 1e6 against 1e7
     table, _, _ = api.compare(point, sweep)
     assert (table["ratio_b_over_a"] == 1.0).all()
-    assert f"{point} is one run: compared with the sweep's point of its size and dtype (size 10000000 float32)" \
+    assert (
+        f"{point} is one run: compared with the sweep's point of its size and dtype (size 10000000 float32)"
         in table.attrs["notes"]
+    )
     # a size the sweep did not run: refused, even with --allow-mismatch
     other = _edit_workload(_copy(point, tmp_path / "other"), numel=5000000, shape=[5000000])
     for extra in ([], ["--allow-mismatch"]):
@@ -282,7 +347,10 @@ def test_a_variant_lost_in_b_is_missing_not_a_mismatch(h200_run, tmp_path):
     (b / "workload.json").write_text(json.dumps(w))
     res = run_cli("compare", str(a), str(b), "--fail-if-slower", "5")
     assert res.returncode == 1, res.stderr
-    assert "measured in A, not in B: numba: skipped in B" in res.stderr and "what the medians time" not in res.stderr
+    assert (
+        "measured in A, not in B: numba: skipped in B" in res.stderr
+        and "what the medians time" not in res.stderr
+    )
 
 
 def test_proton_times_kernels_without_memsets(h200_run):
@@ -290,8 +358,11 @@ def test_proton_times_kernels_without_memsets(h200_run):
     nsys = h200_run("nsys-triton-mean-1e6", "h200-proton")
     proton = h200_run("proton-triton-mean", "h200-proton")
     res = run_cli("compare", str(nsys), str(proton))
-    assert res.returncode == 2 and "B kernels-only, the GPU time of the variant's own kernels per call, memsets and " \
-        "copies left out" in res.stderr, res.stderr
+    assert (
+        res.returncode == 2
+        and "B kernels-only, the GPU time of the variant's own kernels per call, memsets and copies left out"
+        in res.stderr
+    ), res.stderr
     assert "their medians time the same thing" not in res.stdout
 
 
@@ -306,7 +377,8 @@ def test_a_captured_range_without_gpu_work_times_the_host(h200_run):
     for folder, want in ((lost, "host-nsys"), (steady, "kernels")):
         run = load_run(folder, write=False)
         assert backends.get("program").measures(run.workload, run.frame) == {
-            v: want for v in ("step", "forward", "backward", "optimizer")}
+            v: want for v in ("step", "forward", "backward", "optimizer")
+        }
     # and nsys said it lost events there: its rows are incomplete, no result to set against B's
     res = run_cli("compare", str(lost), str(steady), "--allow-mismatch")
     assert res.returncode != 0 and "the runs share no variant that ran" in res.stderr

@@ -1,5 +1,6 @@
 """Compressed raw files (.xz, .gz) are read where they lie, and rebuilding a committed fixture
 in place leaves nothing untracked behind."""
+
 import gzip
 import lzma
 import shutil
@@ -17,8 +18,12 @@ RUNS = REPO / "tests" / "fixtures" / "runs"
 
 
 def _git_status() -> list[str]:
-    res = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", str(RUNS)], cwd=REPO,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", str(RUNS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         pytest.skip(f"not a git checkout: {res.stderr.strip()}")
     return sorted(res.stdout.splitlines())
@@ -40,7 +45,8 @@ def test_report_on_every_committed_fixture_leaves_nothing_untracked(cli):
             p.unlink()
     assert _git_status() == before
     assert not list(RUNS.rglob("report.ncu-rep")) and not [
-        p for p in RUNS.rglob("report.sqlite") if p.with_name("report.sqlite.xz").exists()]
+        p for p in RUNS.rglob("report.sqlite") if p.with_name("report.sqlite.xz").exists()
+    ]
 
 
 def _report_each(cli, folders) -> None:

@@ -3,6 +3,7 @@ run did (the README's "Exit codes"), with the table printed; its --json is the f
 report.json; --per-kernel in CSV is one table pandas reads whole; a usage error found once the run
 had started, or an imported file that cannot be read, leaves no run folder and names the user's
 file; a size no machine has is said in a few digits."""
+
 import io
 import json
 import re
@@ -10,13 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import run_cli
 
 CPU = ["--device", "cpu", "--size", "1000", "--iters", "5"]
 
 # a variant that never returns: --timeout ends the run while the runner measures it
-HANGS = '''
+HANGS = """
 import time
 from workloads import Variant, Workload
 
@@ -27,7 +27,7 @@ def hangs(a):
 sq = lambda x: x * x
 WORKLOADS = [Workload("hangs", "the second variant hangs", [Variant("fast", sq), Variant("stuck", hangs)],
                       reference=sq, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,))]
-'''
+"""
 
 
 def _json(path: Path):
@@ -35,6 +35,7 @@ def _json(path: Path):
 
 
 # -- report exits as the run did ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name, tool", [("nsys-sigint-lost", "nsys"), ("ncu-sigint-measuring", "ncu")])
 def test_report_of_an_interrupted_run_exits_130_with_its_table(h200_run, name, tool):
@@ -44,7 +45,10 @@ def test_report_of_an_interrupted_run_exits_130_with_its_table(h200_run, name, t
     assert res.returncode == 130, res.stderr
     assert f"| {path}\n" in res.stdout and "torch_square" in res.stdout  # the table, printed all the same
     assert f"run interrupted: interrupted while running {tool}" in res.stdout
-    assert f"gprof-orch: {path}: the run ended interrupted (exit 130): interrupted while running {tool}" in res.stderr
+    assert (
+        f"gprof-orch: {path}: the run ended interrupted (exit 130): interrupted while running {tool}"
+        in res.stderr
+    )
     res = run_cli("report", str(path), "--json")
     doc = json.loads(res.stdout)
     assert res.returncode == 130 and doc["exit_code"] == 130 and doc["status"] == "interrupted"
@@ -60,20 +64,36 @@ def test_report_of_a_failed_run_exits_1(tmp_path):
     assert (man["status"], man["exit_code"], man["error_kind"]) == ("failed", 1, "RunFailedError")
     rep = run_cli("report", str(out))
     assert rep.returncode == 1, rep.stderr
-    assert re.search(r"^mul .* ok ", rep.stdout, re.M) and "run failed: 1 variant(s) failed: pow" in rep.stdout
+    assert (
+        re.search(r"^mul .* ok ", rep.stdout, re.M) and "run failed: 1 variant(s) failed: pow" in rep.stdout
+    )
     assert "the run ended failed (exit 1): 1 variant(s) failed: pow" in rep.stderr
     js = run_cli("report", str(out), "--json")
     doc = json.loads(js.stdout)
     assert js.returncode == 1 and (doc["status"], doc["exit_code"]) == ("failed", 1)
-    assert doc["error"]["kind"] == "RunFailedError" and doc["error"]["message"].startswith("1 variant(s) failed: pow")
+    assert doc["error"]["kind"] == "RunFailedError" and doc["error"]["message"].startswith(
+        "1 variant(s) failed: pow"
+    )
 
 
 def test_report_of_a_timed_out_run_exits_124(tmp_path):
     wfile = tmp_path / "hangs.py"
     wfile.write_text(HANGS)
     out = tmp_path / "run"
-    res = run_cli("time", "hangs", "--workload-file", str(wfile), "--device", "cpu", "--iters", "20",
-                  "--timeout", "8", "-o", str(out))
+    res = run_cli(
+        "time",
+        "hangs",
+        "--workload-file",
+        str(wfile),
+        "--device",
+        "cpu",
+        "--iters",
+        "20",
+        "--timeout",
+        "8",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 124, res.stderr
     man = _json(out / "manifest.json")
     assert (man["status"], man["exit_code"], man["error_kind"]) == ("failed", 124, "ToolTimeoutError")
@@ -105,13 +125,22 @@ def test_report_of_several_folders_exits_as_the_one_that_did_not_end_ok(h200_run
 def test_the_exit_code_of_a_folder_without_one_recorded():
     from orchestrator.runfolder import run_exit_code
 
-    assert [run_exit_code({"status": s}) for s in ("ok", "failed", "interrupted", "running")] == [0, 1, 130, 1]
+    assert [run_exit_code({"status": s}) for s in ("ok", "failed", "interrupted", "running")] == [
+        0,
+        1,
+        130,
+        1,
+    ]
     assert run_exit_code({"status": "failed"}, {"status": "timed out"}) == 124
     assert run_exit_code({"status": "failed", "exit_code": 5}) == 5
-    assert run_exit_code({"status": "ok", "exit_code": "0"}) == 0 and run_exit_code({"status": "ok", "exit_code": 999}) == 0
+    assert (
+        run_exit_code({"status": "ok", "exit_code": "0"}) == 0
+        and run_exit_code({"status": "ok", "exit_code": 999}) == 0
+    )
 
 
 # -- --json is report.json ---------------------------------------------------------------------
+
 
 def test_report_json_is_the_folders_report_json(h200_run):
     """stdout's document lacked meta.findings (and said meta differently): now one builder writes both."""
@@ -134,6 +163,7 @@ def test_a_runs_json_is_its_report_json(tmp_path):
 
 # -- --per-kernel --format csv: one table ------------------------------------------------------
 
+
 def test_per_kernel_csv_is_one_table(h200_run):
     path = h200_run("ncu-mean")
     res = run_cli("report", str(path), "--per-kernel", "--format", "csv")
@@ -148,20 +178,32 @@ def test_per_kernel_csv_is_one_table(h200_run):
     as_text = pd.read_csv(io.StringIO(res.stdout), dtype=str, keep_default_na=False)
     assert list(as_text["launches"]) == [""] * 3 + ["3"] * 4  # whole numbers stay whole, not 3.0
     division = kernels.loc[kernels["variant"] == "sum_div_numel"].iloc[1]
-    assert 0.04 < division["dram_pct_of_peak"] < 0.06 and division["share_pct"] == pytest.approx(2.1, abs=0.01)
+    assert 0.04 < division["dram_pct_of_peak"] < 0.06 and division["share_pct"] == pytest.approx(
+        2.1, abs=0.01
+    )
     variants = both[both["table"] == "variants"].dropna(axis=1, how="all").drop(columns="table")
     alone = pd.read_csv(io.StringIO(run_cli("report", str(path), "--format", "csv").stdout))
-    pd.testing.assert_frame_equal(variants.reset_index(drop=True), alone.dropna(axis=1, how="all")[variants.columns])
+    pd.testing.assert_frame_equal(
+        variants.reset_index(drop=True), alone.dropna(axis=1, how="all")[variants.columns]
+    )
 
 
 # -- a usage error leaves no run folder --------------------------------------------------------
 
+
 def test_a_size_too_large_leaves_no_folder_and_says_its_size_in_a_few_digits(tmp_path):
     res = run_cli("time", "square", "--device", "cpu", "--size", "1e30", cwd=tmp_path)
     assert res.returncode == 2, res.stderr
-    assert re.search(r"size 1e\+30 \(1e\+30 elements of float32\) needs about \d\.\de\+22 GiB; this machine has "
-                     r"[\d.,]+ GiB available\. Choose a smaller --size\.", res.stderr), res.stderr
-    assert not re.search(r"\d{16}", res.stderr) and "run folder kept" not in res.stderr and "log:" not in res.stderr
+    assert re.search(
+        r"size 1e\+30 \(1e\+30 elements of float32\) needs about \d\.\de\+22 GiB; this machine has "
+        r"[\d.,]+ GiB available\. Choose a smaller --size\.",
+        res.stderr,
+    ), res.stderr
+    assert (
+        not re.search(r"\d{16}", res.stderr)
+        and "run folder kept" not in res.stderr
+        and "log:" not in res.stderr
+    )
     assert not list((tmp_path / "gprof-runs").iterdir())
 
 
@@ -175,14 +217,21 @@ def test_a_usage_error_leaves_an_out_folder_as_it_was(tmp_path):
     assert res.returncode == 2 and not (tmp_path / "new").exists()
 
 
-@pytest.mark.parametrize("name, reason", [("garbage.sqlite", "not an SQLite file"),
-                                          ("garbage.ncu-rep", "not an Nsight Compute report"),
-                                          ("garbage.json", "not a JSON Chrome trace")])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("garbage.sqlite", "not an SQLite file"),
+        ("garbage.ncu-rep", "not an Nsight Compute report"),
+        ("garbage.json", "not a JSON Chrome trace"),
+    ],
+)
 def test_importing_a_file_that_is_not_a_capture_names_it_and_leaves_no_folder(tmp_path, name, reason):
     (tmp_path / name).write_text("garbage, not a capture\n")
     res = run_cli("import", name, cwd=tmp_path)
     assert res.returncode == 4, res.stderr
-    assert res.stderr.startswith(f"gprof-orch: error: cannot read {name}: ") and reason in res.stderr, res.stderr
+    assert res.stderr.startswith(f"gprof-orch: error: cannot read {name}: ") and reason in res.stderr, (
+        res.stderr
+    )
     assert "gprof-runs" not in res.stderr and "run folder kept" not in res.stderr
     assert not list((tmp_path / "gprof-runs").iterdir())
     assert (tmp_path / name).read_text() == "garbage, not a capture\n"
@@ -191,13 +240,18 @@ def test_importing_a_file_that_is_not_a_capture_names_it_and_leaves_no_folder(tm
 def test_sizes_in_gib_read_in_a_few_digits():
     from workloads.environment import gib
 
-    assert [gib(n) for n in (0, 22.1 * 2**30, 1536 * 2**30, 2.8e31)] == ["0.0 GiB", "22.1 GiB", "1,536 GiB",
-                                                                          "2.6e+22 GiB"]
+    assert [gib(n) for n in (0, 22.1 * 2**30, 1536 * 2**30, 2.8e31)] == [
+        "0.0 GiB",
+        "22.1 GiB",
+        "1,536 GiB",
+        "2.6e+22 GiB",
+    ]
 
 
 def test_any_size_in_gib_is_short_and_reads_back_close():
     pytest.importorskip("hypothesis")
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from workloads.environment import gib
 

@@ -26,6 +26,7 @@ metrics in a forked child (~0.15 s). Two shortcuts that change no outcome: a raw
 to exactly the undamaged frame (or ncu records) is "same" without building the rest (_Same), and
 an nsys export the case did not damage (the workload.json kind) is read once.
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,8 +54,13 @@ RUNS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200"
 CASES = int(os.environ.get("GPROF_FUZZ_CASES", "200"))
 COUNTS = os.environ.get("GPROF_FUZZ_COUNTS")
 PAGE = 4096
-FUZZ = settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=CASES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 # kind -> (committed run folder, the damaged file in it, binary?)
 KINDS = {
@@ -70,6 +76,7 @@ KINDS = {
 
 
 # -- reading a folder the way `gprof-orch report` does, without writing into it -----------------
+
 
 class _Same(Exception):
     """The damaged file read back to exactly what the undamaged one gave (the raw ncu_report
@@ -149,7 +156,11 @@ def _reading_in_place(seen: dict | None = None):
         return _fork_isolated(path, timeout, seen)
 
     def read_export(path, **options):  # an export this case left alone reads as it did in the last case
-        key = (str(Path(path).resolve()), hashlib.sha1(Path(path).read_bytes()).hexdigest(), repr(sorted(options.items())))
+        key = (
+            str(Path(path).resolve()),
+            hashlib.sha1(Path(path).read_bytes()).hexdigest(),
+            repr(sorted(options.items())),
+        )
         if key not in _EXPORTS:
             _EXPORTS.clear()
             _EXPORTS[key] = real_read_export(path, **options)
@@ -167,6 +178,7 @@ def _reading_in_place(seen: dict | None = None):
                 elif seen.get("frame") is not None and frame.equals(seen["frame"]):
                     raise _Same
                 return frame
+
             backend.parse = parse_and_compare
         return backend
 
@@ -194,6 +206,7 @@ def table_of(folder: Path, seen: dict | None = None) -> tuple[pd.DataFrame, list
 
 # -- damage -------------------------------------------------------------------------------------
 
+
 def _json_paths(node, prefix=()):
     """Every (path to a value) in a JSON document, the document itself excluded."""
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
@@ -203,8 +216,15 @@ def _json_paths(node, prefix=()):
 
 
 # a value of another JSON type, for each type
-_SWAPS = {bool: [0, "true", None], int: ["1", 1.5, None, [], True], float: ["1.0", 1, None, {}],
-          str: [1, None, [], {}], list: [{}, "[]", None, 0], dict: [[], "{}", None, 0], type(None): [0, "", []]}
+_SWAPS = {
+    bool: [0, "true", None],
+    int: ["1", 1.5, None, [], True],
+    float: ["1.0", 1, None, {}],
+    str: [1, None, [], {}],
+    list: [{}, "[]", None, 0],
+    dict: [[], "{}", None, 0],
+    type(None): [0, "", []],
+}
 
 
 def damage_strategy(kind: str, data: bytes, doc):
@@ -213,11 +233,21 @@ def damage_strategy(kind: str, data: bytes, doc):
     cut = st.integers(0, n - 1).map(lambda o: (f"truncated at {o}", data[:o]))
     pages = max(1, n // PAGE)
     zero = st.integers(0, pages - 1).map(
-        lambda p: (f"page {p} zeroed", data[:p * PAGE] + bytes(len(data[p * PAGE:(p + 1) * PAGE])) + data[(p + 1) * PAGE:]))
+        lambda p: (
+            f"page {p} zeroed",
+            data[: p * PAGE] + bytes(len(data[p * PAGE : (p + 1) * PAGE])) + data[(p + 1) * PAGE :],
+        )
+    )
     choices = [cut, zero]
     if KINDS[kind][2]:
-        choices.append(st.tuples(st.integers(0, n - 1), st.integers(1, 255)).map(
-            lambda t: (f"byte {t[0]} xor {t[1]}", data[:t[0]] + bytes([data[t[0]] ^ t[1]]) + data[t[0] + 1:])))
+        choices.append(
+            st.tuples(st.integers(0, n - 1), st.integers(1, 255)).map(
+                lambda t: (
+                    f"byte {t[0]} xor {t[1]}",
+                    data[: t[0]] + bytes([data[t[0]] ^ t[1]]) + data[t[0] + 1 :],
+                )
+            )
+        )
     if doc is not None:
         paths = list(_json_paths(doc))
         if kind == "torch-trace":  # the events' fields, not each of 2,000 events' args
@@ -243,20 +273,26 @@ def damage_strategy(kind: str, data: bytes, doc):
             parent[key] = swaps[pick % len(swaps)]
             return f"{'/'.join(map(str, path))} -> {parent[key]!r}", json.dumps(new).encode()
 
-        choices.append(st.tuples(st.sampled_from(paths), st.sampled_from(["delete", "swap"]),
-                                 st.integers(0, 10)).map(edit))
+        choices.append(
+            st.tuples(st.sampled_from(paths), st.sampled_from(["delete", "swap"]), st.integers(0, 10)).map(
+                edit
+            )
+        )
     return st.one_of(choices)
 
 
 # -- outcomes -----------------------------------------------------------------------------------
+
 
 def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a.shape == b.shape and list(a.columns) == list(b.columns) and a.equals(b)
 
 
 # a column left empty, with a line under the table that says so (no peak bandwidth recorded)
-_EMPTIED = {"pct_of_peak_bw": ("% peak BW left empty", "GB/s and % peak BW left empty"),
-            "achieved_gb_s": ("GB/s and % peak BW left empty",)}
+_EMPTIED = {
+    "pct_of_peak_bw": ("% peak BW left empty", "GB/s and % peak BW left empty"),
+    "achieved_gb_s": ("GB/s and % peak BW left empty",),
+}
 
 
 def _emptied_and_said(table: pd.DataFrame, footer: list[str], baseline: pd.DataFrame) -> list[str]:
@@ -266,9 +302,13 @@ def _emptied_and_said(table: pd.DataFrame, footer: list[str], baseline: pd.DataF
         return []
     cols = [c for c in table.columns if not table[c].equals(baseline[c])]
     said = [line for line in footer if any(w in line for c in cols for w in _EMPTIED.get(c, ()))]
-    ok = cols and all(c in _EMPTIED and any(w in line for w in _EMPTIED[c] for line in said)
-                      and table.loc[table[c].ne(baseline[c]) & baseline[c].notna(), c].isna().all()
-                      and table[c].notna().le(baseline[c].notna()).all() for c in cols)
+    ok = cols and all(
+        c in _EMPTIED
+        and any(w in line for w in _EMPTIED[c] for line in said)
+        and table.loc[table[c].ne(baseline[c]) & baseline[c].notna(), c].isna().all()
+        and table[c].notna().le(baseline[c].notna()).all()
+        for c in cols
+    )
     return said if ok else []
 
 
@@ -295,7 +335,9 @@ def _derived_follow(table: pd.DataFrame, baseline: pd.DataFrame, i: int, gone: s
     (`gone`) explain: its speedup gone with a flagged baseline (and the "why" line's "1.00x of"
     with it), its same_kernel_as without flagged variants that lost their kernels."""
     speedup_same = _same(table.loc[[i], ["speedup_vs_baseline"]], baseline.loc[[i], ["speedup_vs_baseline"]])
-    if not speedup_same and not (pd.isna(table.loc[i, "speedup_vs_baseline"]) and _why_without_speedup(table, baseline, i)):
+    if not speedup_same and not (
+        pd.isna(table.loc[i, "speedup_vs_baseline"]) and _why_without_speedup(table, baseline, i)
+    ):
         return False
     if speedup_same and "why" in table and table.loc[i, "why"] != baseline.loc[i, "why"]:
         return False
@@ -307,7 +349,9 @@ def _derived_follow(table: pd.DataFrame, baseline: pd.DataFrame, i: int, gone: s
     return True
 
 
-def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | None = None) -> tuple[str, str]:
+def classify(
+    folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | None = None
+) -> tuple[str, str]:
     try:
         table, footer = table_of(folder, seen)
     except _Same:
@@ -336,9 +380,14 @@ def classify(folder: Path, damaged: Path, baseline: pd.DataFrame, seen: dict | N
         # (and the "why" line loses its leading "1.00x of <baseline>: ")
         derived = [c for c in ("speedup_vs_baseline", "same_kernel_as", "why") if c in table]
         gone = {table.loc[i, "variant"] for i in flagged}
-        if all(_same(table.drop(columns=derived).iloc[[i]], baseline.drop(columns=derived).iloc[[i]])
-               and _derived_follow(table, baseline, i, gone) for i in rest) and (flagged or not rest):
-            return "flagged", "; ".join(f"{table.loc[i, 'variant']}: {table.loc[i, 'status']}" for i in flagged)
+        if all(
+            _same(table.drop(columns=derived).iloc[[i]], baseline.drop(columns=derived).iloc[[i]])
+            and _derived_follow(table, baseline, i, gone)
+            for i in rest
+        ) and (flagged or not rest):
+            return "flagged", "; ".join(
+                f"{table.loc[i, 'variant']}: {table.loc[i, 'status']}" for i in flagged
+            )
     return "different", table.to_string()
 
 
@@ -406,12 +455,18 @@ def test_a_kernel_record_without_name_range_or_metrics_is_an_error(tmp_path):
     from orchestrator.errors import ParseError
     from orchestrator.parsers import ncu_frames
 
-    raw = {"kernels": [{"id": 0, "kernel": "k", "kernel_demangled": "k", "nvtx": [("gprof", "variant:a")],
-                        "launch": {}},
-                       {"id": 1, "kernel": "", "kernel_demangled": "", "nvtx": [], "launch": {}}],
-           "metrics": [(0, "gpu__time_duration.sum", 5.0, "ns", 5.0)], "rules": []}
+    raw = {
+        "kernels": [
+            {"id": 0, "kernel": "k", "kernel_demangled": "k", "nvtx": [("gprof", "variant:a")], "launch": {}},
+            {"id": 1, "kernel": "", "kernel_demangled": "", "nvtx": [], "launch": {}},
+        ],
+        "metrics": [(0, "gpu__time_duration.sum", 5.0, "ns", 5.0)],
+        "rules": [],
+    }
     with pytest.raises(ParseError) as e:
-        ncu_frames.build_report(tmp_path / "r.ncu-rep", raw, domain="gprof", prefix="variant:", source="ncu_report")
+        ncu_frames.build_report(
+            tmp_path / "r.ncu-rep", raw, domain="gprof", prefix="variant:", source="ncu_report"
+        )
     assert "r.ncu-rep" in e.value.message and "kernel record 1" in e.value.message
 
 
@@ -557,27 +612,35 @@ def _edited_trace_error(tmp_path, edit) -> str:
 
 def test_an_event_name_that_is_not_text_is_an_error(tmp_path):
     """torch-trace-mean's event 2 named 1 (a number): a pandas ValueError traceback before."""
+
     def edit(events):
         assert events[2]["name"] == "iter"
         events[2]["name"] = 1
+
     assert "is not a string (1)" in _edited_trace_error(tmp_path, edit)
 
 
 def test_a_kernel_without_a_name_is_an_error(tmp_path):
     """The 5,000-case run of 2026-12-04, case 3476: the name of event 300 (torch_mean's
     reduce_kernel) deleted gave a kernel named "" in torch_mean's kernels, exit 0."""
+
     def edit(events):
-        assert events[300]["cat"] == "kernel" and events[300]["name"].startswith("void at::native::reduce_kernel")
+        assert events[300]["cat"] == "kernel" and events[300]["name"].startswith(
+            "void at::native::reduce_kernel"
+        )
         del events[300]["name"]
+
     assert "complete event" in (msg := _edited_trace_error(tmp_path, edit)) and "has no name" in msg
 
 
 def test_a_launch_call_without_a_duration_is_an_error(tmp_path):
     """Deleting `dur` of event 472 (a cudaLaunchKernel) of torch-trace-mean's trace read it as a
     0 us call and moved the launch CPU time, exit 0; now a ParseError naming the file."""
+
     def edit(events):
         assert events[472]["name"] == "cudaLaunchKernel"
         del events[472]["dur"]
+
     assert "('cudaLaunchKernel') has no duration" in _edited_trace_error(tmp_path, edit)
 
 
@@ -585,9 +648,11 @@ def test_a_duration_given_as_text_is_an_error(tmp_path):
     """Case 1195 of the 5,000: `dur` of event 706 (a cudaLaunchKernel, 4.556 us) turned into the
     text "1.0" was read as 1 us and moved the launch CPU time, exit 0; now a ParseError naming
     the file. torch.profiler writes every ts and dur as a JSON number."""
+
     def edit(events):
         assert events[706]["name"] == "cudaLaunchKernel" and events[706]["dur"] == 4.556
         events[706]["dur"] = "1.0"
+
     assert "is not a JSON number" in _edited_trace_error(tmp_path, edit)
 
 
@@ -596,12 +661,14 @@ def test_a_range_without_its_thread_is_an_error(tmp_path, change):
     """The 5,000-case run of 2026-12-04: deleting the tid of event 1 (torch_mean's variant range)
     left torch_mean with no kernels and status ok, exit 0. A read event's pid and tid are an int
     or text, as torch.profiler writes them; missing, null, a float or a bool is a ParseError."""
+
     def edit(events):
         assert events[1]["name"] == "variant:torch_mean" and events[1]["tid"] == 1207
         if change == "delete":
             del events[1]["tid"]
         else:
             events[1]["tid"] = change
+
     assert "has no pid or tid of its own" in _edited_trace_error(tmp_path, edit)
 
 
@@ -647,10 +714,17 @@ def test_no_peak_bandwidth_is_said_under_the_table(root):
     assert "no peak bandwidth recorded for this device: % peak BW left empty" in footer
 
 
-@pytest.mark.parametrize("path,value", [
-    (("variants", 1, "status"), None), (("variants", 1, "label"), "delete"), (("nvtx", "prefix"), None),
-    (("iters",), None), (("env", "peak_bandwidth_bytes_per_s"), 1), (("variants", 1), "delete"),
-])
+@pytest.mark.parametrize(
+    "path,value",
+    [
+        (("variants", 1, "status"), None),
+        (("variants", 1, "label"), "delete"),
+        (("nvtx", "prefix"), None),
+        (("iters",), None),
+        (("env", "peak_bandwidth_bytes_per_s"), 1),
+        (("variants", 1), "delete"),
+    ],
+)
 def test_workload_json_damage_found_past_200_cases_is_an_error(root, path, value):
     """Cases the longer runs found (docs/fuzz.md): each gave other numbers, an empty row or a
     traceback with exit 0; now a ParseError naming workload.json or the folder."""

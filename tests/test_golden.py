@@ -1,6 +1,7 @@
 """Behaviour kept (issue 14): every committed run folder rebuilds to the tables saved in
 tests/fixtures/golden by scripts/golden_tables.py before the schema/backend refactor began.
 A refactor that changes a number, a column, a row or a footer line fails here."""
+
 import importlib.util
 import json
 import math
@@ -25,7 +26,9 @@ def _same(a, b, where="") -> list[str]:
                 return []
         return [f"{where}: {a!r} != {b!r}"]
     if isinstance(a, dict) and isinstance(b, dict):
-        new_empty = {k for k in set(b) - set(a) if isinstance(b[k], list) and all(x in (None, "") for x in b[k])}
+        new_empty = {
+            k for k in set(b) - set(a) if isinstance(b[k], list) and all(x in (None, "") for x in b[k])
+        }
         out = [f"{where}: key {k!r} only on one side" for k in sorted((set(a) ^ set(b)) - new_empty)]
         for k in sorted(set(a) & set(b)):
             out += _same(a[k], b[k], f"{where}/{k}")

@@ -1,9 +1,9 @@
 """End-to-end runs on a CUDA GPU (the H200): skipped without one."""
+
 import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.gpu
@@ -36,8 +36,24 @@ def test_a_hold_keeps_the_host_side_out_of_the_timing(tmp_path):
     medians = {}
     for timer, extra in (("none", []), ("sleep", ["--gpu-sleep", "1000"]), ("blocking", [])):
         out = tmp_path / timer
-        res = run_cli("time", "slow-host-mean", "--workload-file", str(wf), "--size", "1e7", "--iters", "100",
-                      "-v", "host_300us", "--timer", timer, "--no-kernel-clock", *extra, "-o", str(out))
+        res = run_cli(
+            "time",
+            "slow-host-mean",
+            "--workload-file",
+            str(wf),
+            "--size",
+            "1e7",
+            "--iters",
+            "100",
+            "-v",
+            "host_300us",
+            "--timer",
+            timer,
+            "--no-kernel-clock",
+            *extra,
+            "-o",
+            str(out),
+        )
         assert res.returncode == 0, res.stderr
         assert json.loads((out / "workload.json").read_text())["hold"] == timer
         medians[timer] = _table(out)["host_300us"]["time_median_us"]

@@ -1,13 +1,13 @@
 """A new user's own PyTorch program, profiled as the README's first `exec` example reads, on a CUDA
 GPU (skipped without one): tests/fixtures/programs/nested_steps.py, `step` > `fwd` (a matmul and a
 relu) and `reduce` (a sum), 5 steps, unchanged for the profiler."""
+
 import json
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.gpu
@@ -43,7 +43,9 @@ def test_plain_exec_nsys_reports_every_range_equal_to_nvtx_kern_sum(tmp_path):
     rows = {v["variant"]: v for v in doc["variants"]}
     assert list(rows) == ["step", "fwd", "reduce"]
     assert all(r["status"] == "ok" and r["samples"] == 5 for r in rows.values()), rows
-    assert all(r["speedup_vs_baseline"] is None for r in rows.values())  # parts of a program, not alternatives
+    assert all(
+        r["speedup_vs_baseline"] is None for r in rows.values()
+    )  # parts of a program, not alternatives
     assert rows["step"]["note"].startswith("nested: holds fwd, reduce")
     theirs = _nvtx_kern_sum(out, tmp_path)
     mine = _kernels_per_variant(load_run(out))

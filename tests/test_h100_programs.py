@@ -1,8 +1,8 @@
 """A user's PyTorch programs profiled, unchanged, with the plain `gprof-orch exec nsys` (Nsight
 Systems 2024.2.3) and `exec ncu` on an H100 (tests/fixtures/runs/h100-programs, see its README):
 every range with every kernel, equal to nsys's own nvtx_kern_sum."""
+
 import shutil
-from pathlib import Path
 
 import pytest
 from test_h200_programs import _kernels_per_variant, _nvtx_kern_sum, _t
@@ -10,7 +10,12 @@ from test_h200_programs import _kernels_per_variant, _nvtx_kern_sum, _t
 from orchestrator import import_capture, load_run
 
 NESTED = {"step": [15, 324002], "fwd": [10, 295489], "reduce": [5, 28513]}
-TRAIN = {"step": [352, 4119779], "forward": [160, 1637870], "backward": [20, 20161], "optimizer": [172, 2461748]}
+TRAIN = {
+    "step": [352, 4119779],
+    "forward": [160, 1637870],
+    "backward": [20, 20161],
+    "optimizer": [172, 2461748],
+}
 
 
 def test_the_plain_exec_nsys_reports_every_range_of_a_pytorch_program(h200_run):

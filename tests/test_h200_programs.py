@@ -1,5 +1,6 @@
 """User programs profiled with `gprof-orch exec nsys` on the H200 (tests/fixtures/runs/h200-programs,
 see its README): reports rebuilt from the committed run folders, against nsys's own numbers."""
+
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,22 @@ def _t(run):
 def _kernels_per_variant(run) -> dict[str, list[int]]:
     f = run.frame
     k = f[(f["metric"] == "kernel_time_ns") & ~f["kernel"].astype(str).str.startswith("[")]
-    return {str(v): [len(g), int(g["value"].sum())] for v, g in k.groupby("variant") if v != "(outside variants)"}
+    return {
+        str(v): [len(g), int(g["value"].sum())] for v, g in k.groupby("variant") if v != "(outside variants)"
+    }
 
 
 def test_nested_program_ranges(h200_run):
     run = load_run(h200_run("exec-nested", "h200-programs"))
     t = _t(run)
-    assert _kernels_per_variant(run) == {"step": [18, 46720], "backward": [6, 21696], "forward": [6, 12575],
-                                         "grad_sum": [3, 15520], "train:opt": [3, 7104], "eval": [1, 5120]}
+    assert _kernels_per_variant(run) == {
+        "step": [18, 46720],
+        "backward": [6, 21696],
+        "forward": [6, 12575],
+        "grad_sum": [3, 15520],
+        "train:opt": [3, 7104],
+        "eval": [1, 5120],
+    }
     assert t.loc["step", "note"].startswith("nested: holds forward, train:opt, backward")
     assert t.loc["backward", "note"].startswith("nested: holds grad_sum")
     assert (t["status"] == "ok").all()
@@ -54,7 +63,12 @@ def test_nested_program_equals_nvtx_kern_sum(h200_run, tmp_path):
 
 # the training script's steady state (3 warm-up steps outside nsys's capture): every range's
 # launches and GPU ns, as gprof-orch and nvtx_kern_sum both count them on the H200 export
-STEADY = {"step": [340, 3805327], "forward": [160, 1600075], "backward": [20, 15202], "optimizer": [160, 2190050]}
+STEADY = {
+    "step": [340, 3805327],
+    "forward": [160, 1600075],
+    "backward": [20, 15202],
+    "optimizer": [160, 2190050],
+}
 
 
 def test_training_script_steady_state_has_every_range_and_says_what_backward_leaves_out(h200_run):
@@ -89,8 +103,10 @@ def test_training_script_says_why_its_ranges_hold_no_kernels(h200_run):
     assert list(t.index) == ["step", "forward", "backward", "optimizer"]
     assert _kernels_per_variant(run) == {}
     for v in t.index:
-        assert "no GPU work launched from its own thread inside the range: the time is the range's wall time" \
-            in t.loc[v, "note"], v
+        assert (
+            "no GPU work launched from its own thread inside the range: the time is the range's wall time"
+            in t.loc[v, "note"]
+        ), v
     assert "300 kernel launches by other threads fell inside it" in t.loc["backward", "note"]
     assert "by other threads" not in t.loc["forward", "note"]
     assert any("does not know a CUDA runtime call" in w for w in run.warnings)

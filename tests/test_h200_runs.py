@@ -1,6 +1,7 @@
 """Reports rebuilt from real run folders captured on the H200 (scripts/h200_session.sh, then
 scripts/import_h200_runs.py): every backend, concrete numbers, and nsys's / ncu_report's own
 readings of the same files."""
+
 import json
 from pathlib import Path
 
@@ -19,7 +20,9 @@ def _t(run):
 
 
 def test_every_fixture_rebuilds(h200_run):
-    assert len(NSYS_RUNS) == 4 and len(NCU_RUNS) == 5  # ncu-triton-mean-why: with WarpStateStats/SchedulerStats
+    assert (
+        len(NSYS_RUNS) == 4 and len(NCU_RUNS) == 5
+    )  # ncu-triton-mean-why: with WarpStateStats/SchedulerStats
     for name in sorted(p.name for p in RUNS.iterdir()):
         loaded = load_run(h200_run(name), write=True)
         assert loaded.status == "ok", name
@@ -76,7 +79,9 @@ def test_nsys_triton_mean_shows_the_lecture_gap(h200_run):
     assert t.loc["triton_lecture", "kernels"] == "lecture_row_mean_kernel, reduce_kernel<MeanOps>"
     # input creation, warm-up and checks ran outside the ranges and are reported apart
     out = run.outside.set_index("kernel")
-    assert out.loc["fast_mean_kernel", "launches"] == 3 and out.loc["lecture_row_mean_kernel", "launches"] == 3
+    assert (
+        out.loc["fast_mean_kernel", "launches"] == 3 and out.loc["lecture_row_mean_kernel", "launches"] == 3
+    )
 
 
 def test_nsys_frame_keeps_every_launch(h200_run):
@@ -121,8 +126,11 @@ def test_nsys_runs_equal_nvtx_kern_sum(name, h200_run, tmp_path):
             acc[1] += int(row["Total Time (ns)"])
     ex = ns.read_export(path)
     s = ns.summarize(ns.attribute_kernels(ex), ns.variant_ranges(ex))
-    mine = {v: [int(n), int(t)] for v, n, t in zip(s["variant"], s["launches"], s["gpu_time_total_ns"])
-            if isinstance(v, str)}
+    mine = {
+        v: [int(n), int(t)]
+        for v, n, t in zip(s["variant"], s["launches"], s["gpu_time_total_ns"])
+        if isinstance(v, str)
+    }
     assert theirs == mine and len(mine) >= 3
 
 
@@ -133,13 +141,17 @@ def test_ncu_runs_equal_ncu_report(name, h200_run):
     run = load_run(h200_run(name))
     ctx = ncu_report.load_report(str(run.path / "report.ncu-rep"))
     rng = ctx.range_by_idx(0)
-    theirs = sorted(rng.action_by_idx(i).metric_by_name("gpu__time_duration.sum").value()
-                    for i in range(rng.num_actions()))
+    theirs = sorted(
+        rng.action_by_idx(i).metric_by_name("gpu__time_duration.sum").value()
+        for i in range(rng.num_actions())
+    )
     f = run.frame
     mine = sorted(f.loc[f.metric == "kernel_time_ns", "value"])
     assert mine == pytest.approx(theirs, abs=0) and len(mine) == rng.num_actions()
-    dram = sorted(rng.action_by_idx(i).metric_by_name("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed").value()
-                  for i in range(rng.num_actions()))
+    dram = sorted(
+        rng.action_by_idx(i).metric_by_name("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed").value()
+        for i in range(rng.num_actions())
+    )
     assert sorted(f.loc[f.metric == "dram_throughput_pct_of_peak", "value"]) == pytest.approx(dram, rel=1e-12)
 
 

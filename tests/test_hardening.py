@@ -1,6 +1,7 @@
 """Faults a profiling run can meet, driven for real: signals, concurrent runs, bad run folders,
 workloads that raise or crash. Each checks the exit code, the message, the folder's status,
 and that nothing is left running."""
+
 import json
 import os
 import shutil
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, run_cli, sigint_default
 
 
@@ -25,8 +25,14 @@ def slow_file(tmp_path):
 
 
 def _start(args, tmp_path):
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
 
 
 def _wait_for(pred, timeout=120):
@@ -54,8 +60,23 @@ def _leftovers(marker: str) -> list[str]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
     out = tmp_path / "run"
-    p = _start(["time", "slowsq", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "2000",
-                "--warmup", "1", "-o", str(out)], tmp_path)
+    p = _start(
+        [
+            "time",
+            "slowsq",
+            "--workload-file",
+            str(slow_file),
+            "--device",
+            "cpu",
+            "--iters",
+            "2000",
+            "--warmup",
+            "1",
+            "-o",
+            str(out),
+        ],
+        tmp_path,
+    )
     assert _wait_for(lambda: _variant_done(out, "fast")), "the fast variant never finished"
     time.sleep(0.3)  # inside the slow variant now
     p.send_signal(sig)
@@ -80,8 +101,23 @@ def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
     except Exception:
         pytest.skip("nsys not found")
     out = tmp_path / "run"
-    p = _start(["nsys", "slowsq", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "2000",
-                "--warmup", "1", "-o", str(out)], tmp_path)
+    p = _start(
+        [
+            "nsys",
+            "slowsq",
+            "--workload-file",
+            str(slow_file),
+            "--device",
+            "cpu",
+            "--iters",
+            "2000",
+            "--warmup",
+            "1",
+            "-o",
+            str(out),
+        ],
+        tmp_path,
+    )
     assert _wait_for(lambda: _variant_done(out, "fast"), timeout=180)
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
@@ -127,8 +163,25 @@ def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path):
     wrapper.write_text(WRAPPED_NSYS.format(python=sys.executable, real=str(real), mark=str(mark)))
     wrapper.chmod(0o755)
     out = tmp_path / "run"
-    p = _start(["nsys", "slowsq", "--workload-file", str(slow_file), "--nsys", str(wrapper), "--device", "cpu",
-                "--iters", "20", "--warmup", "1", "-o", str(out)], tmp_path)
+    p = _start(
+        [
+            "nsys",
+            "slowsq",
+            "--workload-file",
+            str(slow_file),
+            "--nsys",
+            str(wrapper),
+            "--device",
+            "cpu",
+            "--iters",
+            "20",
+            "--warmup",
+            "1",
+            "-o",
+            str(out),
+        ],
+        tmp_path,
+    )
 
     def ended():
         try:
@@ -169,7 +222,9 @@ def test_two_runs_on_one_out(tmp_path):
 
 def test_variant_out_of_memory(slow_file, tmp_path):
     out = tmp_path / "r"
-    res = run_cli("time", "oom", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "5", "-o", str(out))
+    res = run_cli(
+        "time", "oom", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "5", "-o", str(out)
+    )
     assert res.returncode == 1 and "boom: MemoryError: simulated out of memory" in res.stderr
     table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
     assert table["ok"]["time_median_us"] > 0 and table["boom"]["status"] == "failed"
@@ -179,8 +234,10 @@ def test_runner_crash(slow_file, tmp_path):
     out = tmp_path / "r"
     res = run_cli("time", "badinput", "--workload-file", str(slow_file), "--device", "cpu", "-o", str(out))
     assert res.returncode == 1
-    assert ("the workload runner crashed: WorkloadCodeError: workload badinput: its make_input raised "
-            "ZeroDivisionError: division by zero") in res.stderr
+    assert (
+        "the workload runner crashed: WorkloadCodeError: workload badinput: its make_input raised "
+        "ZeroDivisionError: division by zero"
+    ) in res.stderr
     # where it failed (the user's file), not the whole traceback: that stays in the log
     assert f'File "{slow_file}"' in res.stderr and "Traceback" not in res.stderr
     assert "Traceback" in (out / "logs" / "workload.stderr.log").read_text()
@@ -189,6 +246,7 @@ def test_runner_crash(slow_file, tmp_path):
 
 
 # -- run folders given to `report` ---------------------------------------------------------------
+
 
 def _good_run(h200_run):
     return h200_run("time-mean")
@@ -200,20 +258,26 @@ def _edit_manifest(path, **fields):
     (path / "manifest.json").write_text(json.dumps(man))
 
 
-@pytest.mark.parametrize("damage,message", [
-    ("missing", "no such run folder"),
-    ("no_manifest", "not a gprof-orch run folder"),
-    ("corrupt_manifest", "corrupt manifest"),
-    ("empty_manifest", "corrupt manifest"),
-    ("newer_schema", "written by a newer gprof-orch"),
-    ("no_workload", "the workload never started"),
-    ("corrupt_workload", "corrupt"),
-    # a null, negative or NaN sample read as an `ok` row (median -0.01 us, exit 0) or crashed
-    ("null_samples", '"time_samples_ns" is not a list of durations'),
-    ("negative_sample", '"time_samples_ns" is not a list of durations'),
-    ("nan_sample", '"cpu_samples_ns" is not a list of durations'),
-    ("newer_workload_schema", '"schema_version" is 99: written by a newer gprof-orch'),  # read as if it were 1
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        ("missing", "no such run folder"),
+        ("no_manifest", "not a gprof-orch run folder"),
+        ("corrupt_manifest", "corrupt manifest"),
+        ("empty_manifest", "corrupt manifest"),
+        ("newer_schema", "written by a newer gprof-orch"),
+        ("no_workload", "the workload never started"),
+        ("corrupt_workload", "corrupt"),
+        # a null, negative or NaN sample read as an `ok` row (median -0.01 us, exit 0) or crashed
+        ("null_samples", '"time_samples_ns" is not a list of durations'),
+        ("negative_sample", '"time_samples_ns" is not a list of durations'),
+        ("nan_sample", '"cpu_samples_ns" is not a list of durations'),
+        (
+            "newer_workload_schema",
+            '"schema_version" is 99: written by a newer gprof-orch',
+        ),  # read as if it were 1
+    ],
+)
 def test_report_on_a_bad_run_folder(damage, message, h200_run, tmp_path):
     path = _good_run(h200_run)
     if damage == "missing":
@@ -265,7 +329,9 @@ def test_report_of_several_folders_reports_every_readable_one(h200_run, tmp_path
     assert f"{bad}/workload.json" in doc["error"]["message"]
     # a missing folder among others: its own exit code (2), the others still reported
     res = run_cli("report", str(good), str(tmp_path / "gone"))
-    assert res.returncode == json.loads(run_cli("report", str(tmp_path / "gone"), "--json").stdout)["exit_code"]
+    assert (
+        res.returncode == json.loads(run_cli("report", str(tmp_path / "gone"), "--json").stdout)["exit_code"]
+    )
     assert f"| {good}\n" in res.stdout and "no such run folder" in res.stderr
 
 
@@ -289,13 +355,28 @@ def test_truncated_raw_report(h200_run):
 def test_full_output_folder(tmp_path):
     mnt = tmp_path / "full"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=80k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here")
     try:
         (mnt / "filler").write_bytes(b"x" * 60_000)
-        res = run_cli("torch-trace", "mean", "--device", "cpu", "--size", "100000", "--iters", "50",
-                      "-o", str(mnt / "run"))
+        res = run_cli(
+            "torch-trace",
+            "mean",
+            "--device",
+            "cpu",
+            "--size",
+            "100000",
+            "--iters",
+            "50",
+            "-o",
+            str(mnt / "run"),
+        )
         assert res.returncode in (1, 4), res.stderr
         assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
     finally:
@@ -327,12 +408,26 @@ def test_an_interrupt_marks_each_variant(tmp_path):
     """The variant being measured becomes interrupted; those not started, skipped with the reason."""
     from workloads import manifest
 
-    (tmp_path / "workload.json").write_text(json.dumps({"status": "running", "variants": [
-        {"name": "a", "status": "ok"}, {"name": "b", "status": "measuring"}, {"name": "c", "status": "pending"}]}))
+    (tmp_path / "workload.json").write_text(
+        json.dumps(
+            {
+                "status": "running",
+                "variants": [
+                    {"name": "a", "status": "ok"},
+                    {"name": "b", "status": "measuring"},
+                    {"name": "c", "status": "pending"},
+                ],
+            }
+        )
+    )
     manifest.mark(tmp_path, "interrupted")
     w = json.loads((tmp_path / "workload.json").read_text())
     assert w["status"] == "interrupted"
-    assert [(v["name"], v["status"]) for v in w["variants"]] == [("a", "ok"), ("b", "interrupted"), ("c", "skipped")]
+    assert [(v["name"], v["status"]) for v in w["variants"]] == [
+        ("a", "ok"),
+        ("b", "interrupted"),
+        ("c", "skipped"),
+    ]
     assert w["variants"][2]["reason"] == "not run: the run stopped before it"
 
 
@@ -378,11 +473,25 @@ def test_nsys_analysis_failure_is_named(tmp_path):
 
     text = (REPO / "tests/fixtures/nsys/h200-analysis-failed.stderr.log").read_text()
     nsys = fake_tool(tmp_path, "nsys", text, code=1, run_workload=True)
-    res = run_cli("nsys", "square", "--nsys", str(nsys), "--device", "cpu", "--size", "1000", "--iters", "2",
-                  "-o", str(tmp_path / "run"))
+    res = run_cli(
+        "nsys",
+        "square",
+        "--nsys",
+        str(nsys),
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "2",
+        "-o",
+        str(tmp_path / "run"),
+    )
     assert res.returncode == 1, res.stderr
-    assert ("nsys could not process the events it recorded (Wrong event order has been detected when adding "
-            "events to the collection)") in res.stderr
+    assert (
+        "nsys could not process the events it recorded (Wrong event order has been detected when adding "
+        "events to the collection)"
+    ) in res.stderr
     assert "past about 10,000 kernel launches" in res.stderr and "Traceback" not in res.stderr
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "failed"
 
@@ -396,20 +505,39 @@ def test_nsys_flush_interval_and_launch_warning(capsys):
     be = NsysBackend()
     be._found = SimpleNamespace(version="2023.4.4.54", path="/opt/nsys")
     zero = ["--cuda-flush-interval=0"]
-    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=4000,
-                                          variants=["mul", "pow"], nsys_args=zero))
-    assert ("warning: at least 12,000 kernel launches (3 variants x 4000 iterations): nsys 2023.4.4.54 with "
-            "--cuda-flush-interval=0 failed to process 20,000 on the H200 (10,000 worked)") in capsys.readouterr().err
-    for quiet in (dict(iters=3000, variants=["mul", "pow"], nsys_args=zero), dict(iters=20000, nsys_args=zero,
-                  device="cpu"), dict(iters=20000), dict(iters=20000, nsys_args=["--cuda-flush-interval", "500"])):
-        be._warn_if_too_many_launches(Request(workload="square", backend="nsys", **{"device": "cuda", **quiet}))
+    be._warn_if_too_many_launches(
+        Request(
+            workload="square",
+            backend="nsys",
+            device="cuda",
+            iters=4000,
+            variants=["mul", "pow"],
+            nsys_args=zero,
+        )
+    )
+    assert (
+        "warning: at least 12,000 kernel launches (3 variants x 4000 iterations): nsys 2023.4.4.54 with "
+        "--cuda-flush-interval=0 failed to process 20,000 on the H200 (10,000 worked)"
+    ) in capsys.readouterr().err
+    for quiet in (
+        dict(iters=3000, variants=["mul", "pow"], nsys_args=zero),
+        dict(iters=20000, nsys_args=zero, device="cpu"),
+        dict(iters=20000),
+        dict(iters=20000, nsys_args=["--cuda-flush-interval", "500"]),
+    ):
+        be._warn_if_too_many_launches(
+            Request(workload="square", backend="nsys", **{"device": "cuda", **quiet})
+        )
         assert capsys.readouterr().err == ""
     be._found = SimpleNamespace(version="2025.1.1", path="/opt/nsys")
-    be._warn_if_too_many_launches(Request(workload="square", backend="nsys", device="cuda", iters=20000,
-                                          nsys_args=zero))
+    be._warn_if_too_many_launches(
+        Request(workload="square", backend="nsys", device="cuda", iters=20000, nsys_args=zero)
+    )
     assert capsys.readouterr().err == ""
     # the flag gprof-orch sets by default, unless the user sets it
     argv = be.commands(Request(workload="square", backend="nsys", device="cuda"), Path("/r"))[0].argv
     assert "--cuda-flush-interval=1000" in argv
-    argv = be.commands(Request(workload="square", backend="nsys", device="cuda", nsys_args=zero), Path("/r"))[0].argv
+    argv = be.commands(Request(workload="square", backend="nsys", device="cuda", nsys_args=zero), Path("/r"))[
+        0
+    ].argv
     assert "--cuda-flush-interval=1000" not in argv and zero[0] in argv

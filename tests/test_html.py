@@ -3,6 +3,7 @@ numbers formatted as in the terminal table, one plot per chart; then rendered by
 Chromium (marker `browser`, skipped without /usr/bin/chromium: scripts/install-chromium.sh),
 which must build the same DOM, log no console error, request nothing from the network, and
 leave a screenshot in test-artifacts/html-report.png."""
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,28 @@ REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_TIMEOUT_S = 20
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (scripts/install-chromium.sh)")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs /usr/bin/chromium (scripts/install-chromium.sh)"
+)
 
 PLOTS = ["time_median_us", "pct_of_peak_bw", "time_median_us", "pct_of_peak_bw", "sweep_time", "sweep_gb_s"]
 # anything that would make a browser fetch: an attribute or CSS url() naming http(s) or a
 # scheme-relative //host, or a CSS @import
-NETWORK_REF = re.compile(r"""\b(?:src|srcset|href|xlink:href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//"""
-                         r"""|url\(\s*["']?\s*(?:https?:)?//|@import""", re.I)
+NETWORK_REF = re.compile(
+    r"""\b(?:src|srcset|href|xlink:href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//"""
+    r"""|url\(\s*["']?\s*(?:https?:)?//|@import""",
+    re.I,
+)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -111,8 +125,15 @@ def sweep_frame() -> pd.DataFrame:
             for numel in [10**k for k in range(4, 9)]:
                 nbytes = 2 * size * numel
                 t = latency_us + nbytes / gb_s / 1e3
-                rows.append({"variant": variant, "numel": numel, "dtype": dtype, "time_median_us": t,
-                             "achieved_gb_s": nbytes / t / 1e3})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "numel": numel,
+                        "dtype": dtype,
+                        "time_median_us": t,
+                        "achieved_gb_s": nbytes / t / 1e3,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -124,9 +145,13 @@ def runs(h200_run):
 @pytest.fixture
 def page(runs) -> str:
     time_run = runs["time-square"]
-    return render_html("square on the H200: time & ncu", [(n, r.table) for n, r in runs.items()],
-                       sweep=sweep_frame(), meta={"gpu": "NVIDIA H200", "workload": "square", "iters": 100},
-                       notes=time_run.footer())
+    return render_html(
+        "square on the H200: time & ncu",
+        [(n, r.table) for n, r in runs.items()],
+        sweep=sweep_frame(),
+        meta={"gpu": "NVIDIA H200", "workload": "square", "iters": 100},
+        notes=time_run.footer(),
+    )
 
 
 def test_the_page_loads_nothing_from_the_network(page):
@@ -151,8 +176,13 @@ def test_tables_hold_the_runs_numbers_formatted(page):
     t = dom.table(0)  # time-square
     assert list(t) == ["torch_square", "mul", "pow", "triton", "numba"]
     row = t["torch_square"]
-    assert (row["median us"], row["IQR us"], row["GB/s"], row["% peak BW"], row["speedup"]) == \
-           ("193.15", "0.69", "4142", "86.3", "1.00x")
+    assert (row["median us"], row["IQR us"], row["GB/s"], row["% peak BW"], row["speedup"]) == (
+        "193.15",
+        "0.69",
+        "4142",
+        "86.3",
+        "1.00x",
+    )
     assert row["status"] == "ok" and row["note"] == "-"  # an empty note shows as "-"
     assert t["numba"]["speedup"] == "0.75x"
     assert t["numba"]["note"] == "high spread: IQR is 34% of the median"
@@ -182,27 +212,43 @@ def test_one_plot_per_chart_each_an_svg_image_with_a_label(page):
     # bars: one per variant in each bar chart (5 variants, 2 charts, 2 runs), none shared
     for section in ("section-1", "section-2"):
         for chart in ("time", "peak-bw"):
-            assert sorted(i for i in ids if i.startswith(f"{section}-{chart}-bar-")) == \
-                   [f"{section}-{chart}-bar-{k}" for k in range(5)]
+            assert sorted(i for i in ids if i.startswith(f"{section}-{chart}-bar-")) == [
+                f"{section}-{chart}-bar-{k}" for k in range(5)
+            ]
     for chart in ("time", "gb-s"):  # a line for each of 2 variants x 2 dtypes, in each sweep plot
-        assert sorted(i for i in ids if i.startswith(f"sweep-{chart}-series-")) == \
-               [f"sweep-{chart}-series-{k}" for k in range(4)]
+        assert sorted(i for i in ids if i.startswith(f"sweep-{chart}-series-")) == [
+            f"sweep-{chart}-series-{k}" for k in range(4)
+        ]
     time_labels = dom.svg_text[0]
     assert {"torch_square", "mul", "pow", "triton", "numba", "193.2 us"} <= set(time_labels)
     assert "median time (us); whisker: IQR, centred on the median" in time_labels  # the axis title
     assert "86.3%" in dom.svg_text[1] and "peak" in dom.svg_text[1]  # torch_square's bar and the 100% line
     assert "% of peak DRAM bandwidth (dashed line: 100%)" in dom.svg_text[1]
     sweep = dom.svg_text[4]
-    assert {"1e4", "1e5", "1e6", "1e7", "1e8", "size (elements) (log)", "median time (us) (log)"} <= set(sweep)
-    assert {"torch_square (float32)", "torch_square (bfloat16)", "triton (float32)", "triton (bfloat16)"} <= set(sweep)
+    assert {"1e4", "1e5", "1e6", "1e7", "1e8", "size (elements) (log)", "median time (us) (log)"} <= set(
+        sweep
+    )
+    assert {
+        "torch_square (float32)",
+        "torch_square (bfloat16)",
+        "triton (float32)",
+        "triton (bfloat16)",
+    } <= set(sweep)
     assert "GB/s" in dom.svg_text[5]
 
 
 def test_text_is_escaped():
-    table = pd.DataFrame({"variant": ["<img src=x onerror=alert(1)>", "b&c"], "status": ["ok", "failed"],
-                          "time_median_us": [1.0, np.nan], "note": ['say "hi"', "boom </table>"]})
-    page = render_html('<script>alert("t")</script>', [("<b>bold</b>", table)], meta={"<k>": "<v>"},
-                       notes=["<i>note</i>"])
+    table = pd.DataFrame(
+        {
+            "variant": ["<img src=x onerror=alert(1)>", "b&c"],
+            "status": ["ok", "failed"],
+            "time_median_us": [1.0, np.nan],
+            "note": ['say "hi"', "boom </table>"],
+        }
+    )
+    page = render_html(
+        '<script>alert("t")</script>', [("<b>bold</b>", table)], meta={"<k>": "<v>"}, notes=["<i>note</i>"]
+    )
     dom = Dom(page)
     assert dom.mismatched == []
     assert not [t for t, _ in dom.elements if t in ("script", "img", "b", "i", "k", "v")]
@@ -216,16 +262,34 @@ def test_text_is_escaped():
 
 
 def test_a_merged_table_shows_every_column():
-    merged = pd.DataFrame({
-        "variant": ["torch_square", "triton", "torch_square"], "backend": ["time", "time", "nsys"],
-        "time_median_us": [193.152, 193.088, 190.5], "time_median_us_ncu": [187.072, 186.816, np.nan],
-        "launches": [1, 1, 2], "ratio": [1.0, 0.99967, 0.98631], "big": [4141.8, 12345.6, np.nan],
-        "tag": ["a", "", None], "count": pd.array([3, None, 5], dtype="Int64"),
-        "speedup_vs_baseline": [1.0, 1.2, "n/a"]})
+    merged = pd.DataFrame(
+        {
+            "variant": ["torch_square", "triton", "torch_square"],
+            "backend": ["time", "time", "nsys"],
+            "time_median_us": [193.152, 193.088, 190.5],
+            "time_median_us_ncu": [187.072, 186.816, np.nan],
+            "launches": [1, 1, 2],
+            "ratio": [1.0, 0.99967, 0.98631],
+            "big": [4141.8, 12345.6, np.nan],
+            "tag": ["a", "", None],
+            "count": pd.array([3, None, 5], dtype="Int64"),
+            "speedup_vs_baseline": [1.0, 1.2, "n/a"],
+        }
+    )
     dom = Dom(table_html(merged))
     header, *rows = dom.tables[0]
-    assert header == ["variant", "backend", "median us", "median us [ncu]", "launches", "ratio", "big", "tag",
-                      "count", "speedup"]
+    assert header == [
+        "variant",
+        "backend",
+        "median us",
+        "median us [ncu]",
+        "launches",
+        "ratio",
+        "big",
+        "tag",
+        "count",
+        "speedup",
+    ]
     assert rows[0] == ["torch_square", "time", "193.15", "187.07", "1", "1.000", "4142", "a", "3", "1.00x"]
     assert rows[1][-2:] == ["-", "1.20x"]
     assert rows[2] == ["torch_square", "nsys", "190.50", "-", "2", "0.986", "-", "-", "5", "n/a"]
@@ -256,8 +320,15 @@ def chromium(tmp_path: Path, *args: str, name: str) -> tuple[str, str, list[str]
     """Run headless Chromium (process group, timeout) and return its stdout, its stderr and the
     http(s) URLs the page itself asked for, read from Chromium's network log."""
     netlog = tmp_path / f"{name}.netlog.json"
-    argv = [str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / f'{name}-profile'}",
-            "--enable-logging=stderr", "--v=0", f"--log-net-log={netlog}", *args]
+    argv = [
+        str(CHROMIUM),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / f'{name}-profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--log-net-log={netlog}",
+        *args,
+    ]
     result = run_tool(argv, log_dir=tmp_path / "logs", name=name, timeout=CHROMIUM_TIMEOUT_S)
     out, err = result.stdout.read_text(errors="replace"), result.stderr.read_text(errors="replace")
     assert result.returncode == 0, err[-3000:]
@@ -268,25 +339,37 @@ def page_requests(netlog: Path) -> list[str]:
     """URLs of network requests made on behalf of a file:// page. Chromium's own background
     requests (updates, time, accounts) have no file:// isolation key and are not counted."""
     log = json.loads(netlog.read_text())
-    return sorted({e["params"]["url"] for e in log["events"]
-                   if isinstance(e.get("params"), dict) and str(e["params"].get("url", "")).startswith(("http", "ws"))
-                   and "file://" in str(e["params"].get("network_isolation_key", ""))
-                   + str(e["params"].get("site_for_cookies", ""))})
+    return sorted(
+        {
+            e["params"]["url"]
+            for e in log["events"]
+            if isinstance(e.get("params"), dict)
+            and str(e["params"].get("url", "")).startswith(("http", "ws"))
+            and "file://"
+            in str(e["params"].get("network_isolation_key", ""))
+            + str(e["params"].get("site_for_cookies", ""))
+        }
+    )
 
 
 def console_problems(stderr: str) -> list[str]:
     """Lines where the page's console spoke: the page has no script, so any message is a fault."""
-    return [line for line in stderr.splitlines()
-            if ":CONSOLE" in line or "Uncaught" in line or "SyntaxError" in line]
+    return [
+        line
+        for line in stderr.splitlines()
+        if ":CONSOLE" in line or "Uncaught" in line or "SyntaxError" in line
+    ]
 
 
 @pytest.mark.browser
 @needs_chromium
 def test_the_browser_checks_catch_a_bad_page(tmp_path):
     bad = tmp_path / "bad.html"
-    bad.write_text('<!DOCTYPE html><html><body><img src="https://example.invalid/canary.png">'
-                   '<script>console.error("canary-console")</script><script>throw new Error("canary-uncaught")'
-                   "</script><script>var = ;</script></body></html>")
+    bad.write_text(
+        '<!DOCTYPE html><html><body><img src="https://example.invalid/canary.png">'
+        '<script>console.error("canary-console")</script><script>throw new Error("canary-uncaught")'
+        "</script><script>var = ;</script></body></html>"
+    )
     _, err, requested = chromium(tmp_path, "--dump-dom", bad.as_uri(), name="canary")
     problems = "\n".join(console_problems(err))
     assert "canary-console" in problems and "Uncaught Error: canary-uncaught" in problems
@@ -314,8 +397,14 @@ def test_chromium_renders_the_page(tmp_path, page):
 
     shot = ARTIFACTS / "html-report.png"
     shot.unlink(missing_ok=True)
-    _, err, requested = chromium(tmp_path, "--hide-scrollbars", "--window-size=1600,2300",
-                                 f"--screenshot={shot}", path.as_uri(), name="screenshot")
+    _, err, requested = chromium(
+        tmp_path,
+        "--hide-scrollbars",
+        "--window-size=1600,2300",
+        f"--screenshot={shot}",
+        path.as_uri(),
+        name="screenshot",
+    )
     assert console_problems(err) == [] and requested == []
     width, height, distinct = png_summary(shot)
     assert (width, height) == (1600, 2300)
@@ -329,8 +418,8 @@ def png_summary(path: Path) -> tuple[int, int, int]:
     width, height = struct.unpack(">II", data[16:24])
     idat, pos = b"", 8
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return width, height, len(set(zlib.decompress(idat)))

@@ -1,10 +1,11 @@
 """`gprof-orch import FILE.ncu-rep` (issue 16): an Nsight Compute report made by anyone,
 reported per NVTX range as `gprof-orch ncu` reports its own; real H200 reports."""
+
 import json
 
 import pytest
-
 from conftest import FIXTURES, run_cli
+
 from orchestrator import import_capture, load_run
 from orchestrator.parsers import ncu_rep
 
@@ -41,7 +42,9 @@ def test_a_foreign_report_one_variant_per_range_and_iters_from_the_user(tmp_path
     ten = import_capture(FOREIGN, iters=10, out=tmp_path / "ten").table.set_index("variant")
     assert ten.loc["a*a", "launches_per_iter"] == 1
     assert ten.loc["a*a", "time_median_us"] == pytest.approx(4.192)  # the median of the 10 launches
-    assert 51 < ten.loc["a*a", "l2_hit_pct"] < 53  # the report's MemoryWorkloadAnalysis: the schema's L2 column
+    assert (
+        51 < ten.loc["a*a", "l2_hit_pct"] < 53
+    )  # the report's MemoryWorkloadAnalysis: the schema's L2 column
 
 
 @needs_ncu_report
@@ -58,11 +61,26 @@ STEPS = FIXTURES / "programs" / "torch_steps.py"
 def test_exec_ncu_dry_run_is_the_whole_program_under_ncu_with_nvtx(cli):
     import sys
 
-    res = cli("exec", "ncu", "--dry-run", "--ncu", sys.executable, "--ncu-arg=--launch-count=9", "--",
-              "python", "train.py", "--steps", "5")
+    res = cli(
+        "exec",
+        "ncu",
+        "--dry-run",
+        "--ncu",
+        sys.executable,
+        "--ncu-arg=--launch-count=9",
+        "--",
+        "python",
+        "train.py",
+        "--steps",
+        "5",
+    )
     assert res.exit_code == 0, res.output
     line = res.output.strip().splitlines()[-1]
-    assert " --nvtx " in line and "--section SpeedOfLight_RooflineChart" in line and "lts__t_sector_hit_rate.pct" in line
+    assert (
+        " --nvtx " in line
+        and "--section SpeedOfLight_RooflineChart" in line
+        and "lts__t_sector_hit_rate.pct" in line
+    )
     assert line.endswith("--launch-count=9 python train.py --steps 5")
 
 
@@ -76,14 +94,30 @@ def test_exec_ncu_reports_a_users_program_per_range(tmp_path):
 
     if not torch.cuda.is_available() or shutil.which("ncu") is None:
         pytest.skip("needs a CUDA GPU and ncu")
-    res = run_cli("exec", "ncu", "--ranges", "@step", "--iters", "3", "-o", str(tmp_path / "r"), "--json", "--",
-                  sys.executable, str(STEPS))
+    res = run_cli(
+        "exec",
+        "ncu",
+        "--ranges",
+        "@step",
+        "--iters",
+        "3",
+        "-o",
+        str(tmp_path / "r"),
+        "--json",
+        "--",
+        sys.executable,
+        str(STEPS),
+    )
     assert res.returncode == 0, res.stderr
     rows = {r["variant"]: r for r in json.loads(res.stdout)["variants"]}
     assert list(rows) == ["step"]  # "other" is not a step range
     # its 3 back-to-back instances, with no kernel of another range between them, read as one
     # instance of 3 iterations (ncu keeps no instances; on the H100: 6 launches a "step" without --iters)
-    assert rows["step"]["launches_per_iter"] == 2 and rows["step"]["samples"] == 3 and rows["step"]["status"] == "ok"
+    assert (
+        rows["step"]["launches_per_iter"] == 2
+        and rows["step"]["samples"] == 3
+        and rows["step"]["status"] == "ok"
+    )
     assert "MulFunctor" in rows["step"]["kernels"] and "reduce_kernel" in rows["step"]["kernels"]
     assert 0 < rows["step"]["time_median_us"] < 1000 and rows["step"]["dram_pct_of_peak"] > 0
     every = run_cli("exec", "ncu", "-o", str(tmp_path / "all"), "--json", "--", sys.executable, str(STEPS))

@@ -5,6 +5,7 @@ imported: here and in conftest.py), numba through its simulator in a child proce
 numba is not left in simulator mode for other tests), the CUDA source compiled by nvcc when
 it is installed. On a GPU: the same kernels compiled, at 1e6 to 1e8 elements, against torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -116,8 +117,12 @@ def test_mean_persistent_loop_and_tail():
     from workloads.kernels import triton_mean as tm
 
     x = _rand(10 * 64 * 4 + 13, torch.float32, seed=3)
-    for cfg in (tm.MeanConfig(64, 2, 1), tm.MeanConfig(64, 2, 3), tm.MeanConfig(16, 1, 2),
-                tm.MeanConfig(64, 2, 2, stages=3)):
+    for cfg in (
+        tm.MeanConfig(64, 2, 1),
+        tm.MeanConfig(64, 2, 3),
+        tm.MeanConfig(16, 1, 2),
+        tm.MeanConfig(64, 2, 2, stages=3),
+    ):
         assert _rel_err(tm.fast_mean(x, config=cfg), x) < 1e-5, cfg
     # the kernel leaves the counter at zero for the next call
     for partials, counter in tm._workspaces.values():
@@ -131,8 +136,12 @@ def test_mean_float64_and_config_forms():
     x = _rand(5000, torch.float64, seed=4)
     assert _rel_err(fast_mean(x), x) < 1e-12
     assert _rel_err(lecture_mean(x), x) < 1e-12
-    for form in ({"block": 256, "num_warps": 4, "programs_per_sm": 2}, (256, 4, 2), "b256_w4_p2",
-                 MeanConfig(256, 4, 2)):
+    for form in (
+        {"block": 256, "num_warps": 4, "programs_per_sm": 2},
+        (256, 4, 2),
+        "b256_w4_p2",
+        MeanConfig(256, 4, 2),
+    ):
         assert _rel_err(fast_mean(x, config=form), x) < 1e-12
     assert MeanConfig.parse("b256_w4_p2").name == "b256_w4_p2"
     assert MeanConfig.parse("b256_w4_p2_s3") == MeanConfig(256, 4, 2, 3)
@@ -166,9 +175,9 @@ def test_mean_rejects_integers():
 
 
 def test_heuristic_and_sweep_configs():
+    from workloads.kernels import cuda_square as cs
     from workloads.kernels import triton_mean as tm
     from workloads.kernels import triton_square as ts
-    from workloads.kernels import cuda_square as cs
 
     assert tm.choose_config(1).block <= tm.choose_config(10**8).block
     assert tm.choose_config(10**12) == tm.FAST_MEAN_HEURISTIC[-1][1]
@@ -185,10 +194,13 @@ def test_occupancy_bound():
 
     from workloads.kernels._common import max_programs_per_sm
 
-    h100 = SimpleNamespace(regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
-                           shared_memory_per_multiprocessor=233472)
-    assert max_programs_per_sm(32, 0, 8, h100) == 8      # thread-bound
-    assert max_programs_per_sm(40, 0, 8, h100) == 6      # 40 regs -> 1280 a warp
+    h100 = SimpleNamespace(
+        regs_per_multiprocessor=65536,
+        max_threads_per_multi_processor=2048,
+        shared_memory_per_multiprocessor=233472,
+    )
+    assert max_programs_per_sm(32, 0, 8, h100) == 8  # thread-bound
+    assert max_programs_per_sm(40, 0, 8, h100) == 6  # 40 regs -> 1280 a warp
     assert max_programs_per_sm(72, 0, 8, h100) == 3
     assert max_programs_per_sm(255, 0, 32, h100) == 1
 
@@ -233,9 +245,24 @@ def test_triton_cpu_tests_in_fresh_interpreter():
     """When triton was imported in this process before TRITON_INTERPRET=1 (by another test
     module), the interpreter tests above skip; run them in a child process instead."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
-                          "-k", "mean or triton_square"], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            "mean or triton_square",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert " passed" in res.stdout, res.stdout[-2000:]
 
@@ -271,19 +298,33 @@ _NUMBA_SIM_SCRIPT = textwrap.dedent("""
 def test_numba_square_in_simulator():
     pytest.importorskip("numba")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-c", _NUMBA_SIM_SCRIPT], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", _NUMBA_SIM_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0 and "NUMBA-SIM-OK" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
 
 
 def test_kernel_modules_import_without_heavy_packages():
-    code = ("import sys\n"
-            "import workloads.kernels.triton_mean, workloads.kernels.triton_square\n"
-            "import workloads.kernels.cuda_square, workloads.kernels.numba_square\n"
-            "heavy = [m for m in ('torch', 'triton', 'numba') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    code = (
+        "import sys\n"
+        "import workloads.kernels.triton_mean, workloads.kernels.triton_square\n"
+        "import workloads.kernels.cuda_square, workloads.kernels.numba_square\n"
+        "heavy = [m for m in ('torch', 'triton', 'numba') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -297,7 +338,10 @@ def test_cuda_sources_text():
     from workloads.kernels.cuda_square_sources import cuda_sources
 
     src = cuda_sources()
-    assert "__global__ void square_matrix_kernel(const float* matrix, float* result, int width, int height)" in src["lecture"]
+    assert (
+        "__global__ void square_matrix_kernel(const float* matrix, float* result, int width, int height)"
+        in src["lecture"]
+    )
     assert "dim3 threads_per_block(16, 16);" in src["lecture"]
     assert "result[idx] = matrix[idx] * matrix[idx];" in src["lecture"]
     assert "float4" in src["fast"] and "gprof_launch_vec4" in src["fast"]
@@ -331,9 +375,24 @@ def nvcc_object(tmp_path_factory):
     d = tmp_path_factory.mktemp("nvcc")
     cu = d / "square.cu"
     cu.write_text(cuda_sources()["cuda"])
-    res = subprocess.run(["nvcc", "-c", "-O3", "-gencode=arch=compute_90,code=sm_90", "-Xptxas", "-v",
-                          "-Xcompiler", "-fPIC", str(cu), "-o", str(d / "square.o")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            "nvcc",
+            "-c",
+            "-O3",
+            "-gencode=arch=compute_90,code=sm_90",
+            "-Xptxas",
+            "-v",
+            "-Xcompiler",
+            "-fPIC",
+            str(cu),
+            "-o",
+            str(d / "square.o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return res, d / "square.o"
 
 
@@ -343,7 +402,7 @@ def test_cuda_source_compiles_with_nvcc(nvcc_object):
     assert res.returncode == 0, res.stderr[-4000:]
     log = res.stdout + res.stderr
     assert "square_matrix_kernel" in log and "square_vec4_kernel" in log
-    assert "bytes spill" not in log or all(" 0 bytes spill" in l for l in log.splitlines() if "spill" in l)
+    assert "bytes spill" not in log or all(" 0 bytes spill" in ln for ln in log.splitlines() if "spill" in ln)
 
 
 @pytest.mark.slow
@@ -360,21 +419,43 @@ def test_cuda_extension_links_and_imports(tmp_path, nvcc_object):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("needs a C++ compiler")
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), cpp_extension.CUDA_HOME,
-                  str(Path(shutil.which("nvcc")).resolve().parent.parent), "/usr/local/cuda"]
+    candidates = [
+        os.environ.get("CUDA_HOME"),
+        os.environ.get("CUDA_PATH"),
+        cpp_extension.CUDA_HOME,
+        str(Path(shutil.which("nvcc")).resolve().parent.parent),
+        "/usr/local/cuda",
+    ]
     homes = [Path(c) for c in candidates if c and (Path(c) / "include" / "cuda_runtime_api.h").exists()]
     if not homes:
         pytest.skip("no CUDA toolkit folder with include/cuda_runtime_api.h found")
     cuda_home = homes[0]
     (tmp_path / "main.cpp").write_text(cuda_sources()["cpp"])
     name = "gprof_square_linktest"
-    run = lambda cmd: subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+    def run(cmd):
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
     r, cuda_o = nvcc_object  # cuda_sources()["cuda"], nvcc -c -O3 sm_90 -Xcompiler -fPIC
     assert r.returncode == 0, r.stderr[-3000:]
     incs = [f"-I{p}" for p in cpp_extension.include_paths()] + [
-        f"-I{sysconfig.get_paths()['include']}", f"-I{cuda_home / 'include'}"]
-    r = run([cxx, "-O2", "-fPIC", "-std=c++17", f"-DTORCH_EXTENSION_NAME={name}", *incs, "-c", "main.cpp",
-             "-o", "main.o"])
+        f"-I{sysconfig.get_paths()['include']}",
+        f"-I{cuda_home / 'include'}",
+    ]
+    r = run(
+        [
+            cxx,
+            "-O2",
+            "-fPIC",
+            "-std=c++17",
+            f"-DTORCH_EXTENSION_NAME={name}",
+            *incs,
+            "-c",
+            "main.cpp",
+            "-o",
+            "main.o",
+        ]
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     so = name + sysconfig.get_config_var("EXT_SUFFIX")
     libdirs = [d for d in (cuda_home / "lib64", cuda_home / "lib") if d.exists()]
@@ -401,10 +482,13 @@ def test_cuda_extension_links_and_imports(tmp_path, nvcc_object):
                     print("RAN")
         print("IMPORTED")
     """)
-    env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(
-        [str(d) for d in libdirs] + [os.environ.get("LD_LIBRARY_PATH", "")]))
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                       env=env, timeout=120)
+    env = dict(
+        os.environ,
+        LD_LIBRARY_PATH=os.pathsep.join([str(d) for d in libdirs] + [os.environ.get("LD_LIBRARY_PATH", "")]),
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
     assert r.returncode == 0 and "IMPORTED" in r.stdout, r.stdout + r.stderr
     assert HAS_CUDA or "RAISED" in r.stdout, r.stdout
 
@@ -458,8 +542,14 @@ def test_triton_kernels_compile_for_sm90():
     the fast ones use 16-byte vector accesses."""
     pytest.importorskip("triton")
     env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="0")
-    res = subprocess.run([sys.executable, "-c", _TRITON_SM90_SCRIPT], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-c", _TRITON_SM90_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if res.returncode != 0 and ("ImportError" in res.stderr or "cannot import name" in res.stderr):
         pytest.skip("this triton has no ASTSource/GPUTarget compile API: " + res.stderr[-300:])
     assert res.returncode == 0 and "SM90-OK" in res.stdout, res.stdout[-2000:] + res.stderr[-4000:]
@@ -513,7 +603,7 @@ def test_gpu_cuda_square_exact(n):
     x = torch.randn(n, device="cuda")
     want = torch.square(x)
     assert torch.equal(fast_square(x), want)
-    assert torch.equal(fast_square(x[1:]), want[1:])          # not 16-byte aligned: scalar path
+    assert torch.equal(fast_square(x[1:]), want[1:])  # not 16-byte aligned: scalar path
     assert torch.equal(fast_square(x[: n - 3]), want[: n - 3])  # tail
     for cfg in (CudaSquareConfig(512, 4, 8, True), CudaSquareConfig(128, 2, 1)):
         assert torch.equal(fast_square(x, cfg), want)
@@ -567,19 +657,53 @@ def test_bench_kernels_dry_run(tmp_path):
     """scripts/bench_kernels.py end to end on the CPU: checks, timing loop, sweep, md + json."""
     pytest.importorskip("triton")
     out = tmp_path / "bench.md"
-    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1", NUMBA_ENABLE_CUDASIM="1",
-               GPROF_COMMIT="test-commit")
-    res = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_kernels.py"), "--dry-run", "--sweep-configs",
-                          "--reps", "2", "--sweep-reps", "1", "--sizes", "1000", "--bf16-sizes", "300",
-                          "--sweep-sizes", "1000", "--sweep-limit", "1", "--out", str(out)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        TRITON_INTERPRET="1",
+        NUMBA_ENABLE_CUDASIM="1",
+        GPROF_COMMIT="test-commit",
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "bench_kernels.py"),
+            "--dry-run",
+            "--sweep-configs",
+            "--reps",
+            "2",
+            "--sweep-reps",
+            "1",
+            "--sizes",
+            "1000",
+            "--bf16-sizes",
+            "300",
+            "--sweep-sizes",
+            "1000",
+            "--sweep-limit",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     import json
 
     data = json.loads(out.with_suffix(".json").read_text())
     rows = {(r["dtype"], r["variant"]): r for r in data["rows"]}
-    for name in ("copy_d2d", "torch.mean", "triton_mean_lecture", "triton_mean_fast", "torch.square",
-                 "triton_square"):
+    for name in (
+        "copy_d2d",
+        "torch.mean",
+        "triton_mean_lecture",
+        "triton_mean_fast",
+        "torch.square",
+        "triton_square",
+    ):
         assert rows[("float32", name)]["status"] == "ok", rows[("float32", name)]
         assert rows[("float32", name)]["median_ms"] > 0
     assert rows[("float32", "triton_mean_fast")]["vs_torch"] > 0

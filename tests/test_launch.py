@@ -6,6 +6,7 @@ fake backend whose "launch" rebuilds the tensors from the int pointers it is giv
 the same kernel through the interpreter. A wrong grid, pointer, size or constexpr shows as a
 wrong result. On a GPU the real path is tested against the plain one (gpu-marked tests).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -72,7 +73,7 @@ class FakeBackend:
                     assert isinstance(args[i], int), "pointers go to the C launcher as ints"
                     real[i] = _tensor_at(args[i], dt)
             # constexprs arrive positionally, as the C launcher gets them: same values as planned
-            for name, value in zip(record.kernel.arg_names[len(record.args):], args[len(record.args):]):
+            for name, value in zip(record.kernel.arg_names[len(record.args) :], args[len(record.args) :]):
                 assert record.kwargs[name] == value, (name, value)
             record.kernel[record.grid](*real, **options)
 
@@ -86,8 +87,11 @@ def _rand(n, dtype, seed=0):
 
 def _same_bits(a, b) -> bool:
     """Bit-equal (NaN included: the mean of an empty tensor)."""
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
-        a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+    )
 
 
 def _both(fn, x, **kw):
@@ -123,9 +127,17 @@ def test_a_triton_hook_holds_back_triton_keys_not_the_extensions():
     x = torch.zeros(64)
     with _launch.use_backend(HookedBackend()):
         assert _launch.call_key(x, None, SquareConfig) is None
-        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == (64, torch.float32, True, (0, 7), None)
+        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == (
+            64,
+            torch.float32,
+            True,
+            (0, 7),
+            None,
+        )
     with _launch.use_backend(FakeBackend()):  # a backend without place(): where() serves both
-        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == _launch.call_key(x, None, SquareConfig)
+        assert _launch.call_key(x, None, CudaSquareConfig, triton=False) == _launch.call_key(
+            x, None, SquareConfig
+        )
     with _launch.launch_mode("plain"):
         assert _launch.call_key(x, None, CudaSquareConfig, triton=False) is None
 
@@ -176,8 +188,13 @@ def test_cached_launch_not_reused_across_dtype_size_alignment_stream():
         for fn, name in ((fast_mean, "fast_mean"), (triton_square, "triton_square")):
             fc = _launch.fast_calls(name)
             base = _rand(2000, torch.float32, seed=1)
-            shapes = [(base[:1000], 7), (base[:1000].to(torch.bfloat16), 7), (base[:999], 7),
-                      (base[1:1001], 7), (base[:1000], 8)]
+            shapes = [
+                (base[:1000], 7),
+                (base[:1000].to(torch.bfloat16), 7),
+                (base[:999], 7),
+                (base[1:1001], 7),
+                (base[:1000], 8),
+            ]
             seen = set()
             for x, stream in shapes:
                 fake.stream = stream
@@ -241,8 +258,13 @@ def test_run_contract_and_bind_without_a_gpu():
     assert _launch_cuda.run_contract_in(three_six)
     assert not _launch_cuda.run_contract_in(three_six.replace("kernel.packed_metadata, ", ""))
     calls = []
-    record = _launch.Launch(None, (5, 1, 1), (), {}, SimpleNamespace(
-        run=lambda *a: calls.append(a), function=1234, packed_metadata=(8, 1, 0)))
+    record = _launch.Launch(
+        None,
+        (5, 1, 1),
+        (),
+        {},
+        SimpleNamespace(run=lambda *a: calls.append(a), function=1234, packed_metadata=(8, 1, 0)),
+    )
     launch, how = _launch_cuda.bind_compiled(record, 99)
     assert how == "run"
     launch(11, 22, 3, "BLOCK")
@@ -262,7 +284,9 @@ def test_run_contract_and_bind_without_a_gpu():
             calls.append(a)
 
     calls.clear()
-    record = record._replace(compiled=SimpleNamespace(run=Launcher(), function=1234, packed_metadata=(8, 1, 0)))
+    record = record._replace(
+        compiled=SimpleNamespace(run=Launcher(), function=1234, packed_metadata=(8, 1, 0))
+    )
     launch, how = _launch_cuda.bind_compiled(record, 99, direct_cls=Launcher)
     assert how == "direct"
     launch(11, 22)
@@ -270,8 +294,12 @@ def test_run_contract_and_bind_without_a_gpu():
     # scratch memory per launch, no loaded function, another API: not relaunched directly / at all
     record.compiled.run.global_scratch_size = 64
     assert _launch_cuda.bind_compiled(record, 99, direct_cls=Launcher)[1] == "run"
-    assert _launch_cuda.bind_compiled(record._replace(compiled=SimpleNamespace(run=Launcher(), function=None,
-                                                                          packed_metadata=())), 99)[0] is None
+    assert (
+        _launch_cuda.bind_compiled(
+            record._replace(compiled=SimpleNamespace(run=Launcher(), function=None, packed_metadata=())), 99
+        )[0]
+        is None
+    )
     launch, why = _launch_cuda.bind_compiled(record._replace(compiled=object()), 99)
     assert launch is None and "not a relaunchable CompiledKernel" in why
     with pytest.raises(ValueError):
@@ -283,11 +311,22 @@ class FakeCuda:
     on a machine with no GPU: a launch records what the driver would receive, params read back
     through the kinds the test expects."""
 
-    LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
-                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+    LAUNCH = ctypes.CFUNCTYPE(
+        ctypes.c_int,
+        ctypes.c_void_p,
+        *([ctypes.c_uint] * 7),
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_void_p),
+    )
     ERROR_NAME = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
-    READ = {"p": ctypes.c_uint64, "L": ctypes.c_uint64, "l": ctypes.c_int64, "i": ctypes.c_int32,
-            "I": ctypes.c_uint32}
+    READ = {
+        "p": ctypes.c_uint64,
+        "L": ctypes.c_uint64,
+        "l": ctypes.c_int64,
+        "i": ctypes.c_int32,
+        "I": ctypes.c_uint32,
+    }
 
     def __init__(self, read: str, result: int = 0):
         self.read, self.result, self.calls = read, result, []
@@ -310,14 +349,29 @@ class FakeCuda:
 
 
 def _compiled(signature: dict, **meta):
-    base = dict(launch_cooperative_grid=False, launch_pdl=False, global_scratch_size=0, profile_scratch_size=0,
-                tensordesc_meta=None)
-    return SimpleNamespace(metadata=SimpleNamespace(**dict(base, **meta)), src=SimpleNamespace(signature=signature),
-                           packed_metadata=(4, 1, 512), function=0x1234)
+    base = dict(
+        launch_cooperative_grid=False,
+        launch_pdl=False,
+        global_scratch_size=0,
+        profile_scratch_size=0,
+        tensordesc_meta=None,
+    )
+    return SimpleNamespace(
+        metadata=SimpleNamespace(**dict(base, **meta)),
+        src=SimpleNamespace(signature=signature),
+        packed_metadata=(4, 1, 512),
+        function=0x1234,
+    )
 
 
-SQUARE_SIG = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr", "UPCAST": "constexpr",
-              "HINTS": "constexpr"}
+SQUARE_SIG = {
+    "x_ptr": "*fp32",
+    "out_ptr": "*fp32",
+    "n": "i32",
+    "BLOCK": "constexpr",
+    "UPCAST": "constexpr",
+    "HINTS": "constexpr",
+}
 
 
 def test_own_launcher_passes_what_cuLaunchKernel_needs():
@@ -334,7 +388,9 @@ def test_own_launcher_passes_what_cuLaunchKernel_needs():
     launch, why = _launch_own.bind(_compiled(SQUARE_SIG), (977, 1, 1), 0x55, fake.entry_points)
     assert why == "" and launch is not None
     assert launch(1 << 40, (2 << 40) + 16, 10**6, 1024, False, True) is None
-    assert fake.calls == [((0x1234, 977, 1, 1, 128, 1, 1, 512, 0x55), [1 << 40, (2 << 40) + 16, 10**6, 0, 0], False)]
+    assert fake.calls == [
+        ((0x1234, 977, 1, 1, 128, 1, 1, 512, 0x55), [1 << 40, (2 << 40) + 16, 10**6, 0, 0], False)
+    ]
     with pytest.raises(OverflowError, match="int32"):
         launch(1, 2, 2**31, 1024, False, True)
     with pytest.raises(TypeError, match="takes 6 arguments"):
@@ -347,7 +403,14 @@ def test_own_launcher_passes_what_cuLaunchKernel_needs():
     sig = {"a": "i64", "b": "u32", "K": "constexpr", "p": "*bf16", "c": "u64"}
     launch, _ = _launch_own.bind(_compiled(sig), (2, 3, 4), 0, fake.entry_points)
     launch(-(2**40), 2**32 - 1, "ignored", 8, 2**64 - 1)
-    assert fake.calls[0][0][1:4] == (2, 3, 4) and fake.calls[0][1] == [-(2**40), 2**32 - 1, 8, 2**64 - 1, 0, 0]
+    assert fake.calls[0][0][1:4] == (2, 3, 4) and fake.calls[0][1] == [
+        -(2**40),
+        2**32 - 1,
+        8,
+        2**64 - 1,
+        0,
+        0,
+    ]
     with pytest.raises(OverflowError, match="uint32"):
         launch(0, 2**32, None, 8, 0)
     # the driver's error, named
@@ -362,13 +425,16 @@ def test_own_launcher_passes_what_cuLaunchKernel_needs():
     assert fake.calls == []
 
 
-@pytest.mark.parametrize("signature, meta, why", [
-    ({"x": "fp32"}, {}, "argument type"),
-    ({"t": ("*fp32", "i32")}, {}, "argument type"),
-    (SQUARE_SIG, {"global_scratch_size": 64}, "scratch"),
-    (SQUARE_SIG, {"launch_pdl": True}, "PDL"),
-    (SQUARE_SIG, {"tensordesc_meta": [{}]}, "descriptors"),
-])
+@pytest.mark.parametrize(
+    "signature, meta, why",
+    [
+        ({"x": "fp32"}, {}, "argument type"),
+        ({"t": ("*fp32", "i32")}, {}, "argument type"),
+        (SQUARE_SIG, {"global_scratch_size": 64}, "scratch"),
+        (SQUARE_SIG, {"launch_pdl": True}, "PDL"),
+        (SQUARE_SIG, {"tensordesc_meta": [{}]}, "descriptors"),
+    ],
+)
 def test_own_launcher_refuses_what_it_does_not_do(signature, meta, why):
     from workloads.kernels import _launch_own
 
@@ -411,9 +477,14 @@ def test_bind_compiled_prefers_the_own_launcher_then_triton_c():
     assert how.startswith("direct (not ours: an argument type not launched here"), how
     compiled.metadata.global_scratch_size = 64  # our launcher does not allocate scratch: Triton's does
     compiled.run.global_scratch_size = 64
-    assert _launch_cuda.bind_compiled(record, 99, Launcher, own=True, entry_points=fake.entry_points)[1] == "run"
+    assert (
+        _launch_cuda.bind_compiled(record, 99, Launcher, own=True, entry_points=fake.entry_points)[1] == "run"
+    )
     # another Triton's launcher class (not 3.6's layout): never ours
-    assert _launch_cuda.bind_compiled(record._replace(compiled=_compiled(SQUARE_SIG)), 99, None, own=True)[1] != "own"
+    assert (
+        _launch_cuda.bind_compiled(record._replace(compiled=_compiled(SQUARE_SIG)), 99, None, own=True)[1]
+        != "own"
+    )
 
 
 def test_each_launch_mode_keeps_its_own_cached_launches():
@@ -441,11 +512,19 @@ def test_kernel_modules_still_import_nothing_heavy():
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    code = ("import sys\nimport workloads.kernels._launch, workloads.kernels.triton_mean\n"
-            "import workloads.kernels.triton_square\n"
-            "heavy = [m for m in ('torch', 'triton') if m in sys.modules]\nassert not heavy, heavy\n")
-    res = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(repo)))
+    code = (
+        "import sys\nimport workloads.kernels._launch, workloads.kernels.triton_mean\n"
+        "import workloads.kernels.triton_square\n"
+        "heavy = [m for m in ('torch', 'triton') if m in sys.modules]\nassert not heavy, heavy\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -487,7 +566,6 @@ def test_gpu_fast_path_bit_identical_and_keyed(dtype):
     assert _same_bits(got[0], want[0]) and _same_bits(got[1], want[1])
     keys = [k for k in _launch.fast_calls("fast_mean").calls if k[0] == x.numel() and k[1] == dtype]
     assert len({k[3] for k in keys}) >= 2
-
 
 
 @pytest.mark.gpu

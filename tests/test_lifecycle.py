@@ -5,6 +5,7 @@ ended, a full disk still ends the manifest, and `report` reads a read-only folde
 The full disk and the read-only folder are real: a small tmpfs, and a read-only bind mount, each
 in a private mount namespace of the test's own (`unshare --user --map-root-user --mount`), so
 nothing is mounted on the machine and no root is needed."""
+
 import json
 import os
 import shlex
@@ -16,14 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli, sigint_default
 
 CPU = ["--device", "cpu", "--size", "1000"]
 
 # a variant that takes 10 ms a call, then hangs from its HANG_AFTER-th call on (warm-up included);
 # with IGNORE_TERM set it also ignores SIGTERM there, so only SIGKILL ends it
-WORKLOADS = '''
+WORKLOADS = """
 import os, signal, time
 from workloads import Variant, Workload
 
@@ -68,7 +68,7 @@ WORKLOADS = [
     Workload("slowsq", "a fast and a slow square", [Variant("fast", sq), Variant("slow", slow)],
              reference=sq, bytes_moved=both, cpu_default_shape=(1000,)),
 ]
-'''
+"""
 
 
 @pytest.fixture
@@ -98,23 +98,41 @@ def _assert_reports_say(folder: Path, status: str) -> None:
         assert f"run {status}" in md and f"run {status}" in html
 
 
-def _private_mount(setup: str, argv: list[str], timeout: float = 120,
-                   env: dict | None = None) -> subprocess.CompletedProcess:
+def _private_mount(
+    setup: str, argv: list[str], timeout: float = 120, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run `setup` (mount commands) then argv in a mount namespace of their own."""
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode != 0:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("no private mount namespace here (unshare --user --mount)")
     script = f"set -e; {setup}; exec {shlex.join(argv)}"
-    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "GPROF_NO_PROGRESS": "1", **(env or {})})
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "GPROF_NO_PROGRESS": "1", **(env or {})},
+    )
 
 
 def _run_clis(*argvs: list[str], timeout: float = 300) -> list[subprocess.CompletedProcess]:
     """run_cli for several independent runs (each its own -o folder) at once: real processes, as
     run_cli starts them, that need not wait for each other (most of a tiny run is its imports)."""
-    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator", *argv], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for argv in argvs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
     try:
         done = []
         for argv, p in zip(argvs, procs):
@@ -134,10 +152,22 @@ def cli_runs(tmp_path_factory) -> dict:
     "ok" and "bad" (one variant fails), and "sweep" (two points). The tests that take them only read
     them (the read-only test proves `report` writes nothing). name -> (folder, CompletedProcess)."""
     root = tmp_path_factory.mktemp("lifecycle")
-    argvs = {"ok": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow"],
-             "bad": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant", "pow"],
-             "sweep": ["time", "square", "--device", "cpu", "--size", "1000,2000", "--iters", "3", "--variants",
-                       "mul"]}
+    argvs = {
+        "ok": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow"],
+        "bad": ["time", "square", *CPU, "--iters", "3", "--variants", "mul,pow", "--fail-variant", "pow"],
+        "sweep": [
+            "time",
+            "square",
+            "--device",
+            "cpu",
+            "--size",
+            "1000,2000",
+            "--iters",
+            "3",
+            "--variants",
+            "mul",
+        ],
+    }
     done = _run_clis(*([*argv, "-o", str(root / name)] for name, argv in argvs.items()))
     return {name: (root / name, res) for name, res in zip(argvs, done)}
 
@@ -151,6 +181,7 @@ def cli_sweep(cli_runs) -> Path:
 
 # -- 1. the saved reports carry the final status --------------------------------------------------
 
+
 def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(cli_runs):
     (ok, res), (bad, res_bad) = cli_runs["ok"], cli_runs["bad"]
     assert res.returncode == 0, res.stderr
@@ -158,7 +189,10 @@ def test_reports_of_an_ok_and_a_failed_run_carry_their_final_status(cli_runs):
     res = res_bad
     assert res.returncode == 1, res.stderr
     _assert_reports_say(bad, "failed")
-    assert "run failed: 1 variant(s) failed: pow: RuntimeError: injected failure" in (bad / "report.md").read_text()
+    assert (
+        "run failed: 1 variant(s) failed: pow: RuntimeError: injected failure"
+        in (bad / "report.md").read_text()
+    )
     assert _rows(bad)["mul"]["status"] == "ok" and _rows(bad)["pow"]["status"] == "failed"
 
 
@@ -173,8 +207,16 @@ def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path, cli
     # `all` whose second backend fails: the parent says failed, each child its own status
     both = tmp_path / "all"
     with pytest.raises(RunFailedError):
-        profile_all("square", backends_=["time"], device="cpu", size="1000", iters=3,
-                variants=["mul", "pow"], fail_variant="pow", out=both)
+        profile_all(
+            "square",
+            backends_=["time"],
+            device="cpu",
+            size="1000",
+            iters=3,
+            variants=["mul", "pow"],
+            fail_variant="pow",
+            out=both,
+        )
     _assert_reports_say(both, "failed")
     assert "run failed: time: 1 variant(s) failed" in (both / "report.md").read_text()
     _assert_reports_say(both / "time", "failed")
@@ -182,9 +224,13 @@ def test_reports_of_sweep_and_all_parents_carry_their_final_status(tmp_path, cli
 
 # -- 2. a stopped `time` run keeps the samples of the variant it was timing -----------------------
 
+
 def _measuring_slow(out: Path) -> bool:
     try:
-        return any(v["name"] == "slow" and v["status"] == "measuring" for v in _json(out / "workload.json")["variants"])
+        return any(
+            v["name"] == "slow" and v["status"] == "measuring"
+            for v in _json(out / "workload.json")["variants"]
+        )
     except (OSError, ValueError):
         return False
 
@@ -197,10 +243,36 @@ def stopped_runs(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("stopped")
     wfile = root / "lifecycle_workloads.py"
     wfile.write_text(WORKLOADS)
-    runs = {sig: (root / sig.name, subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", str(wfile), "--device", "cpu",
-         "--iters", "2000", "--warmup", "1", "-o", str(root / sig.name)], cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runs = {
+        sig: (
+            root / sig.name,
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "orchestrator",
+                    "time",
+                    "slowsq",
+                    "--workload-file",
+                    str(wfile),
+                    "--device",
+                    "cpu",
+                    "--iters",
+                    "2000",
+                    "--warmup",
+                    "1",
+                    "-o",
+                    str(root / sig.name),
+                ],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=sigint_default,
+            ),
+        )
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         t0, since, sent = time.monotonic(), {}, set()
         while len(sent) < len(runs):
@@ -247,10 +319,30 @@ def test_sigterm_stops_a_run_started_with_sigint_ignored(wfile, tmp_path):
     runner inherited that: the parent's SIGINT to it did nothing, and a SIGTERM'd run went on
     to its last sample before exiting 130. The runner now takes SIGINT whatever it inherits."""
     out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "time", "slowsq", "--workload-file", str(wfile),
-                          "--device", "cpu", "--iters", "2000", "--warmup", "1", "-o", str(out)], cwd=REPO,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "time",
+            "slowsq",
+            "--workload-file",
+            str(wfile),
+            "--device",
+            "cpu",
+            "--iters",
+            "2000",
+            "--warmup",
+            "1",
+            "-o",
+            str(out),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         t0 = time.monotonic()
         while not _measuring_slow(out):
@@ -270,25 +362,50 @@ def test_sigterm_stops_a_run_started_with_sigint_ignored(wfile, tmp_path):
 
 # -- 3. a timeout names the variant it ended ------------------------------------------------------
 
+
 def test_a_timeout_names_the_variant_and_keeps_its_samples(wfile, tmp_path):
     """The runner takes --timeout's SIGTERM: it keeps what it took and the variant is `timed out`."""
     out = tmp_path / "run"
-    res = run_cli("time", "hangs", "--workload-file", wfile, "--device", "cpu", "--iters", "100", "--warmup", "1",
-                  "--timeout", "8", "-o", str(out), env={"HANG_AFTER": "30"})
+    res = run_cli(
+        "time",
+        "hangs",
+        "--workload-file",
+        wfile,
+        "--device",
+        "cpu",
+        "--iters",
+        "100",
+        "--warmup",
+        "1",
+        "--timeout",
+        "8",
+        "-o",
+        str(out),
+        env={"HANG_AFTER": "30"},
+    )
     assert res.returncode == 124, res.stderr
-    assert ("ran past the timeout of 8 s; its process group was ended; the workload was measuring variant "
-            "stuck, marked timed out") in res.stderr
+    assert (
+        "ran past the timeout of 8 s; its process group was ended; the workload was measuring variant "
+        "stuck, marked timed out"
+    ) in res.stderr
     wman = _json(out / "workload.json")
     status = {v["name"]: v["status"] for v in wman["variants"]}
-    assert status == {"fast": "ok", "stuck": "timed out", "after": "skipped"} and wman["status"] == "timed out"
+    assert (
+        status == {"fast": "ok", "stuck": "timed out", "after": "skipped"} and wman["status"] == "timed out"
+    )
     stuck = next(v for v in wman["variants"] if v["name"] == "stuck")
     # calls 3..29: call 1 is the warm-up, call 2 the one whose memory is measured, 30 hangs
     assert len(stuck["time_samples_ns"]) == 27
     rows = _rows(out)
     assert rows["stuck"]["status"] == "timed out" and 9_000 < rows["stuck"]["time_median_us"] < 200_000
-    assert rows["stuck"]["achieved_gb_s"] == pytest.approx(8000 / rows["stuck"]["time_median_us"] / 1e3, rel=1e-3)
+    assert rows["stuck"]["achieved_gb_s"] == pytest.approx(
+        8000 / rows["stuck"]["time_median_us"] / 1e3, rel=1e-3
+    )
     assert "timed out part-way: 27 of 100 samples taken" in rows["stuck"]["note"]
-    assert rows["after"]["status"] == "skipped" and rows["after"]["note"] == "not run: the run timed out before it"
+    assert (
+        rows["after"]["status"] == "skipped"
+        and rows["after"]["note"] == "not run: the run timed out before it"
+    )
     _assert_reports_say(out, "failed")
 
 
@@ -301,8 +418,22 @@ def test_a_timeout_that_must_kill_keeps_the_samples_flushed_each_second(wfile, t
     monkeypatch.setenv("HANG_AFTER", "150")  # 1.5 s of 10 ms samples before it hangs
     monkeypatch.setenv("IGNORE_TERM", "1")
     out = tmp_path / "run"
-    res = cli("time", "hangs", "--workload-file", wfile, "--device", "cpu", "--iters", "1000", "--warmup", "1",
-              "--timeout", "9", "-o", str(out))
+    res = cli(
+        "time",
+        "hangs",
+        "--workload-file",
+        wfile,
+        "--device",
+        "cpu",
+        "--iters",
+        "1000",
+        "--warmup",
+        "1",
+        "--timeout",
+        "9",
+        "-o",
+        str(out),
+    )
     assert res.exit_code == 124, res.output
     assert "the workload was measuring variant stuck, marked timed out" in res.output
     stuck = next(v for v in _json(out / "workload.json")["variants"] if v["name"] == "stuck")
@@ -314,7 +445,7 @@ def test_a_timeout_that_must_kill_keeps_the_samples_flushed_each_second(wfile, t
 
 # -- 4. a full disk ends the manifest `failed`, with the reason -----------------------------------
 
-FINISH_ON_A_FULL_DISK = '''
+FINISH_ON_A_FULL_DISK = """
 import json, sys
 from pathlib import Path
 from orchestrator.errors import GprofError
@@ -335,14 +466,15 @@ except GprofError as exc:
     print("update:", exc.message)
 rf.finish("failed", "the run folder could not be written")
 print("manifest:", json.loads((root / "run" / "manifest.json").read_text())["status"])
-'''
+"""
 
 
 def test_finish_ends_the_manifest_on_a_full_disk(tmp_path):
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    res = _private_mount(f"mount -t tmpfs -o size=64k tmpfs {mnt}",
-                         [sys.executable, "-c", FINISH_ON_A_FULL_DISK, str(mnt)])
+    res = _private_mount(
+        f"mount -t tmpfs -o size=64k tmpfs {mnt}", [sys.executable, "-c", FINISH_ON_A_FULL_DISK, str(mnt)]
+    )
     assert res.returncode == 0, res.stderr
     assert f"update: cannot write the run folder {mnt}/run: No space left on device" in res.stdout
     assert "manifest: failed" in res.stdout
@@ -354,12 +486,27 @@ def test_a_full_disk_mid_run_ends_failed_with_the_reason(wfile, tmp_path):
     mnt = tmp_path / "disk"
     mnt.mkdir()
     out, keep = mnt / "run", tmp_path / "seen"
-    run = [sys.executable, "-m", "orchestrator", "time", "fills", "--workload-file", wfile, "--device", "cpu",
-           "--iters", "5", "-o", str(out)]
+    run = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "time",
+        "fills",
+        "--workload-file",
+        wfile,
+        "--device",
+        "cpu",
+        "--iters",
+        "5",
+        "-o",
+        str(out),
+    ]
     # the tmpfs goes with the namespace: copy what the test reads out of it first
-    res = _private_mount(f"mount -t tmpfs -o size=1m tmpfs {mnt}",
-                         ["sh", "-c", f'{shlex.join(run)}; rc=$?; mkdir {keep}; cp -r {out}/. {keep}/; exit $rc'],
-                         env={"FILL": str(mnt / "filler")})
+    res = _private_mount(
+        f"mount -t tmpfs -o size=1m tmpfs {mnt}",
+        ["sh", "-c", f"{shlex.join(run)}; rc=$?; mkdir {keep}; cp -r {out}/. {keep}/; exit $rc"],
+        env={"FILL": str(mnt / "filler")},
+    )
     assert res.returncode == 1, res.stderr
     assert f"cannot write the run folder {out}: No space left on device" in res.stderr
     assert "Traceback" not in res.stderr
@@ -371,12 +518,15 @@ def test_a_full_disk_mid_run_ends_failed_with_the_reason(wfile, tmp_path):
 
 # -- 6. `report` on a read-only folder -----------------------------------------------------------
 
+
 def test_report_on_a_read_only_folder_writes_nothing(cli_sweep):
     sweep = cli_sweep
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("*") if p.is_file()}
     for folder in (sweep / "1000-float32", sweep):
-        res = _private_mount(f"mount --bind {sweep} {sweep}; mount -o remount,bind,ro {sweep}",
-                             [sys.executable, "-m", "orchestrator", "report", str(folder)])
+        res = _private_mount(
+            f"mount --bind {sweep} {sweep}; mount -o remount,bind,ro {sweep}",
+            [sys.executable, "-m", "orchestrator", "report", str(folder)],
+        )
         assert res.returncode == 0, res.stderr
         assert "Traceback" not in res.stderr and "mul" in res.stdout
         assert f"gprof-orch: {folder} is read-only: its saved reports were not rewritten" in res.stderr

@@ -1,11 +1,11 @@
 """Each variant's memory: one extra call after the warm-up (workloads/call_memory.py), kept in
 workload.json's `memory`, shown as peak MiB, alloc MiB/call, allocs/call and result MiB by every
 backend that runs the workload, with a note on temporaries."""
+
 import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "workloads" / "temporaries.py"
@@ -19,8 +19,11 @@ def _run(tmp_path: Path, backend: str, workload: str, *extra: str) -> tuple[dict
     assert res.returncode == 0, res.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     man = json.loads((out / "workload.json").read_text())
-    return ({r["variant"]: r for r in report["variants"]},
-            {v["name"]: v for v in man["variants"]}, res.stdout)
+    return (
+        {r["variant"]: r for r in report["variants"]},
+        {v["name"]: v for v in man["variants"]},
+        res.stdout,
+    )
 
 
 def test_time_shows_a_clean_call_at_its_result_and_a_temporary_above_it(tmp_path):
@@ -108,7 +111,8 @@ def test_a_variant_whose_extra_call_raises_is_still_timed(tmp_path):
         "    return a * a\n"
         "WORKLOADS = [Workload('third', 'fails on its third call', [Variant('third', third, 'a*a')],\n"
         "                      reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s,\n"
-        "                      default_shape=(1000,))]\n")
+        "                      default_shape=(1000,))]\n"
+    )
     rows, man, _ = _run(tmp_path, "time", "third", "--workload-file", str(wfile), "--warmup", "2")
     assert man["third"]["memory"]["error"] == "RuntimeError: the third call fails"
     assert man["third"]["status"] == "ok" and rows["third"]["samples"] == 5
@@ -120,8 +124,20 @@ def test_on_cuda_the_caching_allocators_counters_tell_the_same(tmp_path):
     """On a GPU: the allocator rounds each block to 512 bytes, so a clean call's peak is its
     result within 512 bytes; the scalar 0.5 stays on the host, so the temporary variant makes 5."""
     out = tmp_path / "gpu"
-    res = run_cli("time", "temporaries", "--workload-file", str(FIXTURE), "--device", "cuda", "--iters", "5",
-                  "--size", str(N), "--out", str(out))
+    res = run_cli(
+        "time",
+        "temporaries",
+        "--workload-file",
+        str(FIXTURE),
+        "--device",
+        "cuda",
+        "--iters",
+        "5",
+        "--size",
+        str(N),
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     man = {v["name"]: v for v in json.loads((out / "workload.json").read_text())["variants"]}
     rows = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}

@@ -1,10 +1,11 @@
 """One report across backends, comparisons and sweeps: from the committed H200 run folders
 (all four backends on square and mean) and real CPU runs."""
+
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from orchestrator import api, backends, load_run
 from reports import merge
 
@@ -24,12 +25,15 @@ def test_merged_square_from_four_backends(h200_run):
     assert m.loc["mul", "nsys_us"] == pytest.approx(189.183, abs=1e-3)
     assert m.loc["mul", "ncu_us"] == pytest.approx(186.88, abs=1e-3)
     assert m.loc["mul", "dram_pct_of_peak"] == pytest.approx(86.37, abs=0.01)  # time-weighted over launches
-    assert m.loc["mul", "agreement"] == "ok"                  # 186.9 .. 193.1: within 10%
+    assert m.loc["mul", "agreement"] == "ok"  # 186.9 .. 193.1: within 10%
     assert m.loc["torch_square", "same_kernel_as"] == "pow"
     assert m.loc["torch_square", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
     # numba: events include its ~240 us of Python launch overhead per call
     assert m.loc["numba", "agreement"].startswith("DISAGREE: time +33% over ncu")
-    assert "launch latency" in m.loc["numba", "agreement"] and "replays each kernel" in m.loc["numba", "agreement"]
+    assert (
+        "launch latency" in m.loc["numba", "agreement"]
+        and "replays each kernel" in m.loc["numba", "agreement"]
+    )
 
 
 def test_merged_mean_counts_the_division(h200_run):
@@ -67,7 +71,9 @@ def test_compare_refuses_other_workloads_and_bad_folders(h200_run, tmp_path):
 
 def test_all_on_the_cpu(tmp_path):
     out = tmp_path / "all"
-    res = run_cli("all", "mean", "--device", "cpu", "--size", "10000", "--iters", "5", "-o", str(out), "--json")
+    res = run_cli(
+        "all", "mean", "--device", "cpu", "--size", "10000", "--iters", "5", "-o", str(out), "--json"
+    )
     assert res.returncode == 0, res.stderr
     man = json.loads((out / "manifest.json").read_text())
     assert man["kind"] == "all" and man["status"] == "ok"
@@ -83,15 +89,34 @@ def test_all_on_the_cpu(tmp_path):
 
 def test_sweep_on_the_cpu(tmp_path):
     out = tmp_path / "sweep"
-    res = run_cli("time", "square", "--device", "cpu", "--size", "1000,100000", "--dtype", "float32,bfloat16",
-                  "--iters", "5", "-v", "mul", "-o", str(out), "--json")
+    res = run_cli(
+        "time",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "1000,100000",
+        "--dtype",
+        "float32,bfloat16",
+        "--iters",
+        "5",
+        "-v",
+        "mul",
+        "-o",
+        str(out),
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)["variants"]
     pts = {(r["numel"], r["dtype"]) for r in rows}
     assert pts == {(1000, "float32"), (100000, "float32"), (1000, "bfloat16"), (100000, "bfloat16")}
     assert len(rows) == 8 and all(r["time_median_us"] > 0 for r in rows if r["status"] == "ok")
     assert sorted(p.name for p in out.iterdir() if p.is_dir() and p.name != "logs") == [
-        "1000-bfloat16", "1000-float32", "100000-bfloat16", "100000-float32"]
+        "1000-bfloat16",
+        "1000-float32",
+        "100000-bfloat16",
+        "100000-float32",
+    ]
 
 
 def test_all_square_captured_on_the_h200(h200_run):
@@ -107,10 +132,13 @@ def test_all_square_captured_on_the_h200(h200_run):
     assert m.loc["pow", "same_kernel_as"] == "torch_square"
     assert (multi.path / "report.html").read_text().count('class="gprof-plot"') >= 5
     # numba's 0.68x is the events' (its launch is slow); nsys's kernels alone would say 0.95x
-    assert m.loc["numba", "speedup_vs_baseline"] == pytest.approx(m.loc["torch_square", "events_us"]
-                                                                   / m.loc["numba", "events_us"])
-    assert any(line.endswith("speedup from the events medians. agreement flags medians >10% apart.")
-               for line in multi.footer())
+    assert m.loc["numba", "speedup_vs_baseline"] == pytest.approx(
+        m.loc["torch_square", "events_us"] / m.loc["numba", "events_us"]
+    )
+    assert any(
+        line.endswith("speedup from the events medians. agreement flags medians >10% apart.")
+        for line in multi.footer()
+    )
 
 
 def test_all_mean_captured_on_the_h200_flags_the_event_overhead(h200_run):
@@ -140,7 +168,10 @@ def test_a_sweep_point_whose_folder_is_gone_is_unreadable_not_skipped(h200_run):
     shutil.rmtree(folder / "1000000-float32")
     res = run_cli("report", str(folder))
     assert res.returncode == 4, res.stderr
-    assert "1000000-float32: unreadable, left out of the table: its folder is missing, though it ended ok" in res.stdout
+    assert (
+        "1000000-float32: unreadable, left out of the table: its folder is missing, though it ended ok"
+        in res.stdout
+    )
     assert "could not read" in res.stderr and "1000000-float32" in res.stderr
     multi = load_run(folder, write=False)
     assert sorted(multi.runs) == ["10000000-float32", "100000000-float32"] and not multi.skipped

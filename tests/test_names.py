@@ -1,12 +1,13 @@
 """Short kernel names (reports/names.py) on real demangled names, the full names beside them in
 the JSON and HTML, and counts printed as integers."""
+
 import json
 import sqlite3
 
 import pandas as pd
 import pytest
-
 from conftest import FIXTURES
+
 from orchestrator import backends, load_run
 from reports import merge, names, render
 from reports.names import short_kernel_name
@@ -16,23 +17,31 @@ NSYS_SQLITE = FIXTURES / "nsys" / "h200_square_nvtx0217" / "square_nsys_nvtx0217
 # torch 2.11's demangled names (c++filt spelling, as torch.profiler and ncu give them) of the
 # kernels behind torch.relu / torch.clamp_min (launch_clamp_scalar) and the comparison inside
 # torch.where(a > 0, ...) (compare_scalar_kernel): before, both read `vectorized_elementwise_kernel`
-CLAMP = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
-         "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::"
-         "operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, "
-         "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
-         "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::"
-         "{lambda(float)#1}, std::array<char*, 2ul>)")
-COMPARE = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::compare_scalar_kernel"
-           "<float>(at::TensorIteratorBase&, at::native::(anonymous namespace)::OpType, float)::{lambda(float)#1}, "
-           "std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::compare_scalar_kernel<float>("
-           "at::TensorIteratorBase&, at::native::(anonymous namespace)::OpType, float)::{lambda(float)#1}, "
-           "std::array<char*, 2ul>)")
+CLAMP = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
+    "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::"
+    "operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, "
+    "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+    "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::"
+    "{lambda(float)#1}, std::array<char*, 2ul>)"
+)
+COMPARE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::compare_scalar_kernel"
+    "<float>(at::TensorIteratorBase&, at::native::(anonymous namespace)::OpType, float)::{lambda(float)#1}, "
+    "std::array<char*, 2ul> >(int, at::native::(anonymous namespace)::compare_scalar_kernel<float>("
+    "at::TensorIteratorBase&, at::native::(anonymous namespace)::OpType, float)::{lambda(float)#1}, "
+    "std::array<char*, 2ul>)"
+)
 
 
 def _nsys_names() -> list[str]:
     with sqlite3.connect(NSYS_SQLITE) as db:
-        return [v for (v,) in db.execute(
-            "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")]
+        return [
+            v
+            for (v,) in db.execute(
+                "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+            )
+        ]
 
 
 def _frame_names() -> set[str]:
@@ -72,7 +81,9 @@ def test_real_names_of_the_fixtures():
 
 def test_plain_and_overlong_names():
     assert short_kernel_name("square_kernel") == "square_kernel"
-    assert short_kernel_name("square_matrix_kernel(const float *, float *, int, int)") == "square_matrix_kernel"
+    assert (
+        short_kernel_name("square_matrix_kernel(const float *, float *, int, int)") == "square_matrix_kernel"
+    )
     long = "k" * 300
     assert short_kernel_name(long) == "k" * (names.MAX_LEN - 3) + "..."
 
@@ -92,21 +103,27 @@ def test_full_names_in_json_and_html_not_in_the_terminal(h200_run):
     run = load_run(h200_run("nsys-square"), write=True)
     t = run.table.set_index("variant")
     assert t.loc["mul", "kernels"] == "vectorized_elementwise_kernel<MulFunctor>"
-    full = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
-            "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)3>>(int, T2, T3)")
+    full = (
+        "void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, "
+        "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
+    )
     assert t.loc["mul", "kernels_full"] == full
     rows = {r["variant"]: r for r in json.loads((run.path / "report.json").read_text())["variants"]}
     assert rows["mul"]["kernels_full"] == full and rows["mul"]["kernels"] == t.loc["mul", "kernels"]
     html = (run.path / "report.html").read_text()
     assert "binary_internal::MulFunctor&lt;float&gt;&gt;, std::array" in html
-    assert "binary_internal" not in render.to_text(run.table) and "binary_internal" not in render.to_markdown(run.table)
+    assert "binary_internal" not in render.to_text(run.table) and "binary_internal" not in render.to_markdown(
+        run.table
+    )
 
 
 def test_merged_table_keeps_the_full_names(h200_run):
     tables = {b: load_run(h200_run(f"{b}-square")).table for b in ("time", "nsys")}
     m = merge.merged_table(tables, backends.merged_sources(tables), "torch_square").set_index("variant")
     assert m.loc["pow", "kernels"] == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
-    assert m.loc["pow", "kernels_full"].startswith("void at::native::vectorized_elementwise_kernel<(int)4, void ")
+    assert m.loc["pow", "kernels_full"].startswith(
+        "void at::native::vectorized_elementwise_kernel<(int)4, void "
+    )
 
 
 @pytest.mark.parametrize("value, text", [(3.0, "3"), (2.5, "2.5"), (float("nan"), "-")])

@@ -4,6 +4,7 @@ Fixtures (tests/fixtures/ncu/*/README.md says how each was captured): a .ncu-rep
 kernels under `nvtx.annotate("variant:a*a", domain="gprof")`, its `--csv --page raw` export, and
 the mixed stdout of a direct `ncu --csv` run.
 """
+
 import math
 import subprocess
 import sys
@@ -13,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.backends import ncu_tool
+from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.parsers import ncu_csv, ncu_frames, ncu_rep
 from reports.demangle import function_name
 
@@ -49,6 +50,7 @@ def metric(report, kid, name):
 
 # ---------------------------------------------------------------------------------- the report
 
+
 @needs_ncu_report
 def test_kernels_variants_and_launch(rep):
     k = rep.kernels
@@ -56,9 +58,11 @@ def test_kernels_variants_and_launch(rep):
     assert list(k.columns) == ncu_rep.KERNEL_COLUMNS
     assert list(k["id"]) == list(range(10))
     assert list(k["duration_ns"]) == DURATIONS_NS
-    assert set(k["variant"]) == {"a*a"}                      # NVTX range gprof@variant:a*a
+    assert set(k["variant"]) == {"a*a"}  # NVTX range gprof@variant:a*a
     assert set(k["kernel"]) == {"vectorized_elementwise_kernel"}
-    assert k["kernel_demangled"].str.startswith("void at::native::vectorized_elementwise_kernel<(int)4,").all()
+    assert (
+        k["kernel_demangled"].str.startswith("void at::native::vectorized_elementwise_kernel<(int)4,").all()
+    )
     assert k["kernel_demangled"].str.contains("MulFunctor<float>").all()  # a*a, not pow
     first = k.iloc[0]
     assert (first.grid_x, first.grid_y, first.grid_z) == (1024, 1, 1)  # 1024*1024 floats / 4 per thread / 128
@@ -92,10 +96,25 @@ def test_every_metric_kept_with_normalised_units(rep):
     assert len(m) == 10 * 548 and (m.groupby("id").size() == 548).all()
     assert set(m["variant"]) == {"a*a"}
     units = dict(m.groupby("raw_unit")["unit"].first())
-    assert units == {"": "", "%": "pct", "SM": "SM", "block": "block", "byte": "bytes",
-                     "byte/block": "bytes/block", "byte/s": "bytes/s", "cluster": "cluster", "cycle": "cycle",
-                     "hz": "Hz", "inst": "inst", "ns": "ns", "pass": "pass", "register/thread": "register/thread",
-                     "sector": "sector", "thread": "thread", "warp": "warp"}
+    assert units == {
+        "": "",
+        "%": "pct",
+        "SM": "SM",
+        "block": "block",
+        "byte": "bytes",
+        "byte/block": "bytes/block",
+        "byte/s": "bytes/s",
+        "cluster": "cluster",
+        "cycle": "cycle",
+        "hz": "Hz",
+        "inst": "inst",
+        "ns": "ns",
+        "pass": "pass",
+        "register/thread": "register/thread",
+        "sector": "sector",
+        "thread": "thread",
+        "warp": "warp",
+    }
     pct = m[(m["raw_unit"] == "%") & m["value"].notna()]
     assert len(pct) == 10 * 243  # 252 "%" metrics less 8 text breakdowns and 1 "no data"
     assert (pct["value"] == pct["raw_value"].astype(float)).all()
@@ -123,12 +142,19 @@ def test_rules_kept(rep):
     assert list(r["id"]) == list(range(10))  # one rule result per kernel in these two sections
     first = r.iloc[0]
     assert (first.section, first.rule, first.rule_name, first.type, first.title) == (
-        "SpeedOfLight", "SOLBottleneck", "Bottleneck", "optimization", "Small Grid")
+        "SpeedOfLight",
+        "SOLBottleneck",
+        "Bottleneck",
+        "optimization",
+        "Small Grid",
+    )
     assert (first.variant, first.kernel) == ("a*a", "vectorized_elementwise_kernel")
     assert "@section:LaunchStats:Launch Statistics@" in first.message_raw
-    assert first.message == ("This kernel grid is too small to fill the available resources on this device, "
-                             "resulting in only 0.5 full waves across all SMs. Look at Launch Statistics for "
-                             "more details.")
+    assert first.message == (
+        "This kernel grid is too small to fill the available resources on this device, "
+        "resulting in only 0.5 full waves across all SMs. Look at Launch Statistics for "
+        "more details."
+    )
     assert first.focus_metrics == "launch__waves_per_multiprocessor=0.484848"
     assert first.speedup_type is None and math.isnan(first.estimated_speedup_pct)
 
@@ -151,6 +177,7 @@ def test_variant_needs_the_domain_and_prefix(fixtures):
 
 # ------------------------------------------------------------------------- report vs. its CSV
 
+
 @needs_ncu_report
 def test_csv_export_equals_the_report(rep, csv_rep):
     """Every value ncu_report reads equals the CSV's, within the CSV's printing.
@@ -171,13 +198,19 @@ def test_csv_export_equals_the_report(rep, csv_rep):
     for key, cv in c.iterrows():
         rv = r.loc[key]
         assert rv.unit == cv.unit, key
-        if isinstance(rv.raw_value, (int, float)) and not (isinstance(rv.raw_value, float) and math.isnan(rv.raw_value)):
+        if isinstance(rv.raw_value, (int, float)) and not (
+            isinstance(rv.raw_value, float) and math.isnan(rv.raw_value)
+        ):
             numeric += 1
             cell = cv.raw_value.replace(",", "")
             decimals = len(cell.split(".")[1]) if "." in cell else 0
-            in_csv_unit = float(rv.raw_value) * ncu_rep.normalize_unit(rv.raw_unit)[1] / ncu_rep.normalize_unit(cv.raw_unit)[1]
+            in_csv_unit = (
+                float(rv.raw_value)
+                * ncu_rep.normalize_unit(rv.raw_unit)[1]
+                / ncu_rep.normalize_unit(cv.raw_unit)[1]
+            )
             assert f"{in_csv_unit:.{decimals}f}" == cell, key
-            half_ulp = 0.5 * 10.0 ** -decimals * ncu_rep.normalize_unit(cv.raw_unit)[1]
+            half_ulp = 0.5 * 10.0**-decimals * ncu_rep.normalize_unit(cv.raw_unit)[1]
             assert abs(rv.value - cv.value) <= half_ulp * (1 + 1e-9), key
             exact += rv.value == cv.value
         elif rv.raw_value is None:  # no value: "no data" in the CSV
@@ -190,13 +223,21 @@ def test_csv_export_equals_the_report(rep, csv_rep):
 @needs_ncu_report
 def test_csv_kernels_equal_the_report(rep, csv_rep):
     ck, rk = csv_rep.kernels, rep.kernels
-    assert csv_rep.source == "csv" and csv_rep.rules.empty and list(csv_rep.rules.columns) == ncu_rep.RULE_COLUMNS
+    assert (
+        csv_rep.source == "csv"
+        and csv_rep.rules.empty
+        and list(csv_rep.rules.columns) == ncu_rep.RULE_COLUMNS
+    )
     same = ["id", "variant", "kernel", *ncu_rep.LAUNCH_METRICS, "duration_ns"]
     pd.testing.assert_frame_equal(ck[same], rk[same])  # 4.128000 us * 1000 is 4128.0 exactly
     # the CSV printed these with 6 decimals, in Tbyte/s and in %: half a unit in the last place
     # is 0.5e-6 * 1e12 bytes/s and 0.5e-6 %
-    for col, half_ulp in [("dram_bytes_per_s", 0.5e-6 * 1e12), ("dram_throughput_pct", 0.5e-6),
-                          ("memory_throughput_pct", 0.5e-6), ("sm_throughput_pct", 0.5e-6)]:
+    for col, half_ulp in [
+        ("dram_bytes_per_s", 0.5e-6 * 1e12),
+        ("dram_throughput_pct", 0.5e-6),
+        ("memory_throughput_pct", 0.5e-6),
+        ("sm_throughput_pct", 0.5e-6),
+    ]:
         diff = (ck[col] - rk[col]).abs()
         assert (diff <= half_ulp * (1 + 1e-9)).all() and (diff > 0).any(), col
     # the CSV's kernel name is demangled differently (no namespaces) but names the same function
@@ -206,26 +247,47 @@ def test_csv_kernels_equal_the_report(rep, csv_rep):
 @needs_ncu_report
 def test_si_prefixes_seen_in_the_fixture(rep, csv_rep):
     # 1 Kbyte = 1000 bytes in ncu: the same value in the report and in its CSV export
-    for name, report_raw, csv_raw in [("launch__shared_mem_config_size", (32768, "byte"), ("32.768000", "Kbyte")),
-                                      ("profiler__replayer_bytes_mem_accessible.avg", (29579730.0, "byte"),
-                                       ("29.579730", "Mbyte"))]:
+    for name, report_raw, csv_raw in [
+        ("launch__shared_mem_config_size", (32768, "byte"), ("32.768000", "Kbyte")),
+        ("profiler__replayer_bytes_mem_accessible.avg", (29579730.0, "byte"), ("29.579730", "Mbyte")),
+    ]:
         r, c = metric(rep, 0, name), metric(csv_rep, 0, name)
         assert (r.raw_value, r.raw_unit) == report_raw and (c.raw_value, c.raw_unit) == csv_raw
         assert r.value == c.value and r.unit == c.unit == "bytes"
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("ns", ("ns", 1.0)), ("nsecond", ("ns", 1.0)), ("us", ("ns", 1e3)), ("usecond", ("ns", 1e3)),
-    ("msecond", ("ns", 1e6)), ("second", ("ns", 1e9)),
-    ("byte", ("bytes", 1.0)), ("Kbyte", ("bytes", 1e3)), ("Mbyte", ("bytes", 1e6)), ("Gbyte", ("bytes", 1e9)),
-    ("Tbyte", ("bytes", 1e12)),
-    ("byte/s", ("bytes/s", 1.0)), ("byte/second", ("bytes/s", 1.0)), ("Gbyte/second", ("bytes/s", 1e9)),
-    ("Tbyte/s", ("bytes/s", 1e12)), ("Kbyte/usecond", ("bytes/s", 1e9)),
-    ("%", ("pct", 1.0)), ("", ("", 1.0)),
-    ("cycle", ("cycle", 1.0)), ("Mcycle", ("cycle", 1e6)), ("cycle/nsecond", ("cycle/s", 1e9)),
-    ("hz", ("Hz", 1.0)), ("Ghz", ("Hz", 1e9)), ("Kinst", ("inst", 1e3)),
-    ("Kbyte/block", ("bytes/block", 1e3)), ("register/thread", ("register/thread", 1.0)), ("SM", ("SM", 1.0)),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("ns", ("ns", 1.0)),
+        ("nsecond", ("ns", 1.0)),
+        ("us", ("ns", 1e3)),
+        ("usecond", ("ns", 1e3)),
+        ("msecond", ("ns", 1e6)),
+        ("second", ("ns", 1e9)),
+        ("byte", ("bytes", 1.0)),
+        ("Kbyte", ("bytes", 1e3)),
+        ("Mbyte", ("bytes", 1e6)),
+        ("Gbyte", ("bytes", 1e9)),
+        ("Tbyte", ("bytes", 1e12)),
+        ("byte/s", ("bytes/s", 1.0)),
+        ("byte/second", ("bytes/s", 1.0)),
+        ("Gbyte/second", ("bytes/s", 1e9)),
+        ("Tbyte/s", ("bytes/s", 1e12)),
+        ("Kbyte/usecond", ("bytes/s", 1e9)),
+        ("%", ("pct", 1.0)),
+        ("", ("", 1.0)),
+        ("cycle", ("cycle", 1.0)),
+        ("Mcycle", ("cycle", 1e6)),
+        ("cycle/nsecond", ("cycle/s", 1e9)),
+        ("hz", ("Hz", 1.0)),
+        ("Ghz", ("Hz", 1e9)),
+        ("Kinst", ("inst", 1e3)),
+        ("Kbyte/block", ("bytes/block", 1e3)),
+        ("register/thread", ("register/thread", 1.0)),
+        ("SM", ("SM", 1.0)),
+    ],
+)
 def test_normalize_unit(raw, expected):
     unit, factor = ncu_rep.normalize_unit(raw)
     assert unit == expected[0] and factor == pytest.approx(expected[1], rel=1e-15)
@@ -233,16 +295,21 @@ def test_normalize_unit(raw, expected):
 
 # ------------------------------------------------------------------------ ncu --csv stdout
 
+
 def test_mixed_stdout_csv(fixtures):
     path = fixtures / MIXED_CSV
     assert path.read_text().startswith("==WARNING== Note: Running with unmodified GPU clocks")
     rep = ncu_rep.read_csv_raw(path)
     k = rep.kernels
-    assert len(k) == 10 and set(k["variant"]) == {"a*a"} and set(k["kernel"]) == {"vectorized_elementwise_kernel"}
+    assert (
+        len(k) == 10
+        and set(k["variant"]) == {"a*a"}
+        and set(k["kernel"]) == {"vectorized_elementwise_kernel"}
+    )
     assert list(k["duration_ns"]) == [4160, 4160, 4160, 4384, 4160, 4160, 4320, 4160, 4128, 4320]
-    assert k["dram_bytes"].iloc[0] == 4199936.0           # "4,199,936" byte
-    assert k["memory_throughput_pct"].iloc[0] == 24.76    # "24.76" %
-    assert math.isnan(k["dram_throughput_pct"].iloc[0])   # not among the --metrics asked for
+    assert k["dram_bytes"].iloc[0] == 4199936.0  # "4,199,936" byte
+    assert k["memory_throughput_pct"].iloc[0] == 24.76  # "24.76" %
+    assert math.isnan(k["dram_throughput_pct"].iloc[0])  # not among the --metrics asked for
     assert (rep.metrics.groupby("id").size() == 274).all()
     d = metric(rep, 0, "gpu__time_duration.sum")
     assert (d.value, d.unit, d.raw_value, d.raw_unit) == (4160.0, "ns", "4,160", "ns")
@@ -258,8 +325,10 @@ def test_csv_errors(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(ParseError, match="empty file"):
         ncu_rep.read_csv_raw(tmp_path / "empty.csv")
-    log = ("==PROF== Connected to process 42 (/usr/bin/python3)\nok\n==PROF== Disconnected from process 42\n"
-           "==WARNING== No kernels were profiled.\n")
+    log = (
+        "==PROF== Connected to process 42 (/usr/bin/python3)\nok\n==PROF== Disconnected from process 42\n"
+        "==WARNING== No kernels were profiled.\n"
+    )
     with pytest.raises(ParseError, match="no ncu CSV header.*No kernels were profiled"):
         ncu_rep.read_csv_raw(log)
     header = '"ID","Kernel Name","gpu__time_duration.sum"\n"","","ns"\n'
@@ -278,18 +347,28 @@ def test_csv_nvtx_column_with_colons_in_the_range_name():
     assert ncu_frames.variant_of(ncu_csv._csv_nvtx(cell, "x"), "gprof", "variant:") == "a:b"
 
 
-@pytest.mark.parametrize("demangled, name", [
-    ("void vectorized_elementwise_kernel<4, BinaryFunctor<float, float, float, MulFunctor<float>>, "
-     "array<char *, 3>>(int, T2, T3)", "vectorized_elementwise_kernel"),
-    ("void at::native::(anonymous namespace)::reduce_kernel<512, 1, ReduceOp<float>>(T3)", "reduce_kernel"),
-    ("sq(float const*, float*, int, int)", "sq"),
-    ("triton_poi_fused_mul_0", "triton_poi_fused_mul_0"),
-])
+@pytest.mark.parametrize(
+    "demangled, name",
+    [
+        (
+            "void vectorized_elementwise_kernel<4, BinaryFunctor<float, float, float, MulFunctor<float>>, "
+            "array<char *, 3>>(int, T2, T3)",
+            "vectorized_elementwise_kernel",
+        ),
+        (
+            "void at::native::(anonymous namespace)::reduce_kernel<512, 1, ReduceOp<float>>(T3)",
+            "reduce_kernel",
+        ),
+        ("sq(float const*, float*, int, int)", "sq"),
+        ("triton_poi_fused_mul_0", "triton_poi_fused_mul_0"),
+    ],
+)
 def test_function_name(demangled, name):
     assert function_name(demangled) == name
 
 
 # ---------------------------------------------------------------------------- unreadable files
+
 
 @needs_ncu_report
 def test_missing_empty_truncated_and_foreign_files(tmp_path, fixtures):
@@ -297,7 +376,10 @@ def test_missing_empty_truncated_and_foreign_files(tmp_path, fixtures):
     cases = {
         "missing.ncu-rep": (None, "no such file"),
         "empty.ncu-rep": (b"", "empty file"),
-        "first1000.ncu-rep": (data[:1000], r"truncated: the record at byte 197 needs 3716673 bytes, 799 are left"),
+        "first1000.ncu-rep": (
+            data[:1000],
+            r"truncated: the record at byte 197 needs 3716673 bytes, 799 are left",
+        ),
         "short_by_10.ncu-rep": (data[:-10], "truncated: the record at byte 4154427"),
         "text.ncu-rep": (b"hello, not a report\n", r"not an Nsight Compute report \(no NVR header\)"),
         "csv.ncu-rep": ((fixtures / RAW_CSV).read_bytes(), "no NVR header"),
@@ -337,7 +419,9 @@ def corrupt_copy(fixtures, tmp_path):
 @needs_ncu_report
 def test_corrupt_report_is_a_parse_error_not_a_crash(tmp_path, fixtures):
     p = corrupt_copy(fixtures, tmp_path)
-    with pytest.raises(ParseError, match=r"ncu_report could not read it \(killed by signal 6\).*Check failed"):
+    with pytest.raises(
+        ParseError, match=r"ncu_report could not read it \(killed by signal 6\).*Check failed"
+    ):
         ncu_tool.read_report(p)
 
 
@@ -353,18 +437,28 @@ def test_ncu_report_aborts_the_interpreter_on_that_file(tmp_path, fixtures):
 
 
 def test_module_imports_neither_torch_nor_ncu_report():
-    code = ("import sys, orchestrator.parsers.ncu_rep; "
-            "assert 'torch' not in sys.modules and 'ncu_report' not in sys.modules, sorted(sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=str(HERE.parent))
+    code = (
+        "import sys, orchestrator.parsers.ncu_rep; "
+        "assert 'torch' not in sys.modules and 'ncu_report' not in sys.modules, sorted(sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(HERE.parent)
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # ----------------------------------------------------------------------------- load()
 
+
 def test_import_argv():
-    assert ncu_tool.import_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
-                                                            "--page", "raw"]
+    assert ncu_tool.import_argv("/opt/ncu", "r.ncu-rep") == [
+        "/opt/ncu",
+        "--import",
+        "r.ncu-rep",
+        "--csv",
+        "--page",
+        "raw",
+    ]
 
 
 @needs_ncu_report
@@ -375,12 +469,14 @@ def test_load_uses_ncu_report(fixtures):
 def fake_ncu(tmp_path, csv_path, rc=0):
     """An `ncu` that records its argv and prints a captured --page raw CSV."""
     script = tmp_path / "ncu"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         printf '%s\\n' "$@" >> "{tmp_path}/argv.txt"
         cat "{csv_path}"
         exit {rc}
-    """))
+    """)
+    )
     script.chmod(0o755)
     return script
 
@@ -391,8 +487,17 @@ def test_load_falls_back_to_ncu_import(tmp_path, fixtures, csv_rep):
     # the raw page for the numbers, then the details page for ncu's findings (this fake prints the
     # raw page there too: the findings are missing and the report says why)
     assert (tmp_path / "argv.txt").read_text().splitlines() == [
-        "--import", str(fixtures / REP), "--csv", "--page", "raw",
-        "--import", str(fixtures / REP), "--csv", "--page", "details"]
+        "--import",
+        str(fixtures / REP),
+        "--csv",
+        "--page",
+        "raw",
+        "--import",
+        str(fixtures / REP),
+        "--csv",
+        "--page",
+        "details",
+    ]
     assert rep.source == "csv" and rep.path == fixtures / REP
     assert rep.rules.empty and rep.rules_note.startswith("ncu's findings were not read")
     pd.testing.assert_frame_equal(rep.kernels, csv_rep.kernels)
@@ -461,7 +566,9 @@ LOG_APP_FAILED = """\
 
 def test_ncu_errors():
     assert ncu_tool.ncu_errors(LOG_PERMISSION) == [
-        LOG_PERMISSION.splitlines()[1], "==WARNING== No kernels were profiled."]
+        LOG_PERMISSION.splitlines()[1],
+        "==WARNING== No kernels were profiled.",
+    ]
     assert ncu_tool.ncu_errors(LOG_NO_KERNELS) == ["==WARNING== No kernels were profiled."]
     assert ncu_tool.ncu_errors("") == [] and ncu_tool.ncu_errors("==PROF== Connected\nok\n") == []
 
@@ -469,19 +576,23 @@ def test_ncu_errors():
 def test_ncu_errors_of_the_mixed_stdout_fixture(fixtures):
     assert ncu_tool.ncu_errors((fixtures / MIXED_CSV).read_text()) == [
         "==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, profiling results "
-        "may be inconsistent."]
+        "may be inconsistent."
+    ]
 
 
-@pytest.mark.parametrize("log, kind", [
-    (LOG_PERMISSION, "permission"),            # also says "No kernels were profiled": the cause wins
-    (LOG_NO_KERNELS, "no_kernels"),
-    (LOG_UNKNOWN_METRIC, "unknown_metric"),
-    (LOG_UNKNOWN_SECTION_ASSUMED, "unknown_metric"),
-    (LOG_NO_GPU, "no_gpu"),
-    (LOG_NO_DRIVER, "no_gpu"),
-    (LOG_APP_FAILED, "other"),
-    ("", "other"),
-])
+@pytest.mark.parametrize(
+    "log, kind",
+    [
+        (LOG_PERMISSION, "permission"),  # also says "No kernels were profiled": the cause wins
+        (LOG_NO_KERNELS, "no_kernels"),
+        (LOG_UNKNOWN_METRIC, "unknown_metric"),
+        (LOG_UNKNOWN_SECTION_ASSUMED, "unknown_metric"),
+        (LOG_NO_GPU, "no_gpu"),
+        (LOG_NO_DRIVER, "no_gpu"),
+        (LOG_APP_FAILED, "other"),
+        ("", "other"),
+    ],
+)
 def test_classify_ncu_failure(log, kind):
     assert kind in ncu_tool.FAILURE_KINDS
     assert ncu_tool.classify_ncu_failure(log) == kind

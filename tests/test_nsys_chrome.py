@@ -1,6 +1,7 @@
 """nsys SQLite export -> Chrome trace, on the real H200 exports of our workloads
 (tests/fixtures/runs/h200/nsys-*/report.sqlite), cross-checked with the torch.profiler trace
 parser reading the converted file."""
+
 import dataclasses
 import gzip
 import json
@@ -37,14 +38,23 @@ def test_every_kernel_call_and_range_becomes_one_event(fixtures, run):
     assert len(_events(trace, "X", "gpu_memset")) == len(ex.memset)
     calls = _events(trace, "X", "cuda_runtime") + _events(trace, "X", "cuda_driver")
     assert len(calls) == len(ex.runtime)
-    assert all(e["name"].startswith("cu") and not e["name"].startswith("cuda")
-               for e in _events(trace, "X", "cuda_driver"))
-    ranges = ex.nvtx[ex.nvtx["event_type"].isin([ns.NVTX_PUSHPOP_RANGE, ns.NVTX_STARTEND_RANGE, ns.NVTX_MARK])]
-    nvtx = _events(trace, "X", "user_annotation") + _events(trace, "X", "nvtx") + _events(trace, "b", "nvtx") \
+    assert all(
+        e["name"].startswith("cu") and not e["name"].startswith("cuda")
+        for e in _events(trace, "X", "cuda_driver")
+    )
+    ranges = ex.nvtx[
+        ex.nvtx["event_type"].isin([ns.NVTX_PUSHPOP_RANGE, ns.NVTX_STARTEND_RANGE, ns.NVTX_MARK])
+    ]
+    nvtx = (
+        _events(trace, "X", "user_annotation")
+        + _events(trace, "X", "nvtx")
+        + _events(trace, "b", "nvtx")
         + _events(trace, "i", "nvtx")
+    )
     assert len(nvtx) == len(ranges) > 0
-    assert [e["name"] for e in _events(trace, "X", "user_annotation")] == \
-        ["variant:" + v for v in ns.variant_ranges(ex)["variant"]]
+    assert [e["name"] for e in _events(trace, "X", "user_annotation")] == [
+        "variant:" + v for v in ns.variant_ranges(ex)["variant"]
+    ]
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -67,7 +77,9 @@ def test_complete_events_nest_on_every_track(fixtures, run):
     trace = nc.to_chrome_trace(_export(fixtures, run))
     tracks: dict[tuple, list] = {}
     for e in _events(trace, "X"):
-        tracks.setdefault((e["pid"], e["tid"]), []).append((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)))
+        tracks.setdefault((e["pid"], e["tid"]), []).append(
+            (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+        )
     assert len(tracks) == 2  # the Python thread, stream 7 of GPU 0
     for spans in tracks.values():
         stack: list[int] = []
@@ -83,7 +95,13 @@ def test_kernel_args_and_variants(fixtures):
     trace = nc.to_chrome_trace(ex)
     kernels = _events(trace, "X", "kernel")
     assert Counter(e["args"]["variant"] for e in kernels) == {
-        "torch_square": 20, "mul": 20, "pow": 20, "triton": 20, "numba": 20, None: 17}
+        "torch_square": 20,
+        "mul": 20,
+        "pow": 20,
+        "triton": 20,
+        "numba": 20,
+        None: 17,
+    }
     first = kernels[0]
     k = ex.kernels.iloc[0]
     assert first["name"] == k["demangled_name"] and first["args"]["short name"] == k["name"]
@@ -102,10 +120,16 @@ def test_kernel_args_and_variants(fixtures):
 def test_flow_arrows_join_each_launch_to_its_gpu_activity(fixtures, run):
     ex = _export(fixtures, run)
     trace = nc.to_chrome_trace(ex)
-    calls = {(e["pid"], e["tid"], e["ts"]): e for cat in ("cuda_runtime", "cuda_driver")
-             for e in _events(trace, "X", cat)}
-    gpu = {(e["pid"], e["tid"], e["ts"]): e for cat in ("kernel", "gpu_memcpy", "gpu_memset")
-           for e in _events(trace, "X", cat)}
+    calls = {
+        (e["pid"], e["tid"], e["ts"]): e
+        for cat in ("cuda_runtime", "cuda_driver")
+        for e in _events(trace, "X", cat)
+    }
+    gpu = {
+        (e["pid"], e["tid"], e["ts"]): e
+        for cat in ("kernel", "gpu_memcpy", "gpu_memset")
+        for e in _events(trace, "X", cat)
+    }
     starts = {e["id"]: e for e in _events(trace, "s", "ac2g")}
     finishes = _events(trace, "f", "ac2g")
     # every GPU activity of these captures was launched by a call in the export
@@ -164,15 +188,22 @@ def test_other_domains_start_end_ranges_marks_and_unclosed_ranges(fixtures):
     n = ex.nvtx
     tid = int(n["global_tid"].iloc[0])
     t = int(n["start"].iloc[1])
-    extra = pd.DataFrame({
-        "start": [t + 10, t + 20, t + 30, t + 40],
-        "end": pd.array([t + 500, None, t + 60, None], dtype="Int64"),
-        "event_type": [ns.NVTX_STARTEND_RANGE, ns.NVTX_PUSHPOP_RANGE, ns.NVTX_PUSHPOP_RANGE, ns.NVTX_MARK],
-        "text": ["load", "open", "variant:fake", "tick"],
-        "global_tid": [tid] * 4,
-        "domain_id": [2, 0, 0, 0],
-        "domain": ["io", None, None, None],
-    })
+    extra = pd.DataFrame(
+        {
+            "start": [t + 10, t + 20, t + 30, t + 40],
+            "end": pd.array([t + 500, None, t + 60, None], dtype="Int64"),
+            "event_type": [
+                ns.NVTX_STARTEND_RANGE,
+                ns.NVTX_PUSHPOP_RANGE,
+                ns.NVTX_PUSHPOP_RANGE,
+                ns.NVTX_MARK,
+            ],
+            "text": ["load", "open", "variant:fake", "tick"],
+            "global_tid": [tid] * 4,
+            "domain_id": [2, 0, 0, 0],
+            "domain": ["io", None, None, None],
+        }
+    )
     nvtx = pd.concat([n, extra], ignore_index=True).sort_values("start", kind="stable").reset_index(drop=True)
     trace = nc.to_chrome_trace(dataclasses.replace(ex, nvtx=nvtx))
     t0 = trace["otherData"]["time_origin_ns"]
@@ -192,7 +223,10 @@ def test_default_domain_and_no_prefix(fixtures):
     ex = _export(fixtures, "nsys-square")
     trace = nc.to_chrome_trace(ex, domain=None, prefix="")
     assert _events(trace, "X", "user_annotation") == []
-    assert [e["name"] for e in _events(trace, "X", "nvtx")][:2] == ["gprof:variant:torch_square", "gprof:variant:mul"]
+    assert [e["name"] for e in _events(trace, "X", "nvtx")][:2] == [
+        "gprof:variant:torch_square",
+        "gprof:variant:mul",
+    ]
     assert {e["args"]["variant"] for e in _events(trace, "X", "kernel")} == {None}
 
 
@@ -203,8 +237,10 @@ def test_a_process_whose_pid_is_a_device_id(fixtures, tmp_path):
     low = np.int64(0xFF << 48)  # hardware/VM bits kept, pid 0, tid 5
     rt = ex.runtime.assign(global_tid=(ex.runtime["global_tid"] & low) | 5)
     nvtx = ex.nvtx.assign(global_tid=(ex.nvtx["global_tid"] & low) | 5)
-    gpu_tables = {name: getattr(ex, name).assign(global_pid=getattr(ex, name)["global_pid"] & low)
-                  for name in ("kernels", "memcpy", "memset")}
+    gpu_tables = {
+        name: getattr(ex, name).assign(global_pid=getattr(ex, name)["global_pid"] & low)
+        for name in ("kernels", "memcpy", "memset")
+    }
     trace = nc.to_chrome_trace(dataclasses.replace(ex, runtime=rt, nvtx=nvtx, **gpu_tables))
     assert {e["pid"] for e in _events(trace, "X", "kernel")} == {"GPU 0"}
     assert {e["pid"] for e in _events(trace, "X", "cuda_runtime")} == {0}

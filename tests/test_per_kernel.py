@@ -2,17 +2,17 @@
 `--per-kernel`, report.html), and ncu's readings time-weighted over a variant's kernels instead
 of a median across different kernels. On the committed H200 run folders; the expected numbers
 are computed here from the rebuilt run's unified frame rows, apart from reports/kernels.py."""
+
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from test_html import CHROMIUM, Dom, chromium, console_problems, needs_chromium
 
 from orchestrator import load_run
-from test_html import CHROMIUM, Dom, chromium, console_problems, needs_chromium
 
 REDUCE, DIVIDE = "reduce_kernel<sum_functor>", "vectorized_elementwise_kernel<MulFunctor>"
 
@@ -46,10 +46,15 @@ def test_ncu_sum_div_numel_lists_its_reduction_and_its_division_apart(h200_run):
     rows = _frame_rows(run, "sum_div_numel")
     for short, full in zip(k.index, k["kernel_full"]):
         mine = rows[rows["kernel"] == full]
-        for metric, col in [("dram_throughput_pct_of_peak", "dram_pct_of_peak"),
-                            ("sm_throughput_pct_of_peak", "sm_pct_of_peak"),
-                            ("achieved_occupancy_pct", "achieved_occupancy_pct")]:
-            assert k.loc[short, col] == pytest.approx(_weighted_by_hand(mine, metric), rel=1e-12), (short, col)
+        for metric, col in [
+            ("dram_throughput_pct_of_peak", "dram_pct_of_peak"),
+            ("sm_throughput_pct_of_peak", "sm_pct_of_peak"),
+            ("achieved_occupancy_pct", "achieved_occupancy_pct"),
+        ]:
+            assert k.loc[short, col] == pytest.approx(_weighted_by_hand(mine, metric), rel=1e-12), (
+                short,
+                col,
+            )
         t = mine.loc[mine["metric"] == "kernel_time_ns", "value"]
         assert k.loc[short, "time_us_per_iter"] == pytest.approx(t.sum() / 3 / 1e3, rel=1e-12)
     # its own DRAM %: the reduction reads at 80% of peak, the one-element division at 0.05%
@@ -69,13 +74,16 @@ def test_ncu_variant_dram_is_time_weighted_over_its_kernels_not_a_median(h200_ru
     # the median across its two kernels' launches (40%) described neither kernel
     median = rows.loc[rows["metric"] == "dram_throughput_pct_of_peak", "value"].median()
     assert abs(t.loc["sum_div_numel", "dram_pct_of_peak"] - median) > 30
-    for metric, col in [("sm_throughput_pct_of_peak", "sm_pct_of_peak"),
-                        ("achieved_occupancy_pct", "achieved_occupancy_pct")]:
+    for metric, col in [
+        ("sm_throughput_pct_of_peak", "sm_pct_of_peak"),
+        ("achieved_occupancy_pct", "achieved_occupancy_pct"),
+    ]:
         assert t.loc["sum_div_numel", col] == pytest.approx(_weighted_by_hand(rows, metric), rel=1e-12)
     # one kernel: time-weighted over its own launches
     one = _frame_rows(run, "torch_mean")
     assert t.loc["torch_mean", "dram_pct_of_peak"] == pytest.approx(
-        _weighted_by_hand(one, "dram_throughput_pct_of_peak"), rel=1e-12)
+        _weighted_by_hand(one, "dram_throughput_pct_of_peak"), rel=1e-12
+    )
     # and it says so: in the note of a variant with several kernels, and in the legend
     assert "time-weighted over 2 kernels" in t.loc["sum_div_numel", "note"]
     assert "time-weighted" not in t.loc["torch_mean", "note"]
@@ -84,7 +92,9 @@ def test_ncu_variant_dram_is_time_weighted_over_its_kernels_not_a_median(h200_ru
     assert "never a median across different kernels" in legend[0]
 
 
-@pytest.mark.parametrize("name", ["ncu-mean", "nsys-mean", "torch-trace-mean", "nsys-triton-mean", "ncu-triton-mean"])
+@pytest.mark.parametrize(
+    "name", ["ncu-mean", "nsys-mean", "torch-trace-mean", "nsys-triton-mean", "ncu-triton-mean"]
+)
 def test_share_sums_to_100_per_variant(h200_run, name):
     run = load_run(h200_run(name))
     k = run.kernels
@@ -148,7 +158,7 @@ def test_per_kernel_under_the_main_table(h200_run, cli, fmt):
         assert list(k["kernel"][k["variant"] == "sum_div_numel"]) == [REDUCE, DIVIDE]
         return
     assert out.startswith(without.rstrip("\n"))  # the main table first, unchanged
-    under = out[len(without.rstrip("\n")):]
+    under = out[len(without.rstrip("\n")) :]
     assert REDUCE in under and DIVIDE in under
     assert "per kernel" in under and ("0.048" in under)  # the division's own DRAM %, not "0.0"
 
@@ -162,8 +172,10 @@ def test_all_mean_merged_dram_is_time_weighted_and_kernels_carry_the_backend(h20
     multi = load_run(h200_run("all-mean"), write=True)
     m = multi.table.set_index("variant")
     ncu = multi.runs["ncu"]
-    assert m.loc["sum_div_numel", "dram_pct_of_peak"] == ncu.table.set_index("variant").loc[
-        "sum_div_numel", "dram_pct_of_peak"]
+    assert (
+        m.loc["sum_div_numel", "dram_pct_of_peak"]
+        == ncu.table.set_index("variant").loc["sum_div_numel", "dram_pct_of_peak"]
+    )
     assert m.loc["sum_div_numel", "dram_pct_of_peak"] > 70
     assert any(line.startswith("ncu: ") and "time-weighted" in line for line in multi.footer())
     k = multi.kernels
@@ -215,14 +227,21 @@ def test_time_weighted_pairs_each_launch_with_its_duration():
         return pd.DataFrame([{"variant": "v", "kernel": k, "metric": m, "value": x} for k, m, x in items])
 
     # a: 10 ns at 90%, 30 ns at 50%; b: 60 ns at 1%  ->  (900 + 1500 + 60) / 100
-    f = rows(("a", "kernel_time_ns", 10), ("a", "dram_throughput_pct_of_peak", 90),
-             ("a", "kernel_time_ns", 30), ("a", "dram_throughput_pct_of_peak", 50),
-             ("b", "kernel_time_ns", 60), ("b", "dram_throughput_pct_of_peak", 1),
-             ("*", "time_ns", 100))
+    f = rows(
+        ("a", "kernel_time_ns", 10),
+        ("a", "dram_throughput_pct_of_peak", 90),
+        ("a", "kernel_time_ns", 30),
+        ("a", "dram_throughput_pct_of_peak", 50),
+        ("b", "kernel_time_ns", 60),
+        ("b", "dram_throughput_pct_of_peak", 1),
+        ("*", "time_ns", 100),
+    )
     assert time_weighted(f, "dram_throughput_pct_of_peak") == pytest.approx(24.6)
     assert np.isnan(time_weighted(f, "sm_throughput_pct_of_peak"))
     # a reading missing on one launch: the kernel's readings weighed by its mean launch time (20 ns)
     g = f.drop(index=3)
     assert time_weighted(g, "dram_throughput_pct_of_peak") == pytest.approx((90 * 20 + 1 * 60) / 80)
     # no durations at all: the plain mean
-    assert time_weighted(f[f["metric"] != "kernel_time_ns"], "dram_throughput_pct_of_peak") == pytest.approx(47)
+    assert time_weighted(f[f["metric"] != "kernel_time_ns"], "dram_throughput_pct_of_peak") == pytest.approx(
+        47
+    )

@@ -5,6 +5,7 @@ Without a GPU: the reader on small hatchet files of the shape proton 3.6 writes 
 TreeData::dumpHatchet) and on damaged ones; the bridge with a stand-in for triton.profiler, on
 the real runner. The reader on real captures (tests/fixtures/runs/h200-proton/, made by
 scripts/capture_proton_fixture.sh on the H200) is skipped until they are committed."""
+
 import json
 import math
 import sys
@@ -17,7 +18,14 @@ from orchestrator.backends import proton as pb
 from orchestrator.errors import ParseError, ToolNotFoundError, UsageError
 from orchestrator.parsers import proton as pr
 from orchestrator.request import Request
-from reports.schema import ALL_KERNELS, ITERATIONS_IN_REPORT, NO_ACTIVITY, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import (
+    ALL_KERNELS,
+    ITERATIONS_IN_REPORT,
+    NO_ACTIVITY,
+    NOT_IN_REPORT,
+    OUTSIDE,
+    UNEVEN_LAUNCHES,
+)
 from reports.unify import RowMaker
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,31 +33,46 @@ H200_PROTON = REPO / "tests" / "fixtures" / "runs" / "h200-proton"
 needs_capture = pytest.mark.skipif(
     not (H200_PROTON / "proton-triton-mean").is_dir(),
     reason="no H200 proton capture yet: run scripts/capture_proton_fixture.sh on the H200, then "
-           "scripts/import_h200_runs.py proton-runs.tar.xz --dest tests/fixtures/runs/h200-proton")
+    "scripts/import_h200_runs.py proton-runs.tar.xz --dest tests/fixtures/runs/h200-proton",
+)
 AXPY = REPO / "tests" / "fixtures" / "workloads" / "proton_axpy.py"
 # torch's mean kernel as CUPTI names it (mangled) and as c++filt / torch.profiler spell it
-MANGLED = ("_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4ELi4EEEEEvT1_")
-DEMANGLED = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
-             "float, float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps"
-             "<float, float, float, float>, unsigned int, float, 4, 4>)")
+MANGLED = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4ELi4EEEEEvT1_"
+DEMANGLED = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+    "float, float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps"
+    "<float, float, float, float>, unsigned int, float, 4, 4>)"
+)
 
 
 # -- hatchet files of proton's shape ------------------------------------------------------------
+
 
 def frame(name, metrics=None, children=()):
     return {"frame": {"name": name, "type": "function"}, "metrics": metrics or {}, "children": list(children)}
 
 
 def kernel(name, time_ns, count=1, **declared):
-    return frame(name, {"time (ns)": time_ns, "count": count, "device_id": "0", "device_type": "CUDA", **declared})
+    return frame(
+        name, {"time (ns)": time_ns, "count": count, "device_id": "0", "device_type": "CUDA", **declared}
+    )
 
 
 def iteration(i, *kernels, cpu=None):
     return frame(f"iter:{i}", {"cpu_time (ns)": cpu} if cpu is not None else {}, kernels)
 
 
-DEVICES = {"CUDA": {"0": {"arch": "90", "num_sms": 132, "clock_rate": 1980000, "memory_clock_rate": 2619000,
-                          "bus_width": 6144}}}
+DEVICES = {
+    "CUDA": {
+        "0": {
+            "arch": "90",
+            "num_sms": 132,
+            "clock_rate": 1980000,
+            "memory_clock_rate": 2619000,
+            "bus_width": 6144,
+        }
+    }
+}
 
 
 def hatchet(*children):
@@ -61,14 +84,33 @@ def mean_profile():
     kernel (mangled), a Triton kernel with declared work, two kernels in one iteration frame."""
     return hatchet(
         kernel(MANGLED, 9000),  # warm-up, outside every variant
-        frame("variant:torch_mean", {}, [iteration(0, kernel(MANGLED, 5000), cpu=20000),
-                                         iteration(1, kernel(MANGLED, 5200), cpu=21000)]),
-        frame("variant:triton_fast", {}, [
-            iteration(0, kernel("fast_mean_kernel", 3000, flops32=1000, bytes=4000), cpu=9000),
-            iteration(1, kernel("fast_mean_kernel", 3100, flops32=1000, bytes=4000),
-                      frame(pr.METADATA_FRAME, {}, [kernel("fill_kernel", 50, count=3)]), cpu=9500)]),
-        frame("variant:two_kernels", {}, [iteration(0, kernel("a", 1000, count=2), kernel("b", 500)),
-                                          iteration(1, kernel("a", 1200, count=2), kernel("b", 700))]))
+        frame(
+            "variant:torch_mean",
+            {},
+            [iteration(0, kernel(MANGLED, 5000), cpu=20000), iteration(1, kernel(MANGLED, 5200), cpu=21000)],
+        ),
+        frame(
+            "variant:triton_fast",
+            {},
+            [
+                iteration(0, kernel("fast_mean_kernel", 3000, flops32=1000, bytes=4000), cpu=9000),
+                iteration(
+                    1,
+                    kernel("fast_mean_kernel", 3100, flops32=1000, bytes=4000),
+                    frame(pr.METADATA_FRAME, {}, [kernel("fill_kernel", 50, count=3)]),
+                    cpu=9500,
+                ),
+            ],
+        ),
+        frame(
+            "variant:two_kernels",
+            {},
+            [
+                iteration(0, kernel("a", 1000, count=2), kernel("b", 500)),
+                iteration(1, kernel("a", 1200, count=2), kernel("b", 700)),
+            ],
+        ),
+    )
 
 
 def write(tmp_path, data, name="proton.hatchet") -> Path:
@@ -84,7 +126,9 @@ def test_reader_finds_variants_iterations_and_kernels(tmp_path):
     k = prof.kernels
     assert list(k.columns) == pr.KERNEL_COLUMNS
     outside = k[k["variant"].isna()]
-    assert outside[["kernel", "iteration", "launches", "time_ns"]].values.tolist() == [[DEMANGLED, -1, 1, 9000.0]]
+    assert outside[["kernel", "iteration", "launches", "time_ns"]].values.tolist() == [
+        [DEMANGLED, -1, 1, 9000.0]
+    ]
     fast = k[k["variant"] == "triton_fast"]
     assert fast["kernel"].tolist() == ["fast_mean_kernel"] * 2 and fast["iteration"].tolist() == [0, 1]
     assert fast["flops32"].tolist() == [1000.0, 1000.0] and fast["bytes"].tolist() == [4000.0, 4000.0]
@@ -112,24 +156,27 @@ def test_demangle():
     assert pr.demangle("_Znot-a-name") == "_Znot-a-name"
 
 
-@pytest.mark.parametrize("content,reason", [
-    ("", "not JSON"),
-    ('[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"fra', "not JSON"),
-    ("{}", "not a proton hatchet profile"),
-    ("[1, {}]", "not a proton hatchet profile"),
-    ('[{"frame": {"name": "ROOT"}, "children": []}, 7]', "second element"),
-    (hatchet(frame("variant:a", {}, [{"metrics": {}}])), "has no \"frame\""),
-    (hatchet(frame("variant:a", {}, ["x"])), "is str, not a frame"),
-    (hatchet(frame("variant:a", {}, [frame("k", {"time (ns)": 5})])), "has no 'count'"),
-    (hatchet(frame("variant:a", {}, [frame("k", {"count": 1})])), "has no 'time (ns)'"),
-    (hatchet(kernel("k", -5)), "time (ns) is -5"),
-    (hatchet(kernel("k", "5")), "time (ns) is '5'"),
-    (hatchet(kernel("k", 5, count=0)), "count is 0"),
-    (hatchet(kernel("k", 5, count=1.5)), "count is 1.5"),
-    (hatchet(kernel("k", 5, bytes="many")), "bytes is 'many'"),
-    (hatchet({"frame": {"name": "variant:a"}, "metrics": [], "children": []}), "metrics of type list"),
-    (hatchet({"frame": {"name": "variant:a"}, "metrics": {}, "children": {}}), "children of type dict"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        ("", "not JSON"),
+        ('[{"frame": {"name": "ROOT"}, "metrics": {}, "children": [{"fra', "not JSON"),
+        ("{}", "not a proton hatchet profile"),
+        ("[1, {}]", "not a proton hatchet profile"),
+        ('[{"frame": {"name": "ROOT"}, "children": []}, 7]', "second element"),
+        (hatchet(frame("variant:a", {}, [{"metrics": {}}])), 'has no "frame"'),
+        (hatchet(frame("variant:a", {}, ["x"])), "is str, not a frame"),
+        (hatchet(frame("variant:a", {}, [frame("k", {"time (ns)": 5})])), "has no 'count'"),
+        (hatchet(frame("variant:a", {}, [frame("k", {"count": 1})])), "has no 'time (ns)'"),
+        (hatchet(kernel("k", -5)), "time (ns) is -5"),
+        (hatchet(kernel("k", "5")), "time (ns) is '5'"),
+        (hatchet(kernel("k", 5, count=0)), "count is 0"),
+        (hatchet(kernel("k", 5, count=1.5)), "count is 1.5"),
+        (hatchet(kernel("k", 5, bytes="many")), "bytes is 'many'"),
+        (hatchet({"frame": {"name": "variant:a"}, "metrics": [], "children": []}), "metrics of type list"),
+        (hatchet({"frame": {"name": "variant:a"}, "metrics": {}, "children": {}}), "children of type dict"),
+    ],
+)
 def test_damaged_profiles_are_parse_errors(tmp_path, content, reason):
     p = write(tmp_path, content)
     with pytest.raises(ParseError) as e:
@@ -150,9 +197,13 @@ def test_negative_declared_work_is_left_out_and_said(tmp_path):
 
 # -- the unified rows ---------------------------------------------------------------------------
 
+
 def wman(*names, iters=2, status="ok"):
-    return {"workload": "w", "iters": iters,
-            "variants": [{"name": n, "status": status, "bytes_moved": 8, "label": n} for n in names]}
+    return {
+        "workload": "w",
+        "iters": iters,
+        "variants": [{"name": n, "status": status, "bytes_moved": 8, "label": n} for n in names],
+    }
 
 
 def rows_of(frame_, variant, metric, kernel=ALL_KERNELS):
@@ -184,10 +235,14 @@ def test_rows_per_iteration_per_kernel_and_declared(tmp_path):
 
 def test_rows_flag_what_the_profile_lacks(tmp_path):
     data = hatchet(
-        frame("variant:short", {}, [iteration(0, kernel("k", 10))]),                           # 1 of 2
+        frame("variant:short", {}, [iteration(0, kernel("k", 10))]),  # 1 of 2
         frame("variant:uneven", {}, [iteration(0, kernel("k", 10)), iteration(1, kernel("k", 10, count=2))]),
-        frame("variant:stray", {}, [iteration(0, kernel("k", 10)), iteration(1, kernel("k", 10)),
-                                    kernel("k", 10)]))                                          # outside iter
+        frame(
+            "variant:stray",
+            {},
+            [iteration(0, kernel("k", 10)), iteration(1, kernel("k", 10)), kernel("k", 10)],
+        ),
+    )  # outside iter
     f = build(tmp_path, data, wman("short", "uneven", "stray", "gone"))
     assert rows_of(f, "short", ITERATIONS_IN_REPORT) == [1.0]
     assert rows_of(f, "uneven", UNEVEN_LAUNCHES) == [3.0]
@@ -208,17 +263,33 @@ def test_stopped_variants_keep_their_kernels_but_no_times(tmp_path):
 
 # -- the backend: command, check --------------------------------------------------------------
 
+
 def test_command_is_the_runner_under_the_bootstrap(tmp_path):
     req = Request(workload="triton-mean", backend="proton", size="1000000")
     (step,) = pb.ProtonBackend().commands(req, tmp_path)
     assert step.name == "workload" and step.ok_codes == (0, 1)
     assert step.env == {"TRITON_ENABLE_NVTX": "0"}
     assert step.argv == [
-        sys.executable, "-c", "from orchestrator.backends.proton import child_main; child_main()",
-        str(tmp_path / "proton"), "-m", "workloads", "run", "--spec", str(tmp_path / "spec.json"),
-        "--out", str(tmp_path)]
+        sys.executable,
+        "-c",
+        "from orchestrator.backends.proton import child_main; child_main()",
+        str(tmp_path / "proton"),
+        "-m",
+        "workloads",
+        "run",
+        "--spec",
+        str(tmp_path / "spec.json"),
+        "--out",
+        str(tmp_path),
+    ]
     spec = pb.ProtonBackend().run_spec(req)  # what spec.json holds: proton's defaults, the size as a shape
-    assert (spec.mode, spec.iters, spec.warmup, spec.shape, spec.dtype) == ("profile", 20, 3, (1000000,), "float32")
+    assert (spec.mode, spec.iters, spec.warmup, spec.shape, spec.dtype) == (
+        "profile",
+        20,
+        3,
+        (1000000,),
+        "float32",
+    )
 
 
 def test_backend_declares_its_command_and_merged_column():
@@ -226,8 +297,14 @@ def test_backend_declares_its_command_and_merged_column():
 
     b = backends.backend_class("proton")
     assert b is pb.ProtonBackend and backends.commands()["proton"]
-    assert (b.name, b.mode, b.needs_gpu, b.merged.column, b.merged.header, b.merged.on_cpu) == \
-        ("proton", "profile", True, "proton_us", "proton us", None)
+    assert (b.name, b.mode, b.needs_gpu, b.merged.column, b.merged.header, b.merged.on_cpu) == (
+        "proton",
+        "profile",
+        True,
+        "proton_us",
+        "proton us",
+        None,
+    )
     assert b.cli_options() == [] and b.merged.reason and b.help and b.description
 
 
@@ -268,6 +345,7 @@ def test_cli_says_why_it_cannot_run_here(tmp_path):
 
 # -- the bridge ---------------------------------------------------------------------------------
 
+
 class FakeProton:
     """triton.profiler's scope API as the bridge and child_main use it: records what is done, and
     at finalize() writes a hatchet file of the scopes entered, one kernel `fake_kernel` of
@@ -297,6 +375,7 @@ class FakeProton:
             def __exit__(self, *exc):
                 fake.events.append(("exit", kind, self.name))
                 fake.stack.pop()
+
         return Scope
 
     @property
@@ -364,26 +443,35 @@ def test_bridge_marks_variants_and_iterations():
         bridge.uninstall()
     assert proton.events == [
         ("enter", "scope", "variant:a"),
-        ("enter", "cpu_timed_scope", "iter:0"), ("exit", "cpu_timed_scope", "iter:0"),
-        ("enter", "cpu_timed_scope", "iter:1"), ("exit", "cpu_timed_scope", "iter:1"),
+        ("enter", "cpu_timed_scope", "iter:0"),
+        ("exit", "cpu_timed_scope", "iter:0"),
+        ("enter", "cpu_timed_scope", "iter:1"),
+        ("exit", "cpu_timed_scope", "iter:1"),
         ("exit", "scope", "variant:a"),
         ("enter", "scope", "variant:b"),
-        ("enter", "cpu_timed_scope", "iter:0"), ("exit", "cpu_timed_scope", "iter:0"),
-        ("enter", "cpu_timed_scope", "iter:1"), ("exit", "cpu_timed_scope", "iter:1"),
-        ("exit", "scope", "variant:b")]
+        ("enter", "cpu_timed_scope", "iter:0"),
+        ("exit", "cpu_timed_scope", "iter:0"),
+        ("enter", "cpu_timed_scope", "iter:1"),
+        ("exit", "cpu_timed_scope", "iter:1"),
+        ("exit", "scope", "variant:b"),
+    ]
     assert FakeRanges.push is push and tp.record_function is FakeRecordFunction
 
 
 def test_runner_contract():
     ranges, prefix, label = pb.runner_contract()
     assert callable(ranges.push) and callable(ranges.pop) and (prefix, label) == ("variant:", "iter")
-    with pytest.raises(RuntimeError, match=r"the runner \(json, no.such\) has no Ranges, RANGE_PREFIX, ITER_LABEL"):
+    with pytest.raises(
+        RuntimeError, match=r"the runner \(json, no.such\) has no Ranges, RANGE_PREFIX, ITER_LABEL"
+    ):
         pb.runner_contract(("json", "no.such"))
 
 
 def test_child_says_when_proton_cannot_start():
     with pytest.raises(SystemExit) as e:
-        pb.child_main(["/tmp/x/proton", "-m", "workloads", "run", "mean"], profiler=FakeProton(fail_start=True))
+        pb.child_main(
+            ["/tmp/x/proton", "-m", "workloads", "run", "mean"], profiler=FakeProton(fail_start=True)
+        )
     assert e.value.code == 3
 
 
@@ -414,8 +502,10 @@ def test_backend_runs_the_real_runner_under_the_bridge(tmp_path):
     assert res.returncode == 0, res.tail(40)
     b.after_step(step, res, rf)
     session, recorded = json.loads((rf.path / "proton.events.json").read_text())
-    assert session == [str(rf.path.resolve() / "proton"),
-                       {"context": "shadow", "data": "tree", "backend": "cupti", "hook": "triton"}]
+    assert session == [
+        str(rf.path.resolve() / "proton"),
+        {"context": "shadow", "data": "tree", "backend": "cupti", "hook": "triton"},
+    ]
     ran = ["torch_mean", "tensor_mean", "sum_div_numel"]
     expected = []
     for v in ran:
@@ -447,6 +537,7 @@ def test_no_profile_is_a_tool_failure(tmp_path):
 
 # -- the fixture workload -----------------------------------------------------------------------
 
+
 def _axpy_module():
     import importlib.util
 
@@ -461,13 +552,16 @@ def test_axpy_declares_its_work():
 
     mod = _axpy_module()
     assert mod.declared((4,), None, {"x_ptr": torch.empty(10), "n": 10}) == {"flops32": 20, "bytes": 80}
-    assert mod.declared((4,), None, {"x_ptr": torch.empty(10, dtype=torch.float16), "n": 10}) == \
-        {"flops16": 20, "bytes": 40}
+    assert mod.declared((4,), None, {"x_ptr": torch.empty(10, dtype=torch.float16), "n": 10}) == {
+        "flops16": 20,
+        "bytes": 40,
+    }
     (w,) = mod.WORKLOADS
     assert [v.name for v in w.variants] == ["torch_two_ops", "triton_axpy"]
 
 
 # -- real captures (H200) -----------------------------------------------------------------------
+
 
 @needs_capture
 def test_h200_triton_mean(h200_run):
@@ -482,8 +576,11 @@ def test_h200_triton_mean(h200_run):
     f, n = run.frame, int(run.workload["iters"])
     table = run.table.set_index("variant")
     reduce = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float"
-    kernels = {"torch_mean": [reduce], "triton_fast": ["fast_mean_kernel"],
-               "triton_lecture": ["lecture_row_mean_kernel", reduce]}
+    kernels = {
+        "torch_mean": [reduce],
+        "triton_fast": ["fast_mean_kernel"],
+        "triton_lecture": ["lecture_row_mean_kernel", reduce],
+    }
     for variant, names in kernels.items():
         assert table.loc[variant, "status"] == "ok" and table.loc[variant, "time_median_us"] > 0
         times = rows_of(f, variant, "time_ns")
@@ -540,6 +637,7 @@ def test_h200_proton_agrees_with_nsys(h200_run):
 
 # -- on a GPU -----------------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 def test_proton_end_to_end_on_the_gpu(tmp_path):
     from orchestrator import profile
@@ -549,5 +647,7 @@ def test_proton_end_to_end_on_the_gpu(tmp_path):
     f = run.frame
     for v in ("torch_mean", "triton_lecture", "triton_fast"):
         assert len(rows_of(f, v, "time_ns")) == 5, v
-    axpy = profile("proton-axpy", "proton", size="1e6", iters=5, workload_file=str(AXPY), out=tmp_path / "axpy")
+    axpy = profile(
+        "proton-axpy", "proton", size="1e6", iters=5, workload_file=str(AXPY), out=tmp_path / "axpy"
+    )
     assert rows_of(axpy.frame, "triton_axpy", "declared_flops32", "axpy_kernel") == [2.0 * 1e6 * 5]

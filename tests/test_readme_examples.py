@@ -1,5 +1,6 @@
 """The README's example tables that name a committed run folder are that folder's report: a
 change to a number, a column or the rendering fails here, not silently in the README."""
+
 import re
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """The workload registry, variants' declarations, user workload files."""
+
 import pytest
 
 from orchestrator.errors import UnknownNameError, UsageError
@@ -50,7 +51,7 @@ def test_workload_validation():
         Variant("a", abs, needs=frozenset({"tpu"}))
 
 
-USER_FILE = '''
+USER_FILE = """
 from workloads import Variant, Workload
 
 def ref(x):
@@ -59,7 +60,7 @@ def ref(x):
 cube = Workload("triple", "x*3 three ways",
                 [Variant("mul3", lambda a: a * 3, label="a*3"), Variant("add3", lambda a: a + a + a, label="a+a+a")],
                 reference=ref, bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(1000,))
-'''
+"""
 
 
 def test_user_workload_file(tmp_path):

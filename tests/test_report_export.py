@@ -2,13 +2,13 @@
 report.sqlite): it makes the export, recorded in commands.sh, and reports the same table; without
 nsys it says where the report can still be read (exit 3); `compare`, which writes nothing, says
 how to make it (exit 4). Real nsys runs on the CPU: `nsys square` and `exec nsys`."""
+
 import json
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from test_nsys_parser import NSYS, needs_nsys
 
@@ -21,8 +21,22 @@ ENV = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
 def nsys_run(tmp_path_factory):
     """A real `nsys square` on the CPU, whole."""
     out = tmp_path_factory.mktemp("nsys") / "run"
-    res = run_cli("nsys", "square", "--device", "cpu", "--size", "1000", "--iters", "3", "-v", "torch_square,mul",
-                  "-o", str(out), "--json", env=ENV)
+    res = run_cli(
+        "nsys",
+        "square",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "3",
+        "-v",
+        "torch_square,mul",
+        "-o",
+        str(out),
+        "--json",
+        env=ENV,
+    )
     assert res.returncode == 0, res.stderr
     return out, json.loads(res.stdout)
 
@@ -31,8 +45,17 @@ def _stopped_in_export(src: Path, dest: Path, *also: str) -> Path:
     """A copy of a run folder as a run stopped during `nsys export` leaves it: no export (nor what
     is written from it: `also`), no reports, the manifest `interrupted`."""
     shutil.copytree(src, dest)
-    for name in ("report.sqlite", "trace.json", "report.md", "report.json", "report.csv", "report.html",
-                 "frame.parquet", "frame.csv", *also):
+    for name in (
+        "report.sqlite",
+        "trace.json",
+        "report.md",
+        "report.json",
+        "report.csv",
+        "report.html",
+        "frame.parquet",
+        "frame.csv",
+        *also,
+    ):
         (dest / name).unlink(missing_ok=True)
     man = json.loads((dest / "manifest.json").read_text())
     man.update(status="interrupted", error="interrupted")
@@ -50,7 +73,10 @@ def test_report_exports_what_nsys_wrote_and_gives_the_same_table(nsys_run, tmp_p
     # compare writes nothing: it says the export is missing and how to make it
     res = run_cli("compare", str(src), str(folder), env=ENV)
     assert res.returncode == 4, res.stderr
-    assert "report.sqlite: no such file: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made" in res.stderr
+    assert (
+        "report.sqlite: no such file: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made"
+        in res.stderr
+    )
     assert f"hint: `gprof-orch report {folder}` makes the export" in res.stderr
     assert not (folder / "report.sqlite").exists()
 
@@ -65,11 +91,18 @@ def test_report_exports_what_nsys_wrote_and_gives_the_same_table(nsys_run, tmp_p
     man = json.loads((folder / "manifest.json").read_text())
     assert man["commands"][-1]["step"] == "nsys-export"
     assert man["commands"][-1]["argv"][-1] == str(folder.resolve() / "report.nsys-rep")
-    assert man["commands"][-1]["argv"][1:] == ["export", "--type=sqlite", f"--output={folder.resolve()}/report.sqlite",
-                                               "--force-overwrite=true", f"{folder.resolve()}/report.nsys-rep"]
+    assert man["commands"][-1]["argv"][1:] == [
+        "export",
+        "--type=sqlite",
+        f"--output={folder.resolve()}/report.sqlite",
+        "--force-overwrite=true",
+        f"{folder.resolve()}/report.nsys-rep",
+    ]
     assert Path(man["commands"][-1]["argv"][0]).resolve() == NSYS.resolve()
     assert (folder / "commands.sh").read_text().rstrip().splitlines()[-2:] == [
-        "# nsys-export", " ".join(man["commands"][-1]["argv"])]
+        "# nsys-export",
+        " ".join(man["commands"][-1]["argv"]),
+    ]
     # made once: the next report reads it
     again = run_cli("report", str(folder), env=ENV)
     assert again.returncode == 0 and "making it now" not in again.stderr, again.stderr
@@ -83,7 +116,10 @@ def test_without_nsys_report_says_where_the_report_can_be_read(nsys_run, tmp_pat
     (folder / "manifest.json").write_text(json.dumps(man))
     res = run_cli("report", str(folder), env={"GPROF_NSYS": "/nonexistent/nsys"})
     assert res.returncode == 3, res.stderr
-    assert f"cannot report {folder}: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made" in res.stderr
+    assert (
+        f"cannot report {folder}: nsys wrote report.nsys-rep, but the run stopped before its SQLite export was made"
+        in res.stderr
+    )
     assert "nsys is needed to make it: $GPROF_NSYS=/nonexistent/nsys is not an executable file" in res.stderr
     assert f"or, where nsys is, `gprof-orch import {folder}/report.nsys-rep`" in res.stderr
     assert "Traceback" not in res.stderr and not (folder / "report.sqlite").exists()
@@ -93,8 +129,23 @@ def test_without_nsys_report_says_where_the_report_can_be_read(nsys_run, tmp_pat
 def test_report_of_an_exec_folder_stopped_in_its_export(tmp_path):
     pytest.importorskip("nvtx")
     src = tmp_path / "run"
-    res = run_cli("exec", "nsys", "--no-cuda", "--ranges", "@step", "-o", str(src), "--json", "--",
-                  sys.executable, str(PROGRAM), "--steps", "3", env=ENV, cwd=tmp_path)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--no-cuda",
+        "--ranges",
+        "@step",
+        "-o",
+        str(src),
+        "--json",
+        "--",
+        sys.executable,
+        str(PROGRAM),
+        "--steps",
+        "3",
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     whole = json.loads(res.stdout)
     # the run writes workload.json from the export: it is missing too
@@ -117,5 +168,8 @@ def test_a_cut_short_report_is_unreadable_not_a_failed_tool(nsys_run, tmp_path):
     res = run_cli("report", str(folder), env=ENV)
     assert res.returncode == 4, res.stderr
     assert f"error: cannot read {folder}/report.nsys-rep: Exportation error:" in res.stderr
-    assert "hint: cut short: the run was stopped while nsys wrote it, so there is nothing to export" in res.stderr
+    assert (
+        "hint: cut short: the run was stopped while nsys wrote it, so there is nothing to export"
+        in res.stderr
+    )
     assert "Traceback" not in res.stderr and res.stdout == ""

@@ -3,6 +3,7 @@ folder is read back): every command exits 130 with one message, marks a folder i
 `interrupted` (never `running`), leaves a folder it only re-renders as it was, and with --json
 prints exactly one JSON document. The real CLI is stopped at a named point of its report phase
 (orchestrator/results.py's GPROF_TEST_PAUSE) and signalled there."""
+
 import json
 import os
 import signal
@@ -14,7 +15,6 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES, REPO, sigint_default
 from test_nsys_parser import NSYS, needs_nsys
 
@@ -26,9 +26,21 @@ REPORTS = ("report.md", "report.csv", "report.json", "report.html", "frame.parqu
 def _stop_at(point: str, sig: signal.Signals, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """Run the CLI with `args`, wait until it reaches `point` of its report phase, send `sig`."""
     marker = tmp_path / f"paused-{point}"
-    env = {**os.environ, "GPROF_TEST_PAUSE": f"{point}:{marker}", "PYTHONPATH": str(REPO), "GPROF_NO_PROGRESS": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    env = {
+        **os.environ,
+        "GPROF_TEST_PAUSE": f"{point}:{marker}",
+        "PYTHONPATH": str(REPO),
+        "GPROF_NO_PROGRESS": "1",
+    }
+    p = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     try:
         t0 = time.monotonic()
         while not marker.exists():
@@ -64,12 +76,33 @@ def _no_temporaries(folder: Path) -> None:
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("point,sig", [("write", signal.SIGINT), ("build", signal.SIGTERM)],
-                         ids=["SIGINT-writing", "SIGTERM-building"])
+@pytest.mark.parametrize(
+    "point,sig",
+    [("write", signal.SIGINT), ("build", signal.SIGTERM)],
+    ids=["SIGINT-writing", "SIGTERM-building"],
+)
 def test_a_run_stopped_after_measuring_ends_interrupted(point, sig, tmp_path):
     out = tmp_path / "run"
-    res = _stop_at(point, sig, ["time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
-                                "--iters", "3", "-o", str(out), "--json"], tmp_path)
+    res = _stop_at(
+        point,
+        sig,
+        [
+            "time",
+            "square",
+            "--variants",
+            "torch_square,mul",
+            "--device",
+            "cpu",
+            "--size",
+            "1000",
+            "--iters",
+            "3",
+            "-o",
+            str(out),
+            "--json",
+        ],
+        tmp_path,
+    )
     doc = _assert_interrupted(res, "interrupted while the report was made")
     assert doc["error"]["hint"] == f"the run's data is kept: `gprof-orch report {out}` writes the reports"
     man = _manifest(out)
@@ -87,14 +120,22 @@ def test_a_run_stopped_after_measuring_ends_interrupted(point, sig, tmp_path):
         assert doc["run"] == str(out)
     # what the hint says: `report` writes them, with the status the folder ended with, and exits as
     # the run did
-    again = subprocess.run([sys.executable, "-m", "orchestrator", "report", str(out), "--json"], cwd=REPO,
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    again = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", str(out), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert again.returncode == 130 and json.loads(again.stdout)["exit_code"] == 130, again.stderr
     assert json.loads((out / "report.json").read_text())["meta"]["status"] == "interrupted"
 
 
-@pytest.mark.parametrize("point,sig", [("write", signal.SIGINT), ("build", signal.SIGTERM)],
-                         ids=["SIGINT-writing", "SIGTERM-building"])
+@pytest.mark.parametrize(
+    "point,sig",
+    [("write", signal.SIGINT), ("build", signal.SIGTERM)],
+    ids=["SIGINT-writing", "SIGTERM-building"],
+)
 def test_report_stopped_leaves_the_folder_as_it_was(point, sig, h200_run, tmp_path):
     folder = h200_run("time-square")
     before = (folder / "manifest.json").read_bytes()
@@ -109,8 +150,11 @@ def test_report_stopped_leaves_the_folder_as_it_was(point, sig, h200_run, tmp_pa
         assert not (folder / "report.html").exists()
 
 
-@pytest.mark.parametrize("point,sig", [("build", signal.SIGINT), ("write", signal.SIGTERM)],
-                         ids=["SIGINT-building", "SIGTERM-writing"])
+@pytest.mark.parametrize(
+    "point,sig",
+    [("build", signal.SIGINT), ("write", signal.SIGTERM)],
+    ids=["SIGINT-building", "SIGTERM-writing"],
+)
 def test_an_import_stopped_ends_interrupted(point, sig, tmp_path):
     out = tmp_path / "imported"
     res = _stop_at(point, sig, ["import", str(SQLITE), "-o", str(out), "--json"], tmp_path)
@@ -128,9 +172,28 @@ def test_a_point_stopped_as_it_lands_stops_the_cluster_run(tmp_path):
     other point as if that one had failed (exit 1)."""
     pytest.importorskip("distributed")
     out = tmp_path / "sweep"
-    res = _stop_at("build", signal.SIGINT, ["time", "square", "--variants", "torch_square", "--device", "cpu",
-                                            "--size", "1000,2000", "--iters", "3", "--cluster", "local:1",
-                                            "-o", str(out), "--json"], tmp_path)
+    res = _stop_at(
+        "build",
+        signal.SIGINT,
+        [
+            "time",
+            "square",
+            "--variants",
+            "torch_square",
+            "--device",
+            "cpu",
+            "--size",
+            "1000,2000",
+            "--iters",
+            "3",
+            "--cluster",
+            "local:1",
+            "-o",
+            str(out),
+            "--json",
+        ],
+        tmp_path,
+    )
     doc = _assert_interrupted(res, "interrupted")
     assert doc["meta"]["status"] == "interrupted"
     man = _manifest(out)
@@ -146,9 +209,28 @@ def test_a_point_stopped_as_it_lands_stops_the_cluster_run(tmp_path):
 def test_exec_stopped_after_the_program_ended_ends_interrupted(tmp_path):
     pytest.importorskip("nvtx")
     out = tmp_path / "prog"
-    res = _stop_at("build", signal.SIGINT, ["exec", "nsys", "--nsys", str(NSYS), "--no-cuda", "--ranges", "@step",
-                                            "--out", str(out), "--json", "--", sys.executable, str(PROGRAM),
-                                            "--steps", "2"], tmp_path)
+    res = _stop_at(
+        "build",
+        signal.SIGINT,
+        [
+            "exec",
+            "nsys",
+            "--nsys",
+            str(NSYS),
+            "--no-cuda",
+            "--ranges",
+            "@step",
+            "--out",
+            str(out),
+            "--json",
+            "--",
+            sys.executable,
+            str(PROGRAM),
+            "--steps",
+            "2",
+        ],
+        tmp_path,
+    )
     _assert_interrupted(res, "interrupted while the report was made")
     assert _manifest(out)["status"] == "interrupted"
     assert (out / "report.nsys-rep").exists() and (out / "report.sqlite").exists()  # nsys's, kept
@@ -189,7 +271,10 @@ def test_an_import_an_interrupt_broke_reads_as_interrupted():
 
     res = CliRunner().invoke(group, ["lazy", "--json"])
     assert res.exit_code == 130
-    assert json.loads(res.stdout) == {"status": "interrupted", "exit_code": 130, "error": {
-        "kind": "InterruptedRunError", "message": "interrupted", "hint": None, "log": None}}
+    assert json.loads(res.stdout) == {
+        "status": "interrupted",
+        "exit_code": 130,
+        "error": {"kind": "InterruptedRunError", "message": "interrupted", "hint": None, "log": None},
+    }
     plain = CliRunner().invoke(group, ["lazy"])
     assert plain.exit_code == 130 and "internal error" not in plain.output

@@ -20,6 +20,7 @@ Chromium, the CSV raw page against ncu_report, and the findings read from ncu's 
 (no real output of `ncu --import --csv --page details` exists here yet, and an imitation of it
 would test nothing).
 """
+
 from __future__ import annotations
 
 import html
@@ -33,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import unpack_run
+from test_html import ARTIFACTS, Dom, chromium, console_problems, needs_chromium
 
 from orchestrator import load_run
 from orchestrator.backends import ncu_tool
@@ -41,8 +44,6 @@ from orchestrator.parsers import ncu_frames, ncu_rep
 from reports import render, roofline, summary, why
 from reports.html import render_html
 from reports.schema import make_frame
-from conftest import unpack_run
-from test_html import ARTIFACTS, Dom, chromium, console_problems, needs_chromium
 
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "fixtures" / "runs" / "h200-roofline"
@@ -51,19 +52,24 @@ needs_ncu_report = pytest.mark.skipif(not ncu_rep.have_ncu_report(), reason="pip
 needs_capture = pytest.mark.skipif(
     not (CAPTURE / "ncu-square").is_dir(),
     reason="no H200 capture with SpeedOfLight_RooflineChart yet: run scripts/capture_roofline_fixture.sh on the "
-           "H200, then scripts/import_h200_runs.py --dest tests/fixtures/runs/h200-roofline")
+    "H200, then scripts/import_h200_runs.py --dest tests/fixtures/runs/h200-roofline",
+)
 needs_details_csv = pytest.mark.skipif(
     not (CAPTURE / "ncu-triton-mean" / "ncu-details.csv.xz").is_file(),
     reason="no real `ncu --import --csv --page details` output yet (ncu is not installed here): "
-           "scripts/capture_roofline_fixture.sh takes one on the H200")
+    "scripts/capture_roofline_fixture.sh takes one on the H200",
+)
 
 H200_FP32, H200_DRAM = 66.9e12, 4.8e12  # datasheet: FP32 FLOP/s, HBM3e bytes/s
 
 
 # ------------------------------------------------------------------------ frames built here
 
+
 def _launch(rows, variant, kernel, t_ns, **rates):
-    rows.append({"variant": variant, "kernel": kernel, "metric": "kernel_time_ns", "value": t_ns, "unit": "ns"})
+    rows.append(
+        {"variant": variant, "kernel": kernel, "metric": "kernel_time_ns", "value": t_ns, "unit": "ns"}
+    )
     for metric, value in rates.items():
         unit = "bytes/s" if "bytes" in metric else "flop/s"
         rows.append({"variant": variant, "kernel": kernel, "metric": metric, "value": value, "unit": unit})
@@ -73,8 +79,11 @@ def _frame(rows):
     return make_frame([{"run": "r", "backend": "ncu", "workload": "w", **r} for r in rows])
 
 
-PEAKS = {"peak_fp32_flop_per_s": H200_FP32, "peak_fp64_flop_per_s": H200_FP32 / 2,
-         "peak_dram_bytes_per_s": H200_DRAM}
+PEAKS = {
+    "peak_fp32_flop_per_s": H200_FP32,
+    "peak_fp64_flop_per_s": H200_FP32 / 2,
+    "peak_dram_bytes_per_s": H200_DRAM,
+}
 
 
 def test_a_variant_point_is_its_flops_over_its_bytes_over_its_time():
@@ -82,8 +91,18 @@ def test_a_variant_point_is_its_flops_over_its_bytes_over_its_time():
     (2 launches of 5 us: 1 FLOP, 8 bytes): each launch's rate weighted by its duration."""
     rows = []
     for _ in range(2):
-        _launch(rows, "sum_div", "reduce", 100_000, fp32_flop_per_s=1e8 / 1e-4, dram_bytes_per_s=4e8 / 1e-4, **PEAKS)
-        _launch(rows, "sum_div", "divide", 5_000, fp32_flop_per_s=1 / 5e-6, dram_bytes_per_s=8 / 5e-6, **PEAKS)
+        _launch(
+            rows,
+            "sum_div",
+            "reduce",
+            100_000,
+            fp32_flop_per_s=1e8 / 1e-4,
+            dram_bytes_per_s=4e8 / 1e-4,
+            **PEAKS,
+        )
+        _launch(
+            rows, "sum_div", "divide", 5_000, fp32_flop_per_s=1 / 5e-6, dram_bytes_per_s=8 / 5e-6, **PEAKS
+        )
     p = roofline.point(_frame(rows))
     flops, nbytes, seconds = 2 * (1e8 + 1), 2 * (4e8 + 8), 2 * (1e-4 + 5e-6)
     assert p["roofline_precision"] == "fp32"
@@ -150,8 +169,9 @@ def test_the_chart_draws_the_measured_roof_beneath_ncus():
     _launch(rows, "sq", "k", 1e5, fp32_flop_per_s=0.5e12, dram_bytes_per_s=4e12, **PEAKS)
     _launch(rows, "slow", "k2", 2e5, fp32_flop_per_s=0.2e12, dram_bytes_per_s=1.6e12, **PEAKS)
     frame = _frame(rows)
-    table = pd.DataFrame([{"variant": v, **roofline.point(frame[frame["variant"] == v], 4.1e12)}
-                          for v in ("sq", "slow")])
+    table = pd.DataFrame(
+        [{"variant": v, **roofline.point(frame[frame["variant"] == v], 4.1e12)} for v in ("sq", "slow")]
+    )
     svg = roofline.roofline_svg(table, id_prefix="t")
     assert 'id="t-roof-measured"' in svg and 'id="t-roof-memory"' in svg
     assert "measured memory roof: 4,100 GB/s" in svg and "memory roof: 4,800 GB/s" in svg
@@ -163,12 +183,20 @@ def test_the_rates_are_ncus_formula_with_units_checked():
     """ncu's SpeedOfLight_RooflineChart: (FADD + FMUL + 2 FFMA) per cycle x the SMSP clock."""
     rate = next(r for r in ncu_rep.ROOFLINE_RATES if r.column == "fp32_flop_per_s")
     names = [m for m, _ in rate.terms]
-    assert names == [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
-                     for op in ("fadd", "fmul", "ffma")]
-    lookup = {(0, names[0]): (10.0, "inst/cycle"), (0, names[1]): (100.0, "inst/cycle"),
-              (0, names[2]): (1000.0, "inst/cycle"), (0, rate.clock): (2e9, "Hz")}
+    assert names == [
+        f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+        for op in ("fadd", "fmul", "ffma")
+    ]
+    lookup = {
+        (0, names[0]): (10.0, "inst/cycle"),
+        (0, names[1]): (100.0, "inst/cycle"),
+        (0, names[2]): (1000.0, "inst/cycle"),
+        (0, rate.clock): (2e9, "Hz"),
+    }
     assert ncu_frames._rate_value("x", lookup, 0, rate) == (10 + 100 + 2 * 1000) * 2e9
-    assert math.isnan(ncu_frames._rate_value("x", {k: v for k, v in lookup.items() if k[1] != names[2]}, 0, rate))
+    assert math.isnan(
+        ncu_frames._rate_value("x", {k: v for k, v in lookup.items() if k[1] != names[2]}, 0, rate)
+    )
     with pytest.raises(ParseError, match="expected Hz"):
         ncu_frames._rate_value("x", {**lookup, (0, rate.clock): (2.0, "cycle")}, 0, rate)
     with pytest.raises(ParseError, match="expected a count per cycle"):
@@ -190,12 +218,14 @@ def test_matplotlib_is_imported_only_to_draw(h200_run):
         reports.html.render_html("t", [("time", run.table)])
         assert "matplotlib" in sys.modules
         """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=str(HERE.parent))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(HERE.parent)
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 # ------------------------------------------------------ run folders loaded once for this module
+
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
@@ -236,6 +266,7 @@ def ncu_report_of():
 
 # ------------------------------------------------------------- the committed H200 reports
 
+
 @needs_ncu_report
 @pytest.mark.parametrize("name", ["ncu-square", "ncu-triton-mean-why"])
 def test_committed_reports_hold_no_roofline_and_say_so(loaded, ncu_report_of, name):
@@ -246,21 +277,26 @@ def test_committed_reports_hold_no_roofline_and_say_so(loaded, ncu_report_of, na
     assert "dram__bytes.sum.peak_sustained" not in set(rep.metrics["metric"])
     assert run.table["pct_of_roof"].isna().all() and (run.table["roofline_precision"] == "").all()
     argv = json.loads((run.path / "manifest.json").read_text())["commands"][0]["argv"]
-    sections = " ".join(f"--section {s}" for s in argv[argv.index("--section") + 1::2][:argv.count("--section")])
+    sections = " ".join(
+        f"--section {s}" for s in argv[argv.index("--section") + 1 :: 2][: argv.count("--section")]
+    )
     note = next(line for line in run.footer() if "no roofline metrics" in line)
-    assert note == (f"warning: no roofline metrics in this report: collected with {sections} --metrics "
-                    "dram__bytes_read.sum,dram__bytes_write.sum; the roofline and % of roof need --section "
-                    "SpeedOfLight_RooflineChart (in gprof-orch ncu's default sections, and in --set full)")
+    assert note == (
+        f"warning: no roofline metrics in this report: collected with {sections} --metrics "
+        "dram__bytes_read.sum,dram__bytes_write.sum; the roofline and % of roof need --section "
+        "SpeedOfLight_RooflineChart (in gprof-orch ncu's default sections, and in --set full)"
+    )
     assert "--section SpeedOfLight --section LaunchStats --section Occupancy" in note
     page = (run.path / "report.html").read_text()
     dom = Dom(page)
     assert 'data-plot="roofline"' not in page and "% of roof" not in dom.tables[0][0]
     text = html.unescape(page)
-    assert "no roofline: this report holds no roofline metrics" in text and note[len("warning: "):] in text
+    assert "no roofline: this report holds no roofline metrics" in text and note[len("warning: ") :] in text
     assert "% of roof" not in (run.path / "report.md").read_text().splitlines()[2]  # the table's header
 
 
 # ----------------------------------------------- the chart, on a modelled roofline of a real run
+
 
 def modelled_table(run) -> pd.DataFrame:
     """The run's table rebuilt with roofline rates added to each launch: one FP32 multiply per
@@ -273,12 +309,24 @@ def modelled_table(run) -> pd.DataFrame:
         t = g.loc[g["metric"] == "kernel_time_ns", "value"].to_numpy()
         b = g.loc[g["metric"] == "dram_bytes", "value"].to_numpy()
         for t_ns, nbytes in zip(t, b):
-            for metric, value, unit in [("fp32_flop_per_s", numel / (t_ns * 1e-9), "flop/s"),
-                                        ("dram_bytes_per_s", nbytes / (t_ns * 1e-9), "bytes/s"),
-                                        ("peak_fp32_flop_per_s", H200_FP32, "flop/s"),
-                                        ("peak_dram_bytes_per_s", H200_DRAM, "bytes/s")]:
-                rows.append({"run": "m", "backend": "ncu", "workload": "square", "variant": variant,
-                             "kernel": kernel, "metric": metric, "value": value, "unit": unit})
+            for metric, value, unit in [
+                ("fp32_flop_per_s", numel / (t_ns * 1e-9), "flop/s"),
+                ("dram_bytes_per_s", nbytes / (t_ns * 1e-9), "bytes/s"),
+                ("peak_fp32_flop_per_s", H200_FP32, "flop/s"),
+                ("peak_dram_bytes_per_s", H200_DRAM, "bytes/s"),
+            ]:
+                rows.append(
+                    {
+                        "run": "m",
+                        "backend": "ncu",
+                        "workload": "square",
+                        "variant": variant,
+                        "kernel": kernel,
+                        "metric": metric,
+                        "value": value,
+                        "unit": unit,
+                    }
+                )
     return summary.variant_table(pd.concat([f, make_frame(rows)], ignore_index=True), run.workload)
 
 
@@ -294,8 +342,9 @@ def test_the_table_gets_percent_of_roof(modelled):
         # memory-bound: % of roof is the measured DRAM bytes over the variant's time, over the peak
         rows = t.loc[v]
         assert rows["roofline_precision"] == "fp32" and rows["arithmetic_intensity"] < 0.2
-        assert rows["pct_of_roof"] == pytest.approx(rows["achieved_gflop_s"] * 1e9 / rows["arithmetic_intensity"]
-                                                    / H200_DRAM * 100, rel=1e-12)
+        assert rows["pct_of_roof"] == pytest.approx(
+            rows["achieved_gflop_s"] * 1e9 / rows["arithmetic_intensity"] / H200_DRAM * 100, rel=1e-12
+        )
     assert 85 < t.loc["mul", "pct_of_roof"] < 90
     text = render.to_text(modelled)
     assert "% of roof" in text.splitlines()[0] and "GFLOP/s" not in text  # GFLOP/s, FLOP/byte: HTML/JSON only
@@ -312,7 +361,9 @@ def test_the_html_page_draws_the_roofline(modelled):
     assert len(fig) == 1
     ids = [a["id"] for _, a in dom.elements if "id" in a]
     n = len(modelled)
-    assert {f"section-1-roofline-{kind}-{i}" for kind in ("point", "gap", "label") for i in range(n)} <= set(ids)
+    assert {f"section-1-roofline-{kind}-{i}" for kind in ("point", "gap", "label") for i in range(n)} <= set(
+        ids
+    )
     assert {"section-1-roofline-roof-memory", "section-1-roofline-roof-fp32"} <= set(ids)
     # matplotlib's own ids carry the chart's prefix too, each once: two charts on a page never share one
     assert not [i for i in ids if i.startswith(("figure_", "patch_", "axes_", "line2d_", "text_"))]
@@ -334,7 +385,9 @@ def test_without_matplotlib_the_page_says_so_and_keeps_percent_of_roof(modelled,
 
     monkeypatch.setattr(roofline, "roofline_svg", missing)
     page = render_html("no matplotlib", [("ncu", modelled)])
-    assert 'data-plot="roofline"' not in page and "no roofline chart: matplotlib is not installed here" in page
+    assert (
+        'data-plot="roofline"' not in page and "no roofline chart: matplotlib is not installed here" in page
+    )
     mul = modelled.set_index("variant").loc["mul", "pct_of_roof"]
     assert Dom(page).table(0)["mul"]["% of roof"] == render._fmt(mul, render.PCT)
 
@@ -364,13 +417,14 @@ def probe_in_chromium(tmp_path: Path, page: str, name: str) -> dict:
     (ARTIFACTS / f"{name}.html").write_text(page, encoding="utf-8")
     probe = tmp_path / f"{name}-probe.html"
     probe.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom_text, err, requested = chromium(tmp_path, "--window-size=1600,1200", "--dump-dom", probe.as_uri(),
-                                        name=name)
+    dom_text, err, requested = chromium(
+        tmp_path, "--window-size=1600,1200", "--dump-dom", probe.as_uri(), name=name
+    )
     assert console_problems(err) == [] and requested == []
     pre = [d for d in Dom(dom_text).elements if d[0] == "pre"]
     assert pre, "the probe did not run"
     start = dom_text.index('<pre id="probe">') + len('<pre id="probe">')
-    return json.loads(html.unescape(dom_text[start:dom_text.index("</pre>", start)]))
+    return json.loads(html.unescape(dom_text[start : dom_text.index("</pre>", start)]))
 
 
 def check_drawn(seen: dict, table: pd.DataFrame) -> None:
@@ -411,23 +465,33 @@ REP = HERE / "fixtures" / "ncu" / "h200_square_mul_sol_mem" / "square_mul_sol_me
 
 
 def test_details_argv():
-    assert ncu_tool.details_argv("/opt/ncu", "r.ncu-rep") == ["/opt/ncu", "--import", "r.ncu-rep", "--csv",
-                                                             "--page", "details"]
+    assert ncu_tool.details_argv("/opt/ncu", "r.ncu-rep") == [
+        "/opt/ncu",
+        "--import",
+        "r.ncu-rep",
+        "--csv",
+        "--page",
+        "details",
+    ]
 
 
 def test_the_raw_page_is_not_a_details_page():
     with pytest.raises(ParseError, match="no Section Name, Rule Name, Rule Type, Rule Description column"):
         ncu_rep.read_csv_details(RAW_CSV)
     with pytest.raises(ParseError, match="no ncu CSV header"):
-        ncu_rep.read_csv_details("==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n")
+        ncu_rep.read_csv_details(
+            "==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n"
+        )
 
 
 def fake_ncu(tmp_path: Path, pages: dict[str, Path]) -> Path:
     """An `ncu` that prints, for `--import R --csv --page P`, the captured CSV of page P."""
     script = tmp_path / "ncu"
     cases = "\n".join(f'  {page}) cat "{path}" ;;' for page, path in pages.items())
-    script.write_text(f'#!/bin/sh\npage=""\nwhile [ $# -gt 0 ]; do [ "$1" = --page ] && page=$2; shift; done\n'
-                      f'case "$page" in\n{cases}\n  *) echo "==ERROR== no such page" >&2; exit 1 ;;\nesac\n')
+    script.write_text(
+        f'#!/bin/sh\npage=""\nwhile [ $# -gt 0 ]; do [ "$1" = --page ] && page=$2; shift; done\n'
+        f'case "$page" in\n{cases}\n  *) echo "==ERROR== no such page" >&2; exit 1 ;;\nesac\n'
+    )
     script.chmod(0o755)
     return script
 
@@ -438,7 +502,9 @@ def test_an_unreadable_details_page_costs_the_findings_not_the_numbers(tmp_path)
     ncu = fake_ncu(tmp_path, {"raw": RAW_CSV, "details": RAW_CSV})
     rep = ncu_tool.load(REP, ncu=ncu, reader="ncu")
     assert rep.source == "csv" and len(rep.kernels) == 10 and rep.rules.empty
-    assert rep.rules_note.startswith("ncu's findings were not read from `ncu --import --csv --page details` (no ")
+    assert rep.rules_note.startswith(
+        "ncu's findings were not read from `ncu --import --csv --page details` (no "
+    )
     failing = fake_ncu(tmp_path, {"raw": RAW_CSV})
     rep = ncu_tool.load(REP, ncu=failing, reader="ncu")
     assert "exited with status 1" in rep.rules_note and len(rep.kernels) == 10
@@ -446,18 +512,38 @@ def test_an_unreadable_details_page_costs_the_findings_not_the_numbers(tmp_path)
 
 def test_findings_without_titles_keep_a_rules_messages_apart():
     """ncu's CSV names no titles: a rule's first and second message stay two findings."""
-    rules = pd.DataFrame([
-        {"id": i, "variant": "v", "kernel": "k", "section": "LaunchStats", "rule": "LaunchConfiguration",
-         "rule_name": None, "type": "optimization", "title": "", "message": m, "message_raw": m,
-         "speedup_type": "global", "estimated_speedup_pct": s, "focus_metrics": ""}
-        for i in range(2) for m, s in (("at least two blocks per multiprocessor", np.nan),
-                                       ("a partial wave of 136 thread blocks", 50.0))], columns=ncu_rep.RULE_COLUMNS)
+    rules = pd.DataFrame(
+        [
+            {
+                "id": i,
+                "variant": "v",
+                "kernel": "k",
+                "section": "LaunchStats",
+                "rule": "LaunchConfiguration",
+                "rule_name": None,
+                "type": "optimization",
+                "title": "",
+                "message": m,
+                "message_raw": m,
+                "speedup_type": "global",
+                "estimated_speedup_pct": s,
+                "focus_metrics": "",
+            }
+            for i in range(2)
+            for m, s in (
+                ("at least two blocks per multiprocessor", np.nan),
+                ("a partial wave of 136 thread blocks", 50.0),
+            )
+        ],
+        columns=ncu_rep.RULE_COLUMNS,
+    )
     f = why.findings_table(rules, pd.DataFrame(columns=["variant", "kernel", "metric", "value"]))
     assert len(f) == 2 and list(f["launches"]) == [2, 2]
     assert f.iloc[0]["message"] == "a partial wave of 136 thread blocks"  # the one with a gain first
 
 
 # --------------------------------------------- waiting for scripts/capture_roofline_fixture.sh
+
 
 @pytest.fixture(scope="module")
 def captured(loaded):
@@ -473,8 +559,14 @@ def test_captured_reports_hold_ncus_roofline_rates(captured, ncu_report_of, name
     run = captured(name)
     k = ncu_report_of(run).kernels
     k = k[k["variant"].notna()]
-    for col in ("fp32_flop_per_s", "fp64_flop_per_s", "dram_bytes_per_s", "peak_fp32_flop_per_s",
-                "peak_fp64_flop_per_s", "peak_dram_bytes_per_s"):
+    for col in (
+        "fp32_flop_per_s",
+        "fp64_flop_per_s",
+        "dram_bytes_per_s",
+        "peak_fp32_flop_per_s",
+        "peak_fp64_flop_per_s",
+        "peak_dram_bytes_per_s",
+    ):
         assert k[col].notna().all(), col
     assert k["fp16_flop_per_s"].isna().all()  # the half-precision section is not a default
     # 132 SMs x 128 FP32 lanes x 2 FLOPs x ~1.98 GHz; HBM3e at about 4.8 TB/s
@@ -531,12 +623,16 @@ def test_captured_details_csv_holds_ncu_reports_rules(captured, ncu_report_of, n
     rep = ncu_report_of(run)
     csv_rules = ncu_rep.read_csv_details(run.path / "ncu-details.csv")
     key = ["id", "variant", "kernel", "section", "rule", "type"]
-    assert sorted(map(tuple, csv_rules[key].astype(str).to_numpy())) == \
-        sorted(map(tuple, rep.rules[key].astype(str).to_numpy()))
+    assert sorted(map(tuple, csv_rules[key].astype(str).to_numpy())) == sorted(
+        map(tuple, rep.rules[key].astype(str).to_numpy())
+    )
     both = csv_rules.assign(n=csv_rules.groupby(["id", "rule"]).cumcount()).merge(
-        rep.rules.assign(n=rep.rules.groupby(["id", "rule"]).cumcount()), on=["id", "rule", "n"])
+        rep.rules.assign(n=rep.rules.groupby(["id", "rule"]).cumcount()), on=["id", "rule", "n"]
+    )
     assert len(both) == len(rep.rules)
-    assert np.allclose(both["estimated_speedup_pct_x"], both["estimated_speedup_pct_y"], atol=0.5, equal_nan=True)
+    assert np.allclose(
+        both["estimated_speedup_pct_x"], both["estimated_speedup_pct_y"], atol=0.5, equal_nan=True
+    )
 
 
 @needs_details_csv
@@ -548,8 +644,9 @@ def test_the_fallback_finds_what_ncu_report_finds(tmp_path, captured):
     fallback = ncu_tool.load(run.path / "report.ncu-rep", ncu=ncu, reader="ncu")
     assert fallback.rules_note is None and len(fallback.rules)
     top = why.top_findings(why.findings_table(fallback.rules, run.frame))
-    assert {v: (f["section"], f["rule"], f["kernel"]) for v, f in top.items()} == \
-        {v: (f["section"], f["rule"], f["kernel"]) for v, f in why.top_findings(run.findings).items()}
+    assert {v: (f["section"], f["rule"], f["kernel"]) for v, f in top.items()} == {
+        v: (f["section"], f["rule"], f["kernel"]) for v, f in why.top_findings(run.findings).items()
+    }
 
 
 @needs_capture
@@ -564,9 +661,14 @@ def test_captured_percent_of_roof_and_why(captured):
     assert sq.loc["torch_square", "pct_of_roof"] == pytest.approx(86.5, abs=0.05)
     assert tm.loc["triton_lecture", "pct_of_roof"] == pytest.approx(8.8, abs=0.05)
     assert tm.loc["triton_lecture", "bound"] == "compute"
-    assert "ncu: Long Scoreboard Stalls (WarpStateStats/CPIStall, est. 74% faster) on lecture_row_mean_kernel" \
+    assert (
+        "ncu: Long Scoreboard Stalls (WarpStateStats/CPIStall, est. 74% faster) on lecture_row_mean_kernel"
         in tm.loc["triton_lecture", "why"]
-    assert "ncu: Latency Issue (SpeedOfLight/SOLBottleneck) on square_matrix_kernel" in sq.loc["cuda_lecture", "why"]
+    )
+    assert (
+        "ncu: Latency Issue (SpeedOfLight/SOLBottleneck) on square_matrix_kernel"
+        in sq.loc["cuda_lecture", "why"]
+    )
 
 
 # --------------------------------------------- the measured memory roof, H200 capture of 2026-12-04
@@ -599,8 +701,10 @@ def test_the_measured_roof_is_named_under_the_table_and_in_the_why_line(loaded):
     run = loaded("ncu-triton-mean", group=MEASURED)
     notes = run.footer()
     note = next(line for line in notes if line.startswith("% of measured roof against"))
-    assert note.startswith("% of measured roof against 4223 GB/s, the copy probe's on this GPU (the faster of "
-                           "a device-to-device copy and a read-only torch.sum")
+    assert note.startswith(
+        "% of measured roof against 4223 GB/s, the copy probe's on this GPU (the faster of "
+        "a device-to-device copy and a read-only torch.sum"
+    )
     assert "may show a few % over 100" in note  # triton_fast's 102.35 is explained where it is shown
     why_fast = next(line for line in notes if line.startswith("why triton_fast:"))
     assert "89.9% DRAM peak, 102% of the measured memory roof" in why_fast

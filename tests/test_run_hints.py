@@ -1,6 +1,7 @@
 """What a run says about what it ran: a workload file's shapes and dtypes, a built-in it
 replaces, the baseline --variants adds; and what it keeps when workload.json cannot be saved.
 Every test runs the real CLI (run_cli) on the CPU."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import pytest
 
 from tests.conftest import run_cli
 
-MINE = '''
+MINE = """
 from workloads import Variant, Workload
 
 triple = Workload("triple", "x*3", [Variant("mul3", lambda a: a * 3)], reference=lambda x: x * 3,
@@ -19,7 +20,7 @@ both = Workload("both", "x*2", [Variant("add", lambda a: a + a)], reference=lamb
                 bytes_moved=lambda n, s: 2 * n * s, default_shape=(5000,), cpu_default_shape=(333,))
 square = Workload("square", "my own square", [Variant("mine", lambda a: a * a), Variant("again", lambda a: a * a)],
                   reference=lambda x: x * x, bytes_moved=lambda n, s: 2 * n * s, default_shape=(500,))
-'''
+"""
 
 
 @pytest.fixture
@@ -42,6 +43,7 @@ def _json(path: Path) -> dict:
 
 # -- a workload file's default_shape holds on the CPU ---------------------------------------------
 
+
 def test_a_workload_files_default_shape_holds_on_the_cpu(mine):
     assert _spec("time", "triple", "--workload-file", mine, "--device", "cpu")["shape"] == [777]
     assert _spec("time", "triple", "--workload-file", mine, "--device", "cuda")["shape"] == [777]
@@ -53,6 +55,7 @@ def test_a_workload_files_default_shape_holds_on_the_cpu(mine):
 
 
 # -- list shows each workload's dtypes, and a built-in a file replaces ----------------------------
+
 
 def test_list_shows_each_workloads_dtypes_and_what_a_file_replaces(mine):
     res = run_cli("list", "--workload-file", mine)
@@ -69,10 +72,23 @@ def test_list_shows_each_workloads_dtypes_and_what_a_file_replaces(mine):
 
 # -- a workload file's `square` replaces the built-in, and says so --------------------------------
 
+
 def test_a_workload_file_that_replaces_a_builtin_says_so(mine, tmp_path):
     out = tmp_path / "run"
-    res = run_cli("time", "square", "--workload-file", mine, "--device", "cpu", "--iters", "5", "--warmup", "1",
-                  "-o", str(out))
+    res = run_cli(
+        "time",
+        "square",
+        "--workload-file",
+        mine,
+        "--device",
+        "cpu",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     said = f"workload square is the one in {mine}, which replaces the built-in square"
     assert f"warning: {said}" in res.stderr
@@ -82,31 +98,73 @@ def test_a_workload_file_that_replaces_a_builtin_says_so(mine, tmp_path):
     assert [v["name"] for v in w["variants"]] == ["mine", "again"] and w["shape"] == [500]
     assert said in (out / "report.md").read_text()
     # a built-in run says nothing of the kind
-    res = run_cli("time", "mean", "--device", "cpu", "--size", "1000", "--iters", "5", "--warmup", "1",
-                  "-o", str(tmp_path / "builtin"))
+    res = run_cli(
+        "time",
+        "mean",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "-o",
+        str(tmp_path / "builtin"),
+    )
     assert res.returncode == 0 and "replaces" not in res.stderr + res.stdout
     assert _json(tmp_path / "builtin" / "workload.json")["replaces_builtin"] is False
 
 
 # -- --variants runs the baseline too, and the table says so --------------------------------------
 
+
 def test_variants_runs_the_baseline_too_and_says_so(tmp_path):
     res = run_cli("time", "square", "--help")
     assert "baseline" in res.stdout and "runs too" in " ".join(res.stdout.split())
     out = tmp_path / "run"
-    res = run_cli("time", "square", "--variants", "mul", "--device", "cpu", "--size", "1000", "--iters", "5",
-                  "--warmup", "1", "-o", str(out))
+    res = run_cli(
+        "time",
+        "square",
+        "--variants",
+        "mul",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     note = "baseline torch_square run too, for the speedup column (--variants named mul)"
     assert note in res.stdout and note in (out / "report.md").read_text()
     assert [v["name"] for v in _json(out / "workload.json")["variants"]] == ["torch_square", "mul"]
     # naming the baseline: nothing to say
-    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
-                  "--iters", "5", "--warmup", "1", "-o", str(tmp_path / "named"))
+    res = run_cli(
+        "time",
+        "square",
+        "--variants",
+        "torch_square,mul",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "-o",
+        str(tmp_path / "named"),
+    )
     assert res.returncode == 0 and "run too" not in res.stdout
 
 
 # -- under nsys: workload.json keeps the user's umask; one sample each, no speedup ----------------
+
 
 def _variants(folder: Path) -> dict:
     return {r["variant"]: r for r in _json(folder / "report.json")["variants"]}
@@ -124,11 +182,32 @@ def test_nsys_on_the_cpu_keeps_the_umask_and_prints_no_speedup_from_one_sample(t
     if NSYS is None:
         pytest.skip("nsys not found")
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "orchestrator", "nsys", "square", "--variants", "mul,pow", "--device", "cpu",
-            "--size", "1000", "--iters", "5", "--warmup", "1", "-o", str(out)]
-    res = subprocess.run(["bash", "-c", f"umask 027; exec {shlex.join(argv)}"], capture_output=True, text=True,
-                         timeout=300, env={**__import__("os").environ, "GPROF_NSYS": str(NSYS),
-                                           "GPROF_NO_PROGRESS": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "nsys",
+        "square",
+        "--variants",
+        "mul,pow",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "-o",
+        str(out),
+    ]
+    res = subprocess.run(
+        ["bash", "-c", f"umask 027; exec {shlex.join(argv)}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"},
+    )
     assert res.returncode == 0, res.stderr
     assert (out / "workload.json").stat().st_mode & 0o777 == 0o640
     assert (out / "manifest.json").stat().st_mode & 0o777 == 0o640
@@ -137,26 +216,57 @@ def test_nsys_on_the_cpu_keeps_the_umask_and_prints_no_speedup_from_one_sample(t
         assert rows[name]["samples"] == 1 and rows[name]["speedup_vs_baseline"] is None
         assert rows[name]["note"] == "n=1: one sample, so no spread (IQR, CV) to show and no speedup"
     assert "speedup" not in res.stdout.splitlines()[1]  # no speedup column in the printed table
-    assert ("no speedup for a variant timed once, nor over a baseline timed once: torch_square, mul, pow had "
-            "one sample (nsys on the CPU times each variant's range once: its wall time over the iterations); "
-            "one reading has no spread to tell a difference from noise") in res.stdout
+    assert (
+        "no speedup for a variant timed once, nor over a baseline timed once: torch_square, mul, pow had "
+        "one sample (nsys on the CPU times each variant's range once: its wall time over the iterations); "
+        "one reading has no spread to tell a difference from noise"
+    ) in res.stdout
 
 
 def test_time_with_one_iteration_prints_no_speedup_either(tmp_path):
     """The same rule on every backend: `time --iters 1` has one sample a variant too."""
-    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
-                  "--iters", "1", "--warmup", "1", "-o", str(tmp_path / "one"))
+    res = run_cli(
+        "time",
+        "square",
+        "--variants",
+        "torch_square,mul",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "-o",
+        str(tmp_path / "one"),
+    )
     assert res.returncode == 0, res.stderr
     rows = _variants(tmp_path / "one")
     assert rows["mul"]["samples"] == 1 and rows["mul"]["speedup_vs_baseline"] is None
     assert "torch_square, mul had one sample; one reading" in res.stdout
-    res = run_cli("time", "square", "--variants", "torch_square,mul", "--device", "cpu", "--size", "1000",
-                  "--iters", "3", "--warmup", "1", "-o", str(tmp_path / "three"))
+    res = run_cli(
+        "time",
+        "square",
+        "--variants",
+        "torch_square,mul",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "-o",
+        str(tmp_path / "three"),
+    )
     assert res.returncode == 0, res.stderr
     assert _variants(tmp_path / "three")["mul"]["speedup_vs_baseline"] > 0 and "timed once" not in res.stdout
 
 
 # -- the run folder stops taking workload.json: the last save kept, the loss said, never a result --
+
 
 def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(tmp_path):
     """A real write failure: `ulimit -f 16` lets no file of the run grow past 16 KiB, so the
@@ -169,14 +279,38 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
     import sys
 
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "orchestrator", "time", "square", "--variants", "mul", "--device", "cpu",
-            "--size", "1000", "--iters", "5000", "--warmup", "1", "-o", str(out)]
-    res = subprocess.run(["bash", "-c", f"ulimit -f 16; trap '' XFSZ; exec {shlex.join(argv)}"], capture_output=True,
-                         text=True, timeout=300, env={**__import__("os").environ, "GPROF_NO_PROGRESS": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "time",
+        "square",
+        "--variants",
+        "mul",
+        "--device",
+        "cpu",
+        "--size",
+        "1000",
+        "--iters",
+        "5000",
+        "--warmup",
+        "1",
+        "-o",
+        str(out),
+    ]
+    res = subprocess.run(
+        ["bash", "-c", f"ulimit -f 16; trap '' XFSZ; exec {shlex.join(argv)}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "GPROF_NO_PROGRESS": "1"},
+    )
     assert res.returncode == 1, res.stderr
-    assert (f"gprof-orch: error: the workload runner could not save its samples (cannot write {out}/workload.json: "
-            "File too large): what it measured since workload.json was last saved is lost; workload.json keeps "
-            "that last save") in res.stderr
+    assert (
+        f"gprof-orch: error: the workload runner could not save its samples (cannot write {out}/workload.json: "
+        "File too large): what it measured since workload.json was last saved is lost; workload.json keeps "
+        "that last save"
+    ) in res.stderr
     assert "hint: free some space and run again" in res.stderr and "Traceback" not in res.stderr
     # the last complete save, whole; no temporary beside it
     assert not (out / "workload.json.tmp").exists()
@@ -199,6 +333,7 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
 
 # -- a median far above the fastest sample: a busy machine or two speeds, whatever the stop rule --
 
+
 def test_a_median_59x_its_fastest_sample_is_flagged_whatever_the_noise(h200_run):
     """The committed H200 `time square` folder, mul's samples replaced by 31 like the ones a busy
     machine gave: 27 near 11,986.84 us and 4 of 203 us. The median's CI is narrow (noise 0.0x%)
@@ -218,10 +353,14 @@ def test_a_median_59x_its_fastest_sample_is_flagged_whatever_the_noise(h200_run)
     m = rows["mul"]
     assert (m["samples"], round(m["time_median_us"], 2), m["time_min_us"]) == (31, 11986.84, 203.0)
     assert m["noise_pct"] < 0.5 and m["status"] == "noisy"
-    said = ("two speeds: the median (11,986.84 us) is 59.0x the fastest sample (203.00 us): a busy machine or a "
-            "bimodal variant, whatever the noise % says")
+    said = (
+        "two speeds: the median (11,986.84 us) is 59.0x the fastest sample (203.00 us): a busy machine or a "
+        "bimodal variant, whatever the noise % says"
+    )
     assert m["note"] == said
-    assert (f"warning: mul: {said.removeprefix('two speeds: ')}; its median and every speedup over it are no "
-            "steady time: rerun on a quieter machine before ranking") in res.stdout
+    assert (
+        f"warning: mul: {said.removeprefix('two speeds: ')}; its median and every speedup over it are no "
+        "steady time: rerun on a quieter machine before ranking"
+    ) in res.stdout
     # the other variants, steady, keep their status and say nothing of it
     assert rows["torch_square"]["status"] == "ok" and "two speeds" not in rows["torch_square"]["note"]

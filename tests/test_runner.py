@@ -1,4 +1,5 @@
 """The runner, in-process on the CPU: inputs, checks, skips, failures, samples, the trace."""
+
 import json
 
 import pytest
@@ -61,8 +62,16 @@ def test_wrong_result_fails_the_check(tmp_path):
     from workloads import registry
     from workloads.registry import Variant, Workload
 
-    registry.register(Workload("wrong", "", [Variant("good", lambda a: a * a), Variant("bad", lambda a: a * a + 1)],
-                               reference=lambda x: x * x, bytes_moved=lambda n, s: n), replace=True)
+    registry.register(
+        Workload(
+            "wrong",
+            "",
+            [Variant("good", lambda a: a * a), Variant("bad", lambda a: a * a + 1)],
+            reference=lambda x: x * x,
+            bytes_moved=lambda n, s: n,
+        ),
+        replace=True,
+    )
     rc, man = _run(tmp_path, workload="wrong", shape=(50,))
     v = _by_name(man)
     assert rc == 1 and v["bad"]["status"] == "failed" and "relative error" in v["bad"]["error"]
@@ -82,7 +91,9 @@ def test_torch_trace_mode_writes_a_chrome_trace_with_our_labels(tmp_path):
     assert names.count("variant:torch_mean") == 1 and names.count("iter") == 9
 
 
-@pytest.mark.parametrize("text,shape", [("1e8", (10**8,)), ("10000x10000", (10000, 10000)), ("4097", (4097,))])
+@pytest.mark.parametrize(
+    "text,shape", [("1e8", (10**8,)), ("10000x10000", (10000, 10000)), ("4097", (4097,))]
+)
 def test_parse_shape(text, shape):
     assert parse_shape(text) == shape
 
@@ -95,6 +106,7 @@ def test_parse_shape_rejects(text):
 
 # -- the runner's command line: --spec, flag by flag, and no --out -------------------------------
 
+
 def _runner(*args, cwd):
     """`python -m workloads run ARGS` in `cwd` (the checkout on the path: cwd is not it)."""
     import os
@@ -104,8 +116,14 @@ def _runner(*args, cwd):
     from conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "workloads", "run", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "workloads", "run", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def test_without_out_it_is_a_usage_error_and_writes_nothing(tmp_path):
@@ -119,12 +137,30 @@ def test_without_out_it_is_a_usage_error_and_writes_nothing(tmp_path):
 
 
 def test_spec_and_flags_run_the_same(tmp_path):
-    spec = RunSpec("mean", variants=("torch_mean",), shape=(100,), device="cpu", iters=2, warmup=0, mode="profile")
+    spec = RunSpec(
+        "mean", variants=("torch_mean",), shape=(100,), device="cpu", iters=2, warmup=0, mode="profile"
+    )
     (tmp_path / "spec.json").write_text(json.dumps(spec.to_json()))
     res = _runner("--spec", "spec.json", "--out", "a", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    res = _runner("mean", "--variants", "torch_mean", "--size", "100", "--device", "cpu", "--iters", "2", "--warmup",
-                  "0", "--mode", "profile", "--out", "b", cwd=tmp_path)
+    res = _runner(
+        "mean",
+        "--variants",
+        "torch_mean",
+        "--size",
+        "100",
+        "--device",
+        "cpu",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--mode",
+        "profile",
+        "--out",
+        "b",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     a, b = (json.loads((tmp_path / d / "workload.json").read_text()) for d in "ab")
     for key in ("workload", "shape", "dtype", "device", "iters", "warmup", "mode"):
@@ -211,8 +247,10 @@ def test_kernel_clock_keeps_one_reading_per_call_across_batches():
     def launch(kind, ns):  # an API call now, and the GPU work it launched
         c = next(corr)
         t = cu.get_timestamp()
-        cu.queued += [R(kind=K.RUNTIME, start=t, end=t + 1, correlation_id=c),
-                      R(kind=kind, start=10**6 + t, end=10**6 + t + ns, correlation_id=c)]
+        cu.queued += [
+            R(kind=K.RUNTIME, start=t, end=t + 1, correlation_id=c),
+            R(kind=kind, start=10**6 + t, end=10**6 + t + ns, correlation_id=c),
+        ]
 
     call = clock.window(lambda: (launch(K.MEMSET, 5), launch(K.CONCURRENT_KERNEL, 100)))
     got = []
@@ -244,8 +282,10 @@ def test_the_median_is_the_kernel_clocks_where_every_call_has_a_reading():
 
     def launch(ns):
         c, t = next(corr), cu.get_timestamp()
-        cu.queued += [R(kind=K.DRIVER, start=t, end=t + 1, correlation_id=c),
-                      R(kind=K.CONCURRENT_KERNEL, start=10**6 + t, end=10**6 + t + ns, correlation_id=c)]
+        cu.queued += [
+            R(kind=K.DRIVER, start=t, end=t + 1, correlation_id=c),
+            R(kind=K.CONCURRENT_KERNEL, start=10**6 + t, end=10**6 + t + ns, correlation_id=c),
+        ]
 
     entry: dict = {}
     samples = Samples(entry, R(save=lambda: None), cuda=True, clock=clock)
@@ -316,7 +356,10 @@ def test_workload_json_says_where_the_runners_time_went(tmp_path):
     assert list(phases) == ["start", "settle", "describe", "warm_up", "memory", "measure", "total"]
     assert all(s >= 0 for s in phases.values())
     # the phases run back to back from run()'s start: together at most the process's total
-    assert sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "memory", "measure")) <= phases["total"] + 0.01
+    assert (
+        sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "memory", "measure"))
+        <= phases["total"] + 0.01
+    )
     for v in _by_name(man).values():
         assert v["warm_up_s"] >= v["setup_s"] >= 0 and v["measure_s"] >= 0
 
@@ -327,13 +370,26 @@ def test_a_reference_that_raises_fails_the_run_and_says_whose_code_it_was(tmp_pa
     from conftest import run_cli
 
     wfile = tmp_path / "refboom.py"
-    wfile.write_text("from workloads import Variant, Workload\n"
-                     "def ref(x):\n    raise ValueError('ref broke')\n"
-                     "w = Workload('rb', 'x', [Variant('v', lambda a: a * 3)], reference=ref,\n"
-                     "             bytes_moved=lambda n, i: 2 * n * i)\n")
+    wfile.write_text(
+        "from workloads import Variant, Workload\n"
+        "def ref(x):\n    raise ValueError('ref broke')\n"
+        "w = Workload('rb', 'x', [Variant('v', lambda a: a * 3)], reference=ref,\n"
+        "             bytes_moved=lambda n, i: 2 * n * i)\n"
+    )
     out = tmp_path / "run"
-    res = run_cli("time", "rb", "--workload-file", str(wfile), "--device", "cpu", "--iters", "3", "-o", str(out),
-                  env={"GPROF_NO_PROGRESS": "1"})
+    res = run_cli(
+        "time",
+        "rb",
+        "--workload-file",
+        str(wfile),
+        "--device",
+        "cpu",
+        "--iters",
+        "3",
+        "-o",
+        str(out),
+        env={"GPROF_NO_PROGRESS": "1"},
+    )
     assert res.returncode == 1, res.stderr
     assert "workload rb: its reference raised ValueError: ref broke" in res.stderr
     assert "Traceback" not in res.stderr

@@ -3,6 +3,7 @@ scripts/bench_scale.py's builder gives exactly N times every variant's launches 
 same per-iteration numbers, and the frame as frame.parquet, with frame.csv only under
 reports.render.FRAME_CSV_MAX_ROWS rows or when asked (GPROF_FRAME_CSV). The timings at
 3,000,000 kernels are in docs/scale-cpu.md."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -62,8 +63,16 @@ def test_every_figure_scales_by_the_repeat_factor(scaled, h200_run, monkeypatch)
 
     s1, sn = summary(original), summary(scaled)
     assert list(s1["variant"]) == list(sn["variant"])
-    for col in ("ranges", "launches", "gpu_time_total_ns", "launch_cpu_total_ns", "memcpy_count",
-                "memcpy_time_total_ns", "memset_count", "memset_time_total_ns"):
+    for col in (
+        "ranges",
+        "launches",
+        "gpu_time_total_ns",
+        "launch_cpu_total_ns",
+        "memcpy_count",
+        "memcpy_time_total_ns",
+        "memset_count",
+        "memset_time_total_ns",
+    ):
         assert (sn[col].to_numpy() == s1[col].to_numpy() * REPEATS).all(), col
     assert sn.loc["torch_mean", "launches"] == 20 * REPEATS and sn.loc["torch_mean", "gpu_time_total_ns"] > 0
 
@@ -74,14 +83,24 @@ def test_every_figure_scales_by_the_repeat_factor(scaled, h200_run, monkeypatch)
 
     # the same iterations over again: the same per-iteration statistics, REPEATS times the samples
     t1, tn = one.table.set_index("variant"), many.table.set_index("variant")
-    for col in ("time_median_us", "time_iqr_us", "time_min_us", "launches_per_iter", "launch_cpu_us",
-                "gpu_busy_pct", "gpu_idle_us_per_iter", "cpu_median_us"):
+    for col in (
+        "time_median_us",
+        "time_iqr_us",
+        "time_min_us",
+        "launches_per_iter",
+        "launch_cpu_us",
+        "gpu_busy_pct",
+        "gpu_idle_us_per_iter",
+        "cpu_median_us",
+    ):
         assert (tn[col] == t1[col]).all(), col
     assert (tn["samples"] == t1["samples"] * REPEATS).all()
     assert list(tn["kernels"]) == list(t1["kernels"]) and list(tn["host_bound"]) == list(t1["host_bound"])
     k1, kn = one.kernels.set_index(["variant", "kernel"]), many.kernels.set_index(["variant", "kernel"])
     assert (kn["launches"] == k1["launches"] * REPEATS).all()
-    assert (kn["time_us_per_iter"] == k1["time_us_per_iter"]).all() and (kn["share_pct"] == k1["share_pct"]).all()
+    assert (kn["time_us_per_iter"] == k1["time_us_per_iter"]).all() and (
+        kn["share_pct"] == k1["share_pct"]
+    ).all()
 
     # the frame: as Parquet always, as CSV only under the threshold
     assert (many.path / "frame.parquet").is_file() and not (many.path / "frame.csv").exists()
@@ -98,7 +117,9 @@ def test_frame_csv_when_asked_and_never_stale(scaled, monkeypatch):
     csv = pd.read_csv(scaled / "frame.csv")
     assert len(csv) == len(run.frame) and (csv["value"].to_numpy() == run.frame["value"].to_numpy()).all()
     monkeypatch.delenv(render.FRAME_CSV_ENV)
-    load_run(scaled, write=True)  # over the threshold: the earlier frame.csv would disagree with the new frame, and goes
+    load_run(
+        scaled, write=True
+    )  # over the threshold: the earlier frame.csv would disagree with the new frame, and goes
     assert not (scaled / "frame.csv").exists() and (scaled / "frame.parquet").is_file()
     monkeypatch.setenv(render.FRAME_CSV_ENV, "0")
     monkeypatch.setattr(render, "FRAME_CSV_MAX_ROWS", 100_000)
@@ -122,7 +143,9 @@ def test_import_of_the_repeated_export_counts_each_copy(scaled, tmp_path):
     assert _per_variant(run.frame) == _per_variant(rep.frame)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("adbc_driver_sqlite") is None, reason="adbc-driver-sqlite not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("adbc_driver_sqlite") is None, reason="adbc-driver-sqlite not installed"
+)
 @pytest.mark.parametrize("lean", [False, True], ids=["full", "lean"])
 def test_arrow_and_sqlite3_readers_read_the_same_frames(scaled, monkeypatch, lean):
     """The ADBC (Arrow) reader, used when installed, and the sqlite3 text reader
@@ -134,8 +157,14 @@ def test_arrow_and_sqlite3_readers_read_the_same_frames(scaled, monkeypatch, lea
     assert nsys_arrow.driver() is None
     text = ns.read_export(scaled / "report.sqlite", lean=lean)
     for table in ("kernels", "runtime", "nvtx", "memcpy", "memset"):
-        pd.testing.assert_frame_equal(getattr(arrow, table), getattr(text, table), check_exact=True, obj=table)
-    assert len(arrow.kernels) == 96 * REPEATS and arrow.runtime_end == text.runtime_end and arrow.meta == text.meta
+        pd.testing.assert_frame_equal(
+            getattr(arrow, table), getattr(text, table), check_exact=True, obj=table
+        )
+    assert (
+        len(arrow.kernels) == 96 * REPEATS
+        and arrow.runtime_end == text.runtime_end
+        and arrow.meta == text.meta
+    )
 
 
 @pytest.mark.nsys
@@ -160,6 +189,9 @@ def test_the_repeated_export_equals_nvtx_kern_sum(scaled, tmp_path, monkeypatch,
     ex = ns.read_export(scaled / "report.sqlite", lean=True)
     ranges = ns.variant_ranges(ex)
     s = ns.summarize(ns.attribute_kernels(ex, ranges=ranges), ranges)
-    mine = {v: [int(n), int(t)] for v, n, t in zip(s["variant"], s["launches"], s["gpu_time_total_ns"])
-            if isinstance(v, str)}
+    mine = {
+        v: [int(n), int(t)]
+        for v, n, t in zip(s["variant"], s["launches"], s["gpu_time_total_ns"])
+        if isinstance(v, str)
+    }
     assert theirs == mine and mine["triton_lecture"][0] == 40 * REPEATS

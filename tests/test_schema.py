@@ -1,12 +1,13 @@
 """Columns declared once (reports/schema.py, issue 14): a column read from an ncu metric is one
 line there, and the ncu backend then collects the metric and the tables fill it; a column nobody
 declared is shown, not dropped; a backend's merged column comes from the backend."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import run_cli
+
 from orchestrator import backends
 from orchestrator.backends import ncu, ncu_tool
 from orchestrator.parsers import ncu_rep
@@ -39,7 +40,11 @@ def test_the_l2_column_is_filled_from_a_real_h200_report():
     L2 hit rate is the launches' readings weighted by their durations, and the per-kernel row
     holds the same (one kernel)."""
     rep = ncu_tool.load(REP, domain=None, prefix="variant:")
-    wman = {"workload": "square", "iters": 10, "variants": [{"name": "a*a", "label": "a*a", "status": "ok", "bytes_moved": 8e8}]}
+    wman = {
+        "workload": "square",
+        "iters": 10,
+        "variants": [{"name": "a*a", "label": "a*a", "status": "ok", "bytes_moved": 8e8}],
+    }
     frame = ncu.frame_from_ncu_report(rep, wman, run="r")
     m = rep.metrics[rep.metrics["metric"] == L2].sort_values("id")
     d = rep.kernels.sort_values("id")["duration_ns"].to_numpy(dtype=float)
@@ -66,7 +71,11 @@ def test_each_backend_of_all_declares_its_merged_column():
     assert names[:4] == ["time", "torch-trace", "nsys", "ncu"]
     sources = backends.merged_sources(names)
     assert {n: s.column for n, s in sources.items() if n != "proton"} == {
-        "time": "events_us", "torch-trace": "torch_trace_us", "nsys": "nsys_us", "ncu": "ncu_us"}
+        "time": "events_us",
+        "torch-trace": "torch_trace_us",
+        "nsys": "nsys_us",
+        "ncu": "ncu_us",
+    }
     shown = {c for c, _, _ in render.DISPLAY}
     assert {s.column for s in sources.values()} <= shown
     assert backends.backend_class("ncu").needs_gpu and not backends.backend_class("time").needs_gpu
@@ -77,8 +86,14 @@ def test_the_coloured_table_keeps_a_column_nobody_declared():
 
     from reports import term
 
-    t = pd.DataFrame({"variant": ["a", "b"], "status": ["ok", "ok"], "my_metric": [42, 7],
-                      "speedup_vs_baseline": [1.0, 2.0]})
+    t = pd.DataFrame(
+        {
+            "variant": ["a", "b"],
+            "status": ["ok", "ok"],
+            "my_metric": [42, 7],
+            "speedup_vs_baseline": [1.0, 2.0],
+        }
+    )
     import re
 
     coloured = term.to_text_colored(t, "t", [], color=True)

@@ -1,13 +1,14 @@
 """One run spec: the parent settles every option of the runner child once (request.resolve_spec),
 writes it as spec.json into the run folder, and --dry-run prints it; nothing mutates a request."""
+
 import json
 import subprocess
 import sys
 from dataclasses import FrozenInstanceError
 
 import pytest
-
 from conftest import REPO
+
 from orchestrator import backends, envinfo
 from orchestrator.request import Request, resolve_spec
 from workloads.spec import SPEC_FILE, RunSpec
@@ -27,6 +28,7 @@ def _dry_spec(output: str) -> dict:
 
 # -- resolution, in the parent --------------------------------------------------------------------
 
+
 def test_the_default_shape_follows_the_device(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert _spec(workload="square", device="cpu").shape == (1000, 1000)
@@ -35,14 +37,20 @@ def test_the_default_shape_follows_the_device(monkeypatch):
     # auto, settled the cheap way: nvidia-smi, never torch
     monkeypatch.setattr(envinfo, "nvidia_smi", lambda: H200)
     spec = _spec(workload="square")
-    assert (spec.device, spec.shape) == ("cuda", (10000, 10000)) and "nvidia-smi finds NVIDIA H200" in spec.device_reason
+    assert (spec.device, spec.shape) == (
+        "cuda",
+        (10000, 10000),
+    ) and "nvidia-smi finds NVIDIA H200" in spec.device_reason
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     spec = _spec(workload="square")
     assert (spec.device, spec.shape) == ("cpu", (1000, 1000)) and "CUDA_VISIBLE_DEVICES" in spec.device_reason
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     monkeypatch.setattr(envinfo, "nvidia_smi", lambda: None)
     spec = _spec(workload="square")
-    assert (spec.device, spec.shape) == ("cpu", (1000, 1000)) and "nvidia-smi finds no GPU" in spec.device_reason
+    assert (spec.device, spec.shape) == (
+        "cpu",
+        (1000, 1000),
+    ) and "nvidia-smi finds no GPU" in spec.device_reason
 
 
 def test_each_backend_puts_its_own_defaults_in_the_spec():
@@ -56,7 +64,9 @@ def test_each_backend_puts_its_own_defaults_in_the_spec():
 
 
 def test_nothing_mutates_the_request():
-    req = Request(workload="square", backend="ncu", device="cpu", size="1e6", ncu_metrics=["a.sum,b.sum", "c.sum"])
+    req = Request(
+        workload="square", backend="ncu", device="cpu", size="1e6", ncu_metrics=["a.sum,b.sum", "c.sum"]
+    )
     assert req.ncu_metrics == ["a.sum", "b.sum", "c.sum"]  # one list of names from the start
     before = req.to_json()
     assert req.validate() is req and req.to_json() == before
@@ -79,23 +89,28 @@ def test_the_spec_round_trips_through_json():
 
 def test_a_workload_files_default_shape_comes_from_its_listing(tmp_path):
     f = tmp_path / "mine.py"
-    f.write_text("from workloads import Variant, Workload\n"
-                 "W = Workload('triple', 'x*3', [Variant('mul3', lambda a: a * 3)], reference=lambda x: x * 3,\n"
-                 "             bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(777,))\n")
+    f.write_text(
+        "from workloads import Variant, Workload\n"
+        "W = Workload('triple', 'x*3', [Variant('mul3', lambda a: a * 3)], reference=lambda x: x * 3,\n"
+        "             bytes_moved=lambda n, s: 2 * n * s, cpu_default_shape=(777,))\n"
+    )
     spec = _spec(workload="triple", device="cpu", workload_file=str(f))
     assert spec.shape == (777,) and spec.workload_file == str(f.resolve())
 
 
 def test_resolving_imports_no_torch():
-    code = ("import sys\nfrom orchestrator import backends\nfrom orchestrator.request import Request\n"
-            "spec = backends.get('nsys').run_spec(Request(workload='square'))\n"
-            "print(spec.shape, [m for m in ('torch', 'triton') if m in sys.modules])")
+    code = (
+        "import sys\nfrom orchestrator import backends\nfrom orchestrator.request import Request\n"
+        "spec = backends.get('nsys').run_spec(Request(workload='square'))\n"
+        "print(spec.shape, [m for m in ('torch', 'triton') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("[]"), out.stdout
 
 
 # -- --dry-run and the run folder ----------------------------------------------------------------
+
 
 def test_dry_run_prints_the_resolved_spec_and_writes_nothing(cli, tmp_path):
     out = tmp_path / "r"
@@ -124,7 +139,9 @@ def test_the_run_folder_holds_the_spec_the_child_ran(tmp_path):
     assert man["request"]["size"] is None  # as asked, not rewritten
     # the recorded command reproduces the run from spec.json alone
     (out / "workload.json").unlink()
-    again = subprocess.run(man["commands"][0]["argv"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        man["commands"][0]["argv"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "workload.json").read_text())["shape"] == [1000, 1000]
 
@@ -133,7 +150,9 @@ def test_each_point_of_a_sweep_has_its_own_spec(tmp_path):
     from orchestrator import api
 
     out = tmp_path / "sweep"
-    api.sweep("square", "time", ["100", "2e2"], [], device="cpu", iters=2, warmup=0, variants=["mul"], out=out)
+    api.sweep(
+        "square", "time", ["100", "2e2"], [], device="cpu", iters=2, warmup=0, variants=["mul"], out=out
+    )
     for name, shape in (("100-float32", [100]), ("200-float32", [200])):
         spec = json.loads((out / name / SPEC_FILE).read_text())
         assert spec["shape"] == shape and spec["variants"] == ["torch_square", "mul"]

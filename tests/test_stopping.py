@@ -1,5 +1,6 @@
 """The adaptive stopping rule of `time` (workloads/stopping.py), with samples from known
 distributions and a fake clock: no GPU, no torch."""
+
 import math
 import random
 

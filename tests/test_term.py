@@ -2,6 +2,7 @@
 (NO_COLOR, FORCE_COLOR, a TTY), that rich's table shows render.display_rows' cells, which cells
 get which colour, that it keeps to the terminal's width; and the progress display: points done,
 time left, a step's row, nothing off a terminal."""
+
 from __future__ import annotations
 
 import io
@@ -58,14 +59,16 @@ def tty():
 def statuses() -> pd.DataFrame:
     """ok, failed and skipped variants, faster and slower than the baseline; a variant named "ok"
     labelled "failed", so only the status column may be coloured by its text."""
-    return pd.DataFrame({
-        "variant": ["base", "fast", "slow", "ok", "gone"],
-        "label": ["baseline", "fast one", "slow one", "failed", "skipped one"],
-        "status": ["ok", "ok", "ok", "failed", "skipped"],
-        "time_median_us": [100.0, 80.0, 125.0, np.nan, np.nan],
-        "speedup_vs_baseline": [1.0, 1.25, 0.8, np.nan, np.nan],
-        "note": ["", "", "high spread: IQR is 12% of the median", "RuntimeError: boom", "needs triton"],
-    })
+    return pd.DataFrame(
+        {
+            "variant": ["base", "fast", "slow", "ok", "gone"],
+            "label": ["baseline", "fast one", "slow one", "failed", "skipped one"],
+            "status": ["ok", "ok", "ok", "failed", "skipped"],
+            "time_median_us": [100.0, 80.0, 125.0, np.nan, np.nan],
+            "speedup_vs_baseline": [1.0, 1.25, 0.8, np.nan, np.nan],
+            "note": ["", "", "high spread: IQR is 12% of the median", "RuntimeError: boom", "needs triton"],
+        }
+    )
 
 
 # --- when ----------------------------------------------------------------------------------
@@ -127,8 +130,8 @@ def test_the_table_shows_display_rows_cells(h200_run, statuses):
         assert [plain(line) for line in lines[:n_title]] == title.split("\n")
         assert cells(lines[n_title]) == headers
         assert set(plain(lines[n_title + 1])) == {"\u2500"}  # the rule under the header
-        assert [cells(line) for line in lines[n_title + 2:n_title + 2 + len(body)]] == body
-        assert [plain(line) for line in lines[n_title + 2 + len(body):]] == footer
+        assert [cells(line) for line in lines[n_title + 2 : n_title + 2 + len(body)]] == body
+        assert [plain(line) for line in lines[n_title + 2 + len(body) :]] == footer
         assert lines != render.to_text(table, title, footer).split("\n")
 
 
@@ -147,12 +150,21 @@ def test_status_speedup_and_note_cells(statuses):
     assert styled(title) == [(BOLD, "title")]
     assert styled(header) == [(BOLD, h) for h in render.display_rows(statuses)[0]]
     assert "\x1b" not in rule
-    assert (GREEN, "ok") in styled(base) and (GREEN, "1.25x") in styled(fast) and (RED, "0.80x") in styled(slow)
+    assert (
+        (GREEN, "ok") in styled(base) and (GREEN, "1.25x") in styled(fast) and (RED, "0.80x") in styled(slow)
+    )
     assert (GREEN, "ok") not in styled(ok) and (RED, "failed") in styled(ok)
-    assert cells(ok)[:2] == ["ok", "failed"] and ok.startswith("ok ")  # the variant and label named ok / failed stay plain
+    assert cells(ok)[:2] == ["ok", "failed"] and ok.startswith(
+        "ok "
+    )  # the variant and label named ok / failed stay plain
     assert (YELLOW, "skipped") in styled(gone)
-    assert "1.00x" in cells(base) and not [t for _, t in styled(base) if t == "1.00x"]  # within 5% of the baseline: plain
-    assert (DIM, "high spread: IQR is 12% of the median") in styled(slow) and (DIM, "RuntimeError: boom") in styled(ok)
+    assert "1.00x" in cells(base) and not [
+        t for _, t in styled(base) if t == "1.00x"
+    ]  # within 5% of the baseline: plain
+    assert (DIM, "high spread: IQR is 12% of the median") in styled(slow) and (
+        DIM,
+        "RuntimeError: boom",
+    ) in styled(ok)
     assert (DIM, "-") in styled(base)  # an empty note is "-", dim too
     assert styled(warning) == [(YELLOW, "warning: slow: noisy")] and done == "done"
 
@@ -160,10 +172,19 @@ def test_status_speedup_and_note_cells(statuses):
 def test_a_compare_verdict():
     if "verdict" not in {c for c, _, _ in render.DISPLAY}:
         pytest.skip("render.DISPLAY has no verdict column")
-    table = pd.DataFrame({"variant": ["a", "b", "c"], "ratio_b_over_a": [0.8, 1.3, 1.0],
-                          "verdict": ["faster", "slower", "same within spread"]})
+    table = pd.DataFrame(
+        {
+            "variant": ["a", "b", "c"],
+            "ratio_b_over_a": [0.8, 1.3, 1.0],
+            "verdict": ["faster", "slower", "same within spread"],
+        }
+    )
     lines = to_text_colored(table, color=True, width=WIDE).split("\n")
-    assert (GREEN, "faster") in styled(lines[2]) and (RED, "slower") in styled(lines[3]) and "\x1b" not in lines[4]
+    assert (
+        (GREEN, "faster") in styled(lines[2])
+        and (RED, "slower") in styled(lines[3])
+        and "\x1b" not in lines[4]
+    )
     assert [cells(line) for line in lines[2:]] == render.display_rows(table)[1]
 
 
@@ -175,7 +196,10 @@ def test_colour_goes_on_the_text_not_the_padding(statuses):
 
 def test_a_kernel_name_in_brackets_stays_text():
     table = pd.DataFrame({"variant": ["[bold]x[/bold]"], "kernels": ["void k<[red]T[/red]>(float*)"]})
-    assert cells(to_text_colored(table, width=WIDE).split("\n")[2]) == ["[bold]x[/bold]", "void k<[red]T[/red]>(float*)"]
+    assert cells(to_text_colored(table, width=WIDE).split("\n")[2]) == [
+        "[bold]x[/bold]",
+        "void k<[red]T[/red]>(float*)",
+    ]
 
 
 # --- how wide ------------------------------------------------------------------------------
@@ -207,7 +231,9 @@ def test_the_terminal_width_by_default(statuses, monkeypatch):
     monkeypatch.setenv("COLUMNS", "72")
     assert max(len(line) for line in plain(to_text_colored(statuses)).split("\n")) <= 72
     monkeypatch.setenv("COLUMNS", "200")
-    assert max(len(line) for line in plain(to_text_colored(statuses)).split("\n")) < 200  # no wider than it needs
+    assert (
+        max(len(line) for line in plain(to_text_colored(statuses)).split("\n")) < 200
+    )  # no wider than it needs
 
 
 # --- progress ------------------------------------------------------------------------------

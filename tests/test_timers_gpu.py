@@ -1,12 +1,12 @@
 """The `time` timers on a CUDA GPU (the H200): a host side however slow stays out of the
 CUDA-event timing with the blocking timer; a call that waits for the GPU falls back to the
 sleep, said in the note. Skipped without a GPU."""
+
 import json
 import shutil
 import sys
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.gpu
@@ -30,22 +30,49 @@ def test_blocking_timer_keeps_a_2ms_host_side_out(tmp_path):
     21.2 us on the H200), so the flushed medians are held to 6%."""
     for flush, tol in (("--no-flush-l2", 0.03), ("--flush-l2", 0.06)):
         out = tmp_path / flush
-        res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_300us,host_2ms",
-                      "--size", "1e7", "--iters", "200", flush, "-o", str(out))
+        res = run_cli(
+            "time",
+            "slow-host-mean",
+            "--workload-file",
+            SLOW_HOST,
+            "-v",
+            "mean,host_300us,host_2ms",
+            "--size",
+            "1e7",
+            "--iters",
+            "200",
+            flush,
+            "-o",
+            str(out),
+        )
         assert res.returncode == 0, res.stderr
         t = _rows(out)
         base = t["mean"]["time_median_us"]
         assert 5 < base < 100, base
         for v in ("host_300us", "host_2ms"):
             assert abs(t[v]["time_median_us"] / base - 1) < tol, (flush, v, t[v]["time_median_us"], base)
-            assert t[v]["cpu_median_us"] > (250 if v == "host_300us" else 1900)  # the host side is still reported
+            assert t[v]["cpu_median_us"] > (
+                250 if v == "host_300us" else 1900
+            )  # the host side is still reported
         assert json.loads((out / "workload.json").read_text())["hold"] == "blocking"
 
 
 def test_a_call_that_waits_for_the_gpu_times_out_the_spin_and_falls_back_to_sleep(tmp_path):
     out = tmp_path / "s"
-    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "synced",
-                  "--size", "1e7", "--iters", "20", "-o", str(out))
+    res = run_cli(
+        "time",
+        "slow-host-mean",
+        "--workload-file",
+        SLOW_HOST,
+        "-v",
+        "synced",
+        "--size",
+        "1e7",
+        "--iters",
+        "20",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     v = _variants(out)["synced"]
     assert v["status"] == "ok" and v["hold"] == "sleep" and "timed out" in v["hold_note"]
@@ -114,9 +141,30 @@ def test_same_loop_nsys_keeps_every_variant(tmp_path):
     if shutil.which("nsys") is None:
         pytest.skip("nsys not on PATH")
     timed, traced = tmp_path / "time", tmp_path / "exec"
-    res = run_cli("exec", "nsys", "--ranges", "gprof@call:", "-o", str(traced), "--", sys.executable, "-m",
-                  "orchestrator", "time", "square", "--size", "1e7", "-v", "torch_square,mul,pow", "--iters", "100",
-                  "-o", str(timed), env={"GPROF_MARK_CALLS": "1"}, timeout=600)
+    res = run_cli(
+        "exec",
+        "nsys",
+        "--ranges",
+        "gprof@call:",
+        "-o",
+        str(traced),
+        "--",
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "time",
+        "square",
+        "--size",
+        "1e7",
+        "-v",
+        "torch_square,mul,pow",
+        "--iters",
+        "100",
+        "-o",
+        str(timed),
+        env={"GPROF_MARK_CALLS": "1"},
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "nsys reported errors while processing the raw events" not in (traced / "report.md").read_text()
     ev, ns = _rows(timed), _rows(traced)
@@ -133,8 +181,22 @@ def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
     pytest.importorskip("cupti")
     out = tmp_path / "k"
     # sampled until the stop rule is met: several batches, each sample with its reading
-    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms", "--size", "1e7",
-                  "--min-samples", "20", "--max-noise", "0.3", "-o", str(out))
+    res = run_cli(
+        "time",
+        "slow-host-mean",
+        "--workload-file",
+        SLOW_HOST,
+        "-v",
+        "mean,host_2ms",
+        "--size",
+        "1e7",
+        "--min-samples",
+        "20",
+        "--max-noise",
+        "0.3",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((out / "workload.json").read_text())["kernel_clock"] == "cupti"
     v, t = _variants(out), _rows(out)
@@ -147,8 +209,21 @@ def test_kernel_clock_reads_each_calls_own_kernels(tmp_path):
     assert abs(t["host_2ms"]["time_median_us"] / t["mean"]["time_median_us"] - 1) < 0.05
     assert "median: each call's own kernels" in (out / "report.md").read_text()
     off = tmp_path / "off"
-    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean", "--size", "1e7",
-                  "--iters", "30", "--no-kernel-clock", "-o", str(off))
+    res = run_cli(
+        "time",
+        "slow-host-mean",
+        "--workload-file",
+        SLOW_HOST,
+        "-v",
+        "mean",
+        "--size",
+        "1e7",
+        "--iters",
+        "30",
+        "--no-kernel-clock",
+        "-o",
+        str(off),
+    )
     assert res.returncode == 0, res.stderr
     assert "time_clock" not in _variants(off)["mean"] and _rows(off)["mean"].get("events_median_us") is None
     assert 1.0 < _rows(off)["mean"]["time_median_us"] - t["mean"]["time_median_us"] < 8.0
@@ -159,8 +234,19 @@ def test_kernel_clock_reads_graph_replays(tmp_path):
     reads the replays too."""
     pytest.importorskip("cupti")
     out = tmp_path / "g"
-    res = run_cli("time", "square", "--size", "1e6", "-v", "torch_square,mul", "--cuda-graph", "--iters", "50",
-                  "-o", str(out))
+    res = run_cli(
+        "time",
+        "square",
+        "--size",
+        "1e6",
+        "-v",
+        "torch_square,mul",
+        "--cuda-graph",
+        "--iters",
+        "50",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     for name, row in _rows(out).items():
         assert _variants(out)[name]["time_clock"] == "kernel", name
@@ -169,8 +255,21 @@ def test_kernel_clock_reads_graph_replays(tmp_path):
 
 def test_cuda_graph_times_replays_and_skips_what_cannot_be_captured(tmp_path):
     out = tmp_path / "g"
-    res = run_cli("time", "slow-host-mean", "--workload-file", SLOW_HOST, "-v", "mean,host_2ms,synced",
-                  "--size", "1e7", "--iters", "50", "--cuda-graph", "-o", str(out))
+    res = run_cli(
+        "time",
+        "slow-host-mean",
+        "--workload-file",
+        SLOW_HOST,
+        "-v",
+        "mean,host_2ms,synced",
+        "--size",
+        "1e7",
+        "--iters",
+        "50",
+        "--cuda-graph",
+        "-o",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     v = _variants(out)
     assert json.loads((out / "workload.json").read_text())["cuda_graph"] is True
@@ -184,7 +283,10 @@ def test_cuda_graph_times_replays_and_skips_what_cannot_be_captured(tmp_path):
 def test_nvml_clocks_are_recorded_around_every_variant(tmp_path):
     pytest.importorskip("pynvml")
     out = tmp_path / "c"
-    assert run_cli("time", "square", "--size", "1e7", "-v", "mul", "--iters", "50", "-o", str(out)).returncode == 0
+    assert (
+        run_cli("time", "square", "--size", "1e7", "-v", "mul", "--iters", "50", "-o", str(out)).returncode
+        == 0
+    )
     w = json.loads((out / "workload.json").read_text())
     assert w["clocks"]["max_sm_mhz"] > 1000
     for v in w["variants"]:

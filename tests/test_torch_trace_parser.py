@@ -1,4 +1,5 @@
 """The torch.profiler Chrome-trace parser, on a real H200 trace and on real CPU traces."""
+
 import json
 
 import pytest
@@ -17,10 +18,13 @@ def test_h200_trace_groups_by_top_level_operator(fixtures):
     assert len(gpu) == 20  # 15 kernels + 5 memsets
     by = gpu.groupby(["variant", "kernel"], dropna=False)["duration_ns"].agg(["count", "sum"])
     mean = by.loc[("aten::mean", [k for v, k in by.index if v == "aten::mean" and "reduce_kernel" in k][0])]
-    assert mean["count"] == 5 and mean["sum"] == 542593          # 108.5 us a launch: 0.11 ms
+    assert mean["count"] == 5 and mean["sum"] == 542593  # 108.5 us a launch: 0.11 ms
     sq = gpu[gpu["variant"] == "aten::square"]
     assert len(sq) == 5 and sq["duration_ns"].sum() == 926172
-    assert short_kernel_name(sq["kernel"].iloc[0]) == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
+    assert (
+        short_kernel_name(sq["kernel"].iloc[0])
+        == "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
+    )
     memset = gpu[gpu["kind"] == "memset"]
     assert len(memset) == 5 and set(memset["variant"]) == {"aten::mean"}
     # the load_inline kernel is launched from Python, outside every operator
@@ -41,12 +45,15 @@ def test_attribution_uses_the_launch_not_gpu_time(fixtures):
     assert (sq["launch_ns"] > 0).all()
 
 
-@pytest.mark.parametrize("content,reason", [
-    (b"", "not a JSON"),
-    (b'{"traceEvents": [{"ph": "X", "ts"', "not a JSON"),
-    (b'{"foo": 1}', "no 'traceEvents'"),
-    (b"\x00\x01binary", "not a JSON"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        (b"", "not a JSON"),
+        (b'{"traceEvents": [{"ph": "X", "ts"', "not a JSON"),
+        (b'{"foo": 1}', "no 'traceEvents'"),
+        (b"\x00\x01binary", "not a JSON"),
+    ],
+)
 def test_bad_traces_are_parse_errors(tmp_path, content, reason):
     p = tmp_path / "t.json"
     p.write_bytes(content)
@@ -66,10 +73,26 @@ def test_self_cpu_time_subtracts_children(tmp_path):
         {"ph": "X", "cat": "user_annotation", "name": "iter", "pid": 1, "tid": 1, "ts": 1, "dur": 50},
         {"ph": "X", "cat": "cpu_op", "name": "aten::a", "pid": 1, "tid": 1, "ts": 2, "dur": 40},
         {"ph": "X", "cat": "cpu_op", "name": "aten::b", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
-         "args": {"correlation": 7}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 9, "ts": 300, "dur": 3.5,
-         "args": {"correlation": 7}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 5,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 9,
+            "ts": 300,
+            "dur": 3.5,
+            "args": {"correlation": 7},
+        },
     ]
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": ev}))

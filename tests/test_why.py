@@ -1,5 +1,6 @@
 """The "why" (reports/why.py) on the committed H200 runs: ncu's findings, excess DRAM traffic,
 GPU idle gaps and host-bound variants, and the one-line explanation, asserted on real numbers."""
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,10 @@ def test_lecture_triton_mean_explanation_names_dram_and_launch_shape(h200_run):
     assert why.startswith("0.05x of torch.mean: ")
     assert f"{_row(run, 'triton_lecture')['dram_pct_of_peak']:.1f}% DRAM peak" in why
     assert "grid of 10000 blocks x 4 warps" in why and "one block per row (10000 rows of 10000)" in why
-    assert "ncu: Tail Effect (LaunchStats/LaunchConfiguration, est. 20% faster) on lecture_row_mean_kernel" in why
+    assert (
+        "ncu: Tail Effect (LaunchStats/LaunchConfiguration, est. 20% faster) on lecture_row_mean_kernel"
+        in why
+    )
     assert "1 more kernel(s)/iter than the fewest" in why
     # the fast kernel's line is built from its own numbers, not the lecture's
     fast = _row(run, "triton_fast")["why"]
@@ -74,7 +78,9 @@ def test_nsys_triton_mean_flags_the_host_bound_variant(h200_run):
     # torch.mean's idle is a few startup gaps, then 1-2 us between kernels
     assert mean["host_bound"] == "" and mean["gpu_idle_us_per_iter"] == pytest.approx(7.59, abs=0.05)
     assert lec["host_bound"] == "" and lec["gpu_idle_us_per_iter"] == pytest.approx(2.60, abs=0.05)
-    assert "host-bound: the GPU idles 50.4 us/iter between launches against 89.4 us of GPU work" in fast["why"]
+    assert (
+        "host-bound: the GPU idles 50.4 us/iter between launches against 89.4 us of GPU work" in fast["why"]
+    )
     assert run.findings.empty
 
 
@@ -89,7 +95,9 @@ def test_json_and_html_hold_every_finding(h200_run):
     run = load_run(path, write=True)
     doc = json.loads((path / "report.json").read_text())
     assert len(doc["meta"]["findings"]) == len(run.findings) >= 6
-    assert {v["variant"]: v["why"] for v in doc["variants"]}["cuda_lecture"].startswith("0.54x of torch.square")
+    assert {v["variant"]: v["why"] for v in doc["variants"]}["cuda_lecture"].startswith(
+        "0.54x of torch.square"
+    )
     page = (path / "report.html").read_text()
     assert 'id="findings"' in page and "Latency Issue" in page
     assert page.count('class="finding-variant"') == 3
@@ -102,9 +110,15 @@ def test_warp_state_findings_name_the_lecture_means_stall(h200_run):
     explains it (one scalar loop per row waits on its loads), not a note about the collection."""
     run = load_run(h200_run("ncu-triton-mean-why"))
     top = run.findings[run.findings["variant"] == "triton_lecture"].iloc[0]
-    assert (top["section"], top["rule"], top["title"]) == ("WarpStateStats", "CPIStall", "Long Scoreboard Stalls")
+    assert (top["section"], top["rule"], top["title"]) == (
+        "WarpStateStats",
+        "CPIStall",
+        "Long Scoreboard Stalls",
+    )
     assert top["kernel"] == "lecture_row_mean_kernel"
     assert top["estimated_speedup_pct"] == pytest.approx(74.94, abs=0.01)
     assert "scoreboard dependency on a L1TEX" in top["message"]
     why = _row(run, "triton_lecture")["why"]
-    assert "3.8% DRAM peak" in why and "Long Scoreboard Stalls (WarpStateStats/CPIStall, est. 75% faster)" in why
+    assert (
+        "3.8% DRAM peak" in why and "Long Scoreboard Stalls (WarpStateStats/CPIStall, est. 75% faster)" in why
+    )

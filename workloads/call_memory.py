@@ -7,6 +7,7 @@ On CUDA the figures are the caching allocator's own counters (torch.cuda.memory_
 PyTorch's allocator hands out, not what the driver holds, and nothing of other processes. On
 the CPU they are torch.profiler's `[memory]` records (profile_memory=True) of that call.
 """
+
 from __future__ import annotations
 
 import time
@@ -88,8 +89,11 @@ def cpu_call(fn, x) -> dict[str, Any]:
     # without the second Kineto takes to start once in a process (1.1 s of the CPU `time square`)
     with profile(use_kineto=False, profile_memory=True) as prof:
         out = fn(x)
-    records = sorted((e.start_ns(), e.nbytes()) for e in prof.kineto_results.events()
-                     if e.name() == "[memory]" and e.nbytes())
+    records = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.kineto_results.events()
+        if e.name() == "[memory]" and e.nbytes()
+    )
     running = peak = allocated = allocations = 0
     for _, n in records:
         running += n
@@ -97,5 +101,10 @@ def cpu_call(fn, x) -> dict[str, Any]:
         if n > 0:
             allocated += n
             allocations += 1
-    return {"source": "torch.profiler", "peak_bytes": peak, "allocated_bytes": allocated,
-            "allocations": allocations, "result_bytes": result_bytes(out)}
+    return {
+        "source": "torch.profiler",
+        "peak_bytes": peak,
+        "allocated_bytes": allocated,
+        "allocations": allocations,
+        "result_bytes": result_bytes(out),
+    }

@@ -2,6 +2,7 @@
 process every backend launches, the spec resolved by the parent), the same flag by flag
 (`run WORKLOAD --size ... --out DIR`, settled here), and `python -m workloads list` (how the
 orchestrator reads a --workload-file without importing it)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,20 +15,36 @@ from typing import Any
 from workloads import registry, runner, timers, umask
 from workloads.errors import GprofError, RunnerUsageError, WorkloadCodeError
 from workloads.manifest import mark
-from workloads.runner import EXIT_CRASHED, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_OK, EXIT_USAGE, MODES, RunSpec
+from workloads.runner import (
+    EXIT_CRASHED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_SAVED,
+    EXIT_OK,
+    EXIT_USAGE,
+    MODES,
+    RunSpec,
+)
 from workloads.shapes import parse_shape
 from workloads.stopping import StopRule
 
 # the flags that make the stop rule (their dest is the StopRule field)
 STOP_FLAGS = ("max_noise_pct", "min_samples", "min_time_s", "max_time_s")
 # the flags whose dest is not their name
-FLAG_NAMES = {"max_noise_pct": "--max-noise", "min_time_s": "--min-time", "max_time_s": "--max-time",
-              "flush_l2": "--no-flush-l2", "workload": "WORKLOAD"}
+FLAG_NAMES = {
+    "max_noise_pct": "--max-noise",
+    "min_time_s": "--min-time",
+    "max_time_s": "--max-time",
+    "flush_l2": "--no-flush-l2",
+    "workload": "WORKLOAD",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads", description=runner.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m workloads",
+        description=runner.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True)
     # a flag left out is absent, and the RunSpec's own default applies (declared there only)
     r = sub.add_parser("run", help="run one workload's variants", argument_default=argparse.SUPPRESS)
@@ -35,24 +52,35 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--spec", help="a spec.json (workloads/spec.py): every option of the run, resolved")
     r.add_argument("--out", help="folder for workload.json (and trace.json); required")
     r.add_argument("--variants", help="comma-separated variant names (default: all)")
-    r.add_argument("--size", help="elements (1e8) or a shape (10000x10000); default: the workload's for the device")
+    r.add_argument(
+        "--size", help="elements (1e8) or a shape (10000x10000); default: the workload's for the device"
+    )
     r.add_argument("--dtype", choices=registry.DTYPES)
     r.add_argument("--device", choices=("auto", "cuda", "cpu"))
-    r.add_argument("--iters", type=int, help="samples per variant; time mode without it: until --max-noise is met "
-                                             "(profile modes: 100)")
+    r.add_argument(
+        "--iters",
+        type=int,
+        help="samples per variant; time mode without it: until --max-noise is met (profile modes: 100)",
+    )
     r.add_argument("--warmup", type=int)
     r.add_argument("--seed", type=int)
     r.add_argument("--mode", choices=MODES)
     r.add_argument("--no-flush-l2", dest="flush_l2", action="store_false")
-    r.add_argument("--timer", choices=timers.TIMERS,
-                   help="time mode on a GPU: what holds the stream while the host queues the call")
+    r.add_argument(
+        "--timer",
+        choices=timers.TIMERS,
+        help="time mode on a GPU: what holds the stream while the host queues the call",
+    )
     r.add_argument("--cuda-graph", action="store_true", help="time mode on a GPU: time CUDA-graph replays")
     r.add_argument("--max-noise", dest="max_noise_pct", type=float, help="percent (time mode)")
     r.add_argument("--min-samples", type=int)
     r.add_argument("--min-time", dest="min_time_s", type=float, help="seconds per variant")
     r.add_argument("--max-time", dest="max_time_s", type=float, help="seconds per variant")
-    r.add_argument("--gpu-sleep-us", type=float,
-                   help="time mode on a GPU: sleep the GPU this long before each timed call (0: no sleep)")
+    r.add_argument(
+        "--gpu-sleep-us",
+        type=float,
+        help="time mode on a GPU: sleep the GPU this long before each timed call (0: no sleep)",
+    )
     r.add_argument("--workload-file")
     r.add_argument("--triton-interpret", action="store_true")
     r.add_argument("--fail-variant", help=argparse.SUPPRESS)
@@ -74,7 +102,9 @@ def run_spec(given: dict[str, Any]) -> RunSpec:
         path = Path(given.pop("spec"))
         if given:
             flags = ", ".join(FLAG_NAMES.get(k, "--" + k.replace("_", "-")) for k in sorted(given))
-            raise RunnerUsageError(f"--spec holds every option of the run: give only --out with it, not {flags}")
+            raise RunnerUsageError(
+                f"--spec holds every option of the run: give only --out with it, not {flags}"
+            )
         try:
             return RunSpec.from_json(json.loads(path.read_text()), out=out)
         except OSError as exc:
@@ -140,7 +170,9 @@ def _run(args: argparse.Namespace) -> int:
         _say(f"gprof-orch runner: {exc}")
         return EXIT_USAGE
     except OSError as exc:  # the output folder: full, read-only, gone
-        _say(f"gprof-orch runner: could not save the samples: cannot write {exc.filename or out}: {exc.strerror}")
+        _say(
+            f"gprof-orch runner: could not save the samples: cannot write {exc.filename or out}: {exc.strerror}"
+        )
         return EXIT_NOT_SAVED
     except Exception as exc:
         if isinstance(exc, GprofError):
@@ -149,7 +181,9 @@ def _run(args: argparse.Namespace) -> int:
         if out is not None:
             mark(out, "failed", f"{type(exc).__name__}: {exc}")
         # the workload's own code raised: its traceback alone, ending in the user's file
-        traceback.print_exception(exc.__cause__ if isinstance(exc, WorkloadCodeError) and exc.__cause__ else exc)
+        traceback.print_exception(
+            exc.__cause__ if isinstance(exc, WorkloadCodeError) and exc.__cause__ else exc
+        )
         print(f"gprof-orch runner: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_CRASHED
 

@@ -5,6 +5,7 @@ nvidia-ml-py (the `gpu` extra; the H200 image has it) is optional: without it, o
 driver, nothing is read and the run says so once. Clocks are never locked here (that needs root
 and changes a shared machine); `gprof-orch doctor` says how to lock them.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,12 @@ SLOWDOWNS = {
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
 }
-OTHER_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x10: "sync_boost",
-                 0x100: "display_clock_setting"}
+OTHER_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x10: "sync_boost",
+    0x100: "display_clock_setting",
+}
 # below this fraction of the SM clock at the variant's start, its samples were taken slower
 CLOCK_DROP = 0.90
 READ_EVERY_S = 0.25  # during a long variant
@@ -53,16 +58,21 @@ class ClockWatch:
 
     def read(self) -> dict[str, Any]:
         nv, h = self._nv, self.handle
-        get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        get_reasons = (
+            getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         mask = int(get_reasons(h))
         self._last = time.monotonic()
-        return {"t": round(time.time(), 3),
-                "sm_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-                "mem_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
-                "temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
-                "power_w": round(nv.nvmlDeviceGetPowerUsage(h) / 1000, 1),
-                "reasons": reason_names(mask), "reasons_mask": mask}
+        return {
+            "t": round(time.time(), 3),
+            "sm_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            "mem_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+            "temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+            "power_w": round(nv.nvmlDeviceGetPowerUsage(h) / 1000, 1),
+            "reasons": reason_names(mask),
+            "reasons_mask": mask,
+        }
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= READ_EVERY_S
@@ -72,10 +82,12 @@ class ClockWatch:
         whether they were raised or lowered from the default (a `nvidia-smi -ac` setting)."""
         nv, h = self._nv, self.handle
         out: dict[str, Any] = {}
-        for key, fn in (("max_sm_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
-                        ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
-                        ("app_sm_mhz", lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM)),
-                        ("default_app_sm_mhz", lambda: nv.nvmlDeviceGetDefaultApplicationsClock(h, nv.NVML_CLOCK_SM))):
+        for key, fn in (
+            ("max_sm_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+            ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+            ("app_sm_mhz", lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM)),
+            ("default_app_sm_mhz", lambda: nv.nvmlDeviceGetDefaultApplicationsClock(h, nv.NVML_CLOCK_SM)),
+        ):
             try:
                 out[key] = fn()
             except Exception:  # not supported on this GPU or driver

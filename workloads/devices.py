@@ -5,6 +5,7 @@ from its CUDA properties, when torch exposes them. The source is always reported
 number, since a datasheet peak is above what a copy kernel reaches (the H200 measured 4.0 to
 4.3 TB/s on a device-to-device copy against 4.8 TB/s on paper, see docs/).
 """
+
 from __future__ import annotations
 
 # substring of torch.cuda.get_device_name() -> (bytes/s, source)

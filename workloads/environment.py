@@ -1,5 +1,6 @@
 """What the runner process runs on: the device and library versions it records, whether a
 variant's needs are met here, whether a size fits in memory, and waiting for the device."""
+
 from __future__ import annotations
 
 import os
@@ -57,9 +58,11 @@ def describe_device(device: str, measure_roof: bool = False) -> dict[str, Any]:
 
             info["memory_roof"], info["memory_roof_source"] = memory_roof.attainable(torch, idx)
     else:
-        info.update(device_name=platform.processor() or platform.machine(),
-                    peak_bandwidth_bytes_per_s=None,
-                    peak_bandwidth_source="no peak for a CPU run")
+        info.update(
+            device_name=platform.processor() or platform.machine(),
+            peak_bandwidth_bytes_per_s=None,
+            peak_bandwidth_source="no peak for a CPU run",
+        )
     return info
 
 
@@ -72,8 +75,11 @@ def probe_needs(needs: frozenset[str], device: str, triton_interpret: bool) -> s
 
     for need in sorted(needs):
         if need == "cuda" and device != "cuda":
-            return "needs CUDA; this run is on the CPU" if not torch.cuda.is_available() \
+            return (
+                "needs CUDA; this run is on the CPU"
+                if not torch.cuda.is_available()
                 else "needs CUDA; this run is on the CPU (--device cpu)"
+            )
         if need == "triton":
             if importlib.util.find_spec("triton") is None:
                 return "needs triton (pip install triton)"
@@ -105,7 +111,8 @@ def check_memory(spec: RunSpec, workload: registry.Workload, numel: int, itemsiz
         shape = "x".join(map(_count, spec.shape or ()))
         raise RunnerUsageError(
             f"size {shape} ({_count(numel, ',')} elements of {spec.dtype}) needs about {gib(need)}; {where}. "
-            f"Choose a smaller --size.")
+            f"Choose a smaller --size."
+        )
 
 
 def gib(nbytes: float) -> str:

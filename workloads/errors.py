@@ -4,13 +4,14 @@ They live here, not in orchestrator.errors, so that workloads/ imports nothing f
 orchestrator/ (the runner process is importable alone); orchestrator.errors builds the rest of
 the tree on these same classes, so the CLI shows them as it shows its own.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 # the exit codes of these classes (the README's table, orchestrator.errors, has every code)
-EXIT_RUN_FAILED = 1        # a variant raised, a tool exited non-zero, a check failed
-EXIT_USAGE = 2             # bad input: unknown name, bad size, unwritable folder, ...
+EXIT_RUN_FAILED = 1  # a variant raised, a tool exited non-zero, a check failed
+EXIT_USAGE = 2  # bad input: unknown name, bad size, unwritable folder, ...
 
 
 class GprofError(Exception):

@@ -24,6 +24,7 @@ for, where it cannot be exact: under nsys or ncu (they hold CUPTI; GPROF_MARK_CA
 environment), without cupti-python (`gprof-orch doctor` names the version for this CUDA), or
 when CUPTI refuses. The manifest's `kernel_clock` says which.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -69,6 +70,7 @@ class KernelClock:
             t0 = now()
             call()
             windows.append((t0, now()))
+
         return windowed
 
     def take(self) -> list[float | None]:
@@ -112,12 +114,15 @@ def open_clock() -> tuple[KernelClock | None, str]:
     """(clock, "cupti") or (None, why it is off)."""
     held = [k for k in (MARK_CALLS_ENV, *PROFILER_ENVS) if os.environ.get(k)]
     if held:
-        return None, f"a profiler holds CUPTI in this process ({held[0]} is set): nsys or ncu times the kernels"
+        return (
+            None,
+            f"a profiler holds CUPTI in this process ({held[0]} is set): nsys or ncu times the kernels",
+        )
     try:
         from cupti import cupti
     except ImportError as exc:
         return None, f"no cupti-python ({exc}): `gprof-orch doctor` names the one for this CUDA"
     try:
         return KernelClock(cupti), "cupti"
-    except Exception as exc:  # noqa: BLE001 - CUPTI refused (another subscriber, an old driver): say so
+    except Exception as exc:
         return None, f"CUPTI refused the activity records: {type(exc).__name__}: {exc}"

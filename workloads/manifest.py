@@ -1,5 +1,6 @@
 """workload.json: what the runner ran, skipped and failed, and the samples it took, rewritten
 after every change so that a crash keeps the rest; and the marks a stopped run leaves in it."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,11 @@ def measuring(entry: dict, man: Manifest) -> None:
 
 
 def record_failure(entry: dict, exc: BaseException) -> None:
-    entry.update(status="failed", error=f"{type(exc).__name__}: {exc}",
-                 traceback="".join(traceback.format_exception(exc)))
+    entry.update(
+        status="failed",
+        error=f"{type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
 
 
 def mark(out: Path, status: str, error: str | None = None) -> None:

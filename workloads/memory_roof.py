@@ -13,6 +13,7 @@ Measured once per GPU (by UUID), torch and CUDA version, and kept in
 the first time and reads a file after. Run outside any profiled range, so that ncu (which profiles
 only the variants' NVTX ranges) does not replay it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,10 @@ from typing import Any
 PROBE_BYTES = 256 << 20  # per buffer: 4x the H200's 60 MiB L2, 2 buffers for the copy
 REPS = 10
 SLEEP_CYCLES = 200_000  # the GPU sleep before each call: its launch lands inside it
-METHOD = (f"the faster of a device-to-device copy and a read-only torch.sum over {PROBE_BYTES >> 20} MiB "
-          f"float32 buffers, median of {REPS} calls by CUDA events")
+METHOD = (
+    f"the faster of a device-to-device copy and a read-only torch.sum over {PROBE_BYTES >> 20} MiB "
+    f"float32 buffers, median of {REPS} calls by CUDA events"
+)
 
 
 def cache_file() -> Path:
@@ -53,7 +56,6 @@ def measure(torch, index: int) -> dict[str, Any]:
                 b.synchronize()
                 times.append(a.elapsed_time(b) / 1e3)  # s
             out[f"{name}_bytes_per_s"] = nbytes / statistics.median(times)
-    del x, y
     best = max(kernels, key=lambda k: out[f"{k}_bytes_per_s"])
     out.update(bytes_per_s=out[f"{best}_bytes_per_s"], kernel=best, method=METHOD)
     return out
@@ -75,7 +77,7 @@ def attainable(torch, index: int) -> tuple[dict[str, Any] | None, str]:
         if isinstance(cache, dict) and isinstance(cache.get(key), dict):
             return cache[key], f"measured earlier ({path})"
         got = measure(torch, index)
-    except Exception as exc:  # noqa: BLE001 - a run never fails for its roof
+    except Exception as exc:
         return None, f"the memory roof was not measured ({type(exc).__name__}: {exc})"
     try:
         cache = cache if isinstance(cache, dict) else {}

@@ -4,6 +4,7 @@ domain `gprof`, through the nvtx package (or torch.cuda.nvtx, in the default dom
 NVTX_DOMAIN and RANGE_PREFIX are declared here once: the child writes them, and the parent (its
 backends, doctor, and the readers in orchestrator/parsers, which look for them by default)
 imports them from here. This module imports nothing at load time (nvtx and torch only in Ranges)."""
+
 from __future__ import annotations
 
 NVTX_DOMAIN = "gprof"

@@ -1,6 +1,7 @@
 """The `profile` and `torch-trace` modes of the runner: each variant's measured iterations run
 plainly inside its NVTX range and record_function, for an outside profiler (nsys, ncu) to
 observe, or under torch.profiler, whose Chrome trace is written beside workload.json."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,11 @@ def run_torch_trace(spec, variants, x, entries, ranges, man) -> None:
 
     # step 0 is the profiler's own warm-up (CUPTI set-up costs land there, unrecorded);
     # step 1 records the measured blocks
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
-                 on_trace_ready=on_ready) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
+        on_trace_ready=on_ready,
+    ) as prof:
         for v in variants:
             v.fn(x)
         sync(spec.device)

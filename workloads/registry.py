@@ -4,14 +4,16 @@ Nothing here imports torch at module level: `gprof-orch list` and `--help` stay 
 orchestrator process (which only launches and parses) never loads torch. The callables import
 torch when they are first called, in the runner process.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from workloads.errors import UnknownNameError, UsageError
 
@@ -55,7 +57,7 @@ class Variant:
     # run once before warm-up, outside every measured range (e.g. build an extension)
     setup: Callable[[], Any] | None = None
     dtypes: tuple[str, ...] | None = None  # None: every dtype of the workload
-    tolerance: float | None = None         # overrides the workload's, for this variant
+    tolerance: float | None = None  # overrides the workload's, for this variant
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
@@ -148,7 +150,9 @@ _REGISTRY: dict[str, Workload] = {}
 
 def register(workload: Workload, *, replace: bool = False) -> Workload:
     if workload.name in _REGISTRY and not replace:
-        raise ValueError(f"workload {workload.name!r} is already registered ({_REGISTRY[workload.name].source})")
+        raise ValueError(
+            f"workload {workload.name!r} is already registered ({_REGISTRY[workload.name].source})"
+        )
     _REGISTRY[workload.name] = workload
     return workload
 
@@ -179,13 +183,24 @@ def builtin_dtypes() -> list[str]:
 def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]]:
     """Plain data for `list --json` and for checking a request in a process that must not import
     a user's workload file (the orchestrator asks `python -m workloads list --json` instead)."""
-    return [{"workload": w.name, "description": w.description, "baseline": w.baseline,
-             "dtypes": list(w.dtypes), "source": w.source, "replaces_builtin": w.replaces_builtin,
-             # the shape a run without --size takes, by device (the parent settles it: workloads/spec.py)
-             "default_shape": list(w.default_shape), "cpu_default_shape": list(w.cpu_default_shape),
-             "variants": [{"name": v.name, "label": v.label, "needs": sorted(v.needs),
-                           "description": v.description} for v in w.variants]}
-            for w in (all_workloads().values() if workloads is None else workloads)]
+    return [
+        {
+            "workload": w.name,
+            "description": w.description,
+            "baseline": w.baseline,
+            "dtypes": list(w.dtypes),
+            "source": w.source,
+            "replaces_builtin": w.replaces_builtin,
+            # the shape a run without --size takes, by device (the parent settles it: workloads/spec.py)
+            "default_shape": list(w.default_shape),
+            "cpu_default_shape": list(w.cpu_default_shape),
+            "variants": [
+                {"name": v.name, "label": v.label, "needs": sorted(v.needs), "description": v.description}
+                for v in w.variants
+            ],
+        }
+        for w in (all_workloads().values() if workloads is None else workloads)
+    ]
 
 
 def load_file(path: str | Path) -> list[Workload]:
@@ -217,6 +232,8 @@ def load_file(path: str | Path) -> list[Workload]:
     for w in found:
         w.source = str(path)
         prior = _REGISTRY.get(w.name)
-        w.replaces_builtin = prior is not None and prior is not w and (prior.source == "built-in" or prior.replaces_builtin)
+        w.replaces_builtin = (
+            prior is not None and prior is not w and (prior.source == "built-in" or prior.replaces_builtin)
+        )
         register(w, replace=True)
     return found

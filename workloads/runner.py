@@ -13,6 +13,7 @@ Modes:
   profile      plain iterations for an outside profiler (nsys, ncu) to observe.
   torch-trace  the same, under torch.profiler; the Chrome trace is written beside the manifest.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,17 @@ from workloads.spec import MODES, RunSpec, resolve
 from workloads.timed import run_timed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-__all__ = ["EXIT_CRASHED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_NOT_SAVED", "EXIT_OK", "EXIT_USAGE", "MODES",
-           "RunSpec", "run"]
+__all__ = [
+    "EXIT_CRASHED",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_SAVED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "MODES",
+    "RunSpec",
+    "run",
+]
 
 
 def run(spec: RunSpec) -> int:
@@ -126,8 +136,9 @@ def _load(spec: RunSpec) -> tuple[registry.Workload, list[registry.Variant]]:
     workload = registry.get(spec.workload)
     chosen = workload.select(spec.variants)
     if spec.dtype not in workload.dtypes:
-        raise RunnerUsageError(f"workload {workload.name} supports dtypes {', '.join(workload.dtypes)}, "
-                               f"not {spec.dtype}")
+        raise RunnerUsageError(
+            f"workload {workload.name} supports dtypes {', '.join(workload.dtypes)}, not {spec.dtype}"
+        )
     return workload, chosen
 
 
@@ -137,13 +148,17 @@ def _settle(spec: RunSpec, workload: registry.Workload) -> RunSpec:
     import torch
 
     def auto() -> tuple[str, str]:
-        return ("cuda", "auto: torch sees a CUDA device") if torch.cuda.is_available() \
+        return (
+            ("cuda", "auto: torch sees a CUDA device")
+            if torch.cuda.is_available()
             else ("cpu", "auto: torch sees no CUDA device")
+        )
 
     spec = resolve(spec, registry.describe([workload])[0], auto)
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise RunnerUsageError(f"no CUDA device is visible to torch (device cuda: {spec.device_reason}); "
-                               "run with --device cpu")
+        raise RunnerUsageError(
+            f"no CUDA device is visible to torch (device cuda: {spec.device_reason}); run with --device cpu"
+        )
     return spec
 
 
@@ -160,50 +175,69 @@ def _place(spec: RunSpec, workload: registry.Workload) -> tuple[int, int]:
     return numel, itemsize
 
 
-def _start_manifest(spec: RunSpec, workload: registry.Workload, chosen: list[registry.Variant], numel: int,
-                    itemsize: int, ranges: Ranges) -> Manifest:
+def _start_manifest(
+    spec: RunSpec,
+    workload: registry.Workload,
+    chosen: list[registry.Variant],
+    numel: int,
+    itemsize: int,
+    ranges: Ranges,
+) -> Manifest:
     """workload.json as the run starts: what it is asked, where it runs, every variant pending."""
     shape = spec.shape or ()
     env = describe_device(spec.device, measure_roof=spec.measure_roof)
     env["triton_interpret"] = _interpreting(spec)
-    return Manifest(spec.out / MANIFEST, {
-        "schema_version": SCHEMA_VERSION,
-        "workload": workload.name,
-        "workload_source": workload.source,
-        "replaces_builtin": workload.replaces_builtin,
-        "description": workload.description,
-        "baseline": workload.baseline,
-        "mode": spec.mode,
-        "shape": list(shape),
-        "numel": numel,
-        "dtype": spec.dtype,
-        "itemsize": itemsize,
-        "device": spec.device,
-        "device_reason": spec.device_reason,
-        "iters": spec.iters,
-        "warmup": spec.warmup,
-        "seed": spec.seed,
-        "flush_l2": spec.flush_l2 and spec.device == "cuda" and spec.mode == "time",
-        "gpu_sleep_us": spec.gpu_sleep_us if spec.device == "cuda" and spec.mode == "time" else 0,
-        "timer": ("cuda-event" if spec.device == "cuda" else "perf_counter") if spec.mode == "time" else None,
-        # what keeps the host's side out of the events (workloads/timers.py)
-        "hold": (spec.timer if spec.device == "cuda" else None) if spec.mode == "time" else None,
-        "stop_rule": spec.stop.to_json() if spec.mode == "time" else None,
-        "cuda_graph": bool(spec.cuda_graph and spec.device == "cuda" and spec.mode == "time"),
-        "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
-        "env": env,
-        "status": "running",
-        # the process to tell when the run is interrupted under a profiler (see orchestrator.proc)
-        "pid": os.getpid(),
-        "variants": [
-            {"name": v.name, "label": v.label, "description": v.description, "needs": sorted(v.needs),
-             "bytes_moved": workload.bytes_moved(numel, itemsize), "status": "pending"}
-            for v in chosen
-        ],
-    })
+    return Manifest(
+        spec.out / MANIFEST,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "workload": workload.name,
+            "workload_source": workload.source,
+            "replaces_builtin": workload.replaces_builtin,
+            "description": workload.description,
+            "baseline": workload.baseline,
+            "mode": spec.mode,
+            "shape": list(shape),
+            "numel": numel,
+            "dtype": spec.dtype,
+            "itemsize": itemsize,
+            "device": spec.device,
+            "device_reason": spec.device_reason,
+            "iters": spec.iters,
+            "warmup": spec.warmup,
+            "seed": spec.seed,
+            "flush_l2": spec.flush_l2 and spec.device == "cuda" and spec.mode == "time",
+            "gpu_sleep_us": spec.gpu_sleep_us if spec.device == "cuda" and spec.mode == "time" else 0,
+            "timer": ("cuda-event" if spec.device == "cuda" else "perf_counter")
+            if spec.mode == "time"
+            else None,
+            # what keeps the host's side out of the events (workloads/timers.py)
+            "hold": (spec.timer if spec.device == "cuda" else None) if spec.mode == "time" else None,
+            "stop_rule": spec.stop.to_json() if spec.mode == "time" else None,
+            "cuda_graph": bool(spec.cuda_graph and spec.device == "cuda" and spec.mode == "time"),
+            "nvtx": {"api": ranges.api, "domain": ranges.domain, "prefix": RANGE_PREFIX},
+            "env": env,
+            "status": "running",
+            # the process to tell when the run is interrupted under a profiler (see orchestrator.proc)
+            "pid": os.getpid(),
+            "variants": [
+                {
+                    "name": v.name,
+                    "label": v.label,
+                    "description": v.description,
+                    "needs": sorted(v.needs),
+                    "bytes_moved": workload.bytes_moved(numel, itemsize),
+                    "status": "pending",
+                }
+                for v in chosen
+            ],
+        },
+    )
 
 
-def _runnable(spec: RunSpec, chosen: list[registry.Variant], entries: dict[str, dict]) -> list[registry.Variant]:
+def _runnable(
+    spec: RunSpec, chosen: list[registry.Variant], entries: dict[str, dict]
+) -> list[registry.Variant]:
     """The variants that can run here; the others are marked skipped, with the reason."""
     interpret = _interpreting(spec)
     runnable = []
@@ -218,8 +252,13 @@ def _runnable(spec: RunSpec, chosen: list[registry.Variant], entries: dict[str, 
     return runnable
 
 
-def _warm_up(spec: RunSpec, workload: registry.Workload, runnable: list[registry.Variant],
-             entries: dict[str, dict], man: Manifest) -> tuple[list[registry.Variant], Any]:
+def _warm_up(
+    spec: RunSpec,
+    workload: registry.Workload,
+    runnable: list[registry.Variant],
+    entries: dict[str, dict],
+    man: Manifest,
+) -> tuple[list[registry.Variant], Any]:
     """Make the input, then set up, warm up and check every variant against the float64
     reference before anything is measured; (the variants ready, the input)."""
     import torch
@@ -227,11 +266,15 @@ def _warm_up(spec: RunSpec, workload: registry.Workload, runnable: list[registry
     try:
         x = workload.make_input(spec.shape, spec.dtype, spec.device, spec.seed)
     except Exception as exc:
-        raise WorkloadCodeError(f"workload {workload.name}: its make_input raised {type(exc).__name__}: {exc}") from exc
+        raise WorkloadCodeError(
+            f"workload {workload.name}: its make_input raised {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         ref = workload.reference(x.to(torch.float64))
     except Exception as exc:
-        raise WorkloadCodeError(f"workload {workload.name}: its reference raised {type(exc).__name__}: {exc}") from exc
+        raise WorkloadCodeError(
+            f"workload {workload.name}: its reference raised {type(exc).__name__}: {exc}"
+        ) from exc
     sync(spec.device)
     ready = []
     for v in runnable:
@@ -252,8 +295,9 @@ def _warm_up(spec: RunSpec, workload: registry.Workload, runnable: list[registry
             tol = workload.tolerance(v, spec.dtype)
             e["check"] = {"rel_error": err, "tolerance": tol, "passed": err <= tol}
             if not err <= tol:
-                raise AssertionError(f"result differs from the float64 reference: relative error "
-                                     f"{err:.3g} > {tol:.3g}")
+                raise AssertionError(
+                    f"result differs from the float64 reference: relative error {err:.3g} > {tol:.3g}"
+                )
             ready.append(v)
         except Exception as exc:
             record_failure(e, exc)
@@ -282,8 +326,8 @@ def _rel_error(out, ref) -> float:
     num = torch.zeros((), dtype=torch.float64, device=ref.device)
     denom = torch.zeros((), dtype=torch.float64, device=ref.device)
     for i in range(0, ref.numel(), CHECK_CHUNK):
-        r = ref[i:i + CHECK_CHUNK].to(torch.float64)
-        num += (out[i:i + CHECK_CHUNK].to(torch.float64) - r).square().sum()
+        r = ref[i : i + CHECK_CHUNK].to(torch.float64)
+        num += (out[i : i + CHECK_CHUNK].to(torch.float64) - r).square().sum()
         denom += r.square().sum()
     num, denom = float(num.sqrt()), float(denom.sqrt())
     return num / denom if denom > 0 else num

@@ -1,5 +1,6 @@
 """A --size value, as the orchestrator checks it and the runner reads it: a number of elements
 ('1e8', '100000000') or a shape ('10000x10000')."""
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,9 @@ def parse_size(text: str) -> str:
         except ValueError:
             f = math.nan
         if not math.isfinite(f) or f != int(f) or f < 1:
-            raise UsageError(f"--size {text!r} is not a positive integer (1e8, 100000000) or a shape (10000x10000)")
+            raise UsageError(
+                f"--size {text!r} is not a positive integer (1e8, 100000000) or a shape (10000x10000)"
+            )
         dims.append(int(f))
     return "x".join(str(d) for d in dims)
 

@@ -7,11 +7,13 @@ Where the run writes (`out`) is not part of the file: one spec runs into any fol
 
 A spec is frozen: `resolve()` returns a new one. Nothing here imports torch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from workloads import timers
 from workloads.stopping import StopRule
@@ -43,7 +45,9 @@ class RunSpec:
     gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
     stop: StopRule | None = None  # time mode's stop rule; its count is always `iters`
     cuda_graph: bool = False  # time mode: capture each variant once, time graph replays
-    kernel_clock: bool | None = None  # time mode on a GPU: the median from CUPTI's kernel records (None: where it can)
+    kernel_clock: bool | None = (
+        None  # time mode on a GPU: the median from CUPTI's kernel records (None: where it can)
+    )
     workload_file: str | None = None
     triton_interpret: bool = False
     fail_variant: str | None = None  # testing aid: make this variant raise
@@ -81,12 +85,14 @@ class RunSpec:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], out: Path | str | None = None) -> "RunSpec":
+    def from_json(cls, data: Mapping[str, Any], out: Path | str | None = None) -> RunSpec:
         """The spec to_json() wrote; ValueError naming what is wrong with it."""
         if not isinstance(data, Mapping) or "workload" not in data:
             raise ValueError("a spec is a JSON object with at least a workload")
         if data.get("version", SPEC_VERSION) != SPEC_VERSION:
-            raise ValueError(f"spec version {data.get('version')!r}; this runner reads version {SPEC_VERSION}")
+            raise ValueError(
+                f"spec version {data.get('version')!r}; this runner reads version {SPEC_VERSION}"
+            )
         known = {f.name for f in fields(cls)} - {"out"}
         unknown = sorted(set(data) - known - {"version"})
         if unknown:

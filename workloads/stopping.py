@@ -12,12 +12,13 @@ are a step apart already).
 
 Pure functions of the samples: no torch, tested with samples from known distributions.
 """
+
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 Z95 = 1.959964
 
@@ -50,7 +51,9 @@ def noise_pct(samples: list[float]) -> float:
         # every reading across the interval ties: the median is known to half a step, the gap
         # from them to the nearest other reading (none: the samples show no step at all)
         below, above = bisect.bisect_left(xs, lo), bisect.bisect_right(xs, hi)
-        width = min(lo - xs[below - 1] if below else math.inf, xs[above] - hi if above < len(xs) else math.inf)
+        width = min(
+            lo - xs[below - 1] if below else math.inf, xs[above] - hi if above < len(xs) else math.inf
+        )
     return 100.0 * width / 2 / med
 
 
@@ -94,8 +97,12 @@ class StopRule:
     def to_json(self) -> dict:
         if self.iters is not None:
             return {"iters": self.iters}
-        return {"max_noise_pct": self.max_noise_pct, "min_samples": self.min_samples,
-                "min_time_s": self.min_time_s, "max_time_s": self.max_time_s}
+        return {
+            "max_noise_pct": self.max_noise_pct,
+            "min_samples": self.min_samples,
+            "min_time_s": self.min_time_s,
+            "max_time_s": self.max_time_s,
+        }
 
 
 def measure(rule: StopRule, take: Callable[[int], list[float]], clock: Callable[[], float]) -> list[float]:

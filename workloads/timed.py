@@ -2,13 +2,15 @@
 the host clock on a CPU run), after an L2 flush and while a hold keeps the host's side out of
 the events (workloads/timers.py), until the stop rule is met (workloads/stopping.py). Every
 sample is kept in workload.json."""
+
 from __future__ import annotations
 
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from workloads import timers
 from workloads.manifest import Manifest, measuring, record_failure
@@ -25,7 +27,10 @@ def l2_flusher(spec):
         return None
     import torch
 
-    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 50 * 2**20
+    l2 = (
+        getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+        or 50 * 2**20
+    )
     # twice the L2, written with a memset kernel, evicts the input (triton.testing.do_bench
     # does the same with a 256 MB buffer)
     buf = torch.empty(max(2 * l2, 64 * 2**20), dtype=torch.int8, device="cuda")
@@ -94,8 +99,11 @@ class Samples:
             if wait and self.clock is not None:
                 self.kernel_ns.extend(self.clock.take())  # the GPU is done: every record is in
             if self.clock is not None:
-                self.entry.update(kernel_samples_ns=self.kernel_ns, event_samples_ns=self.gpu_ns,
-                                  time_clock="kernel" if self.on_kernel_clock else "events")
+                self.entry.update(
+                    kernel_samples_ns=self.kernel_ns,
+                    event_samples_ns=self.gpu_ns,
+                    time_clock="kernel" if self.on_kernel_clock else "events",
+                )
         self.entry.update(time_samples_ns=self.times, cpu_samples_ns=self.cpu_ns)
         if status:
             self.entry["status"] = status
@@ -109,9 +117,9 @@ class _Timing:
     ranges: Ranges
     flush: Callable[[], Any] | None
     hold: Any
-    watch: Any = None     # the GPU's clocks (workloads/clocks.py), None on a CPU or without NVML
+    watch: Any = None  # the GPU's clocks (workloads/clocks.py), None on a CPU or without NVML
     fallback: Any = None  # the GPU sleep the blocking timer falls back to, made when first needed
-    clock: Any = None     # the kernel clock (workloads/kernel_clock.py), None where it is off
+    clock: Any = None  # the kernel clock (workloads/kernel_clock.py), None where it is off
 
 
 def run_timed(spec, variants, x, entries, ranges, man) -> None:
@@ -200,11 +208,17 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> None:
         if hold.timeouts():
             # the host side outlasted the spin, or the call waits for the GPU: the
             # events held the spin's timeout too; measure again with the GPU sleep
-            timing.fallback = timing.fallback or timers.SleepHold(spec.gpu_sleep_us or timers.DEFAULT_GPU_SLEEP_US)
-            e.update(hold=timing.fallback.name, hold_note=(
-                f"blocking timer timed out {hold.timeouts()} time(s) (a host side over "
-                f"{timers.BLOCK_TIMEOUT_MS:g} ms, or a call that waits for the GPU); measured "
-                f"with a {timing.fallback.us:g} us GPU sleep instead"))
+            timing.fallback = timing.fallback or timers.SleepHold(
+                spec.gpu_sleep_us or timers.DEFAULT_GPU_SLEEP_US
+            )
+            e.update(
+                hold=timing.fallback.name,
+                hold_note=(
+                    f"blocking timer timed out {hold.timeouts()} time(s) (a host side over "
+                    f"{timers.BLOCK_TIMEOUT_MS:g} ms, or a call that waits for the GPU); measured "
+                    f"with a {timing.fallback.us:g} us GPU sleep instead"
+                ),
+            )
             samples.restart()
             _sample(spec, call, timing.flush, timing.fallback, samples, timing.watch, reads)
     finally:
@@ -237,12 +251,14 @@ def capture_graph(v, x):
 
 def _marked(call, ranges: Ranges, text: str):
     """`call` inside its own NVTX range: the launches in it are the call's, not the flush's or the hold's."""
+
     def marked():
         ranges.push(text)
         try:
             call()
         finally:
             ranges.pop()
+
     return marked
 
 
@@ -287,5 +303,8 @@ def _noise(entry: dict, rule: StopRule) -> None:
     max noise was met (a variant that ran out of time is marked noisy in the report)."""
     xs = entry.get("time_samples_ns") or []
     noise = noise_pct(xs)
-    entry.update(samples=len(xs), noise_pct=round(noise, 4) if noise != float("inf") else None,
-                 converged=rule.converged(xs))
+    entry.update(
+        samples=len(xs),
+        noise_pct=round(noise, 4) if noise != float("inf") else None,
+        converged=rule.converged(xs),
+    )

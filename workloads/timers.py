@@ -19,6 +19,7 @@ Each is an object with hold() before the start event, release() after the stop e
 timeouts() after a synchronize. Built with Triton, which every GPU user here has already: no
 compiler at run time beyond it, compiled once and cached by Triton.
 """
+
 from __future__ import annotations
 
 import os
@@ -127,8 +128,9 @@ def _spin_kernel():
 
     @triton.jit
     def _globaltimer():
-        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                         is_pure=False, pack=1)
+        return tl.inline_asm_elementwise(
+            "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+        )
 
     # seq and timeout_ns change every call: not specialised, so one compiled kernel serves all
     @triton.jit(do_not_specialize=["seq", "timeout_ns"])
@@ -188,8 +190,9 @@ class BlockingHold(NoHold):
         self._timeouts.zero_()
 
 
-def make(timer: str, device: str, gpu_sleep_us: float = DEFAULT_GPU_SLEEP_US,
-         timeout_ms: float = BLOCK_TIMEOUT_MS) -> tuple[NoHold, str | None]:
+def make(
+    timer: str, device: str, gpu_sleep_us: float = DEFAULT_GPU_SLEEP_US, timeout_ms: float = BLOCK_TIMEOUT_MS
+) -> tuple[NoHold, str | None]:
     """The hold for `timer` on `device`, and why another was used (None if it is the one asked)."""
     if timer not in TIMERS:
         raise ValueError(f"unknown timer {timer!r}; valid: {', '.join(TIMERS)}")

@@ -4,6 +4,7 @@ nsys starts its target with umask 0: the runner under `gprof-orch nsys` wrote wo
 trace.json 0666 where every other file of the run folder is 0644. The orchestrator passes its
 umask in GPROF_UMASK (orchestrator/proc.py, the one subprocess path); the runner sets it first.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ settles the request into a workloads.spec.RunSpec (the shape, the device, this b
 iterations and warm-up), `runner_argv()` writes it as `spec.json` into the run folder and returns
 `python -m workloads run --spec RUN/spec.json --out RUN`, and `plan()` shows both for --dry-run.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,11 +58,11 @@ class Backend:
     """One way to measure a workload. A backend declares itself with the class attributes below
     and overrides the hooks it needs; each hook's docstring says what a backend overrides it for."""
 
-    name = ""                   # its command and registry name (orchestrator/backends/__init__.py)
-    mode = "profile"            # the runner's mode (workloads/spec.py MODES)
-    default_iters = 10          # measured iterations without --iters (None: time's stop rule)
-    default_warmup = 3          # warm-up iterations without --warmup
-    description = ""            # one line for `doctor` and the docs
+    name = ""  # its command and registry name (orchestrator/backends/__init__.py)
+    mode = "profile"  # the runner's mode (workloads/spec.py MODES)
+    default_iters = 10  # measured iterations without --iters (None: time's stop rule)
+    default_warmup = 3  # warm-up iterations without --warmup
+    description = ""  # one line for `doctor` and the docs
     # its median's column in the merged table of `all`, what it measures and why it may disagree
     # (reports.schema.MergedTime); None: not one of `all`'s backends
     merged: MergedTime | None = None
@@ -107,8 +108,13 @@ class Backend:
         """What its runner child runs: the request settled once (request.resolve_spec), with this
         backend's mode, iterations and warm-up where the request has none. Override only to
         change what the child is asked; the spec is the child's whole input."""
-        return resolve_spec(req, mode=self.mode, default_iters=self.default_iters,
-                            default_warmup=self.default_warmup, out=run_dir)
+        return resolve_spec(
+            req,
+            mode=self.mode,
+            default_iters=self.default_iters,
+            default_warmup=self.default_warmup,
+            out=run_dir,
+        )
 
     def runner_argv(self, req: Request, run_dir: Path) -> list[str]:
         """The workload runner's command line, the one child every backend launches: it reads
@@ -166,24 +172,48 @@ class Backend:
             return InterruptedRunError(f"{step.name} was interrupted", log=res.stderr)
         if rc < 0:
             sig = signal.Signals(-rc).name if -rc in signal.valid_signals() else str(-rc)
-            hint = "SIGKILL often means the machine ran out of memory: try a smaller --size" if -rc == 9 else None
-            return ToolFailedError(f"{step.name} was killed by {sig}", argv=res.argv, returncode=rc,
-                                   log_tail=res.tail(), hint=hint, log=res.stderr)
+            hint = (
+                "SIGKILL often means the machine ran out of memory: try a smaller --size"
+                if -rc == 9
+                else None
+            )
+            return ToolFailedError(
+                f"{step.name} was killed by {sig}",
+                argv=res.argv,
+                returncode=rc,
+                log_tail=res.tail(),
+                hint=hint,
+                log=res.stderr,
+            )
         if rc == EXIT_NOT_SAVED and step.name == "workload":
             # its stderr may be on the same full disk: the exit code alone says what happened
-            why = last.removeprefix("could not save the samples: ") if last else "writing workload.json failed"
-            return SamplesLostError(f"the workload runner could not save its samples ({why}): what it measured since "
-                                  f"workload.json was last saved is lost; workload.json keeps that last save",
-                                  log=res.stderr, hint="free some space and run again (`gprof-orch report` "
-                                  "shows only what workload.json kept)")
+            why = (
+                last.removeprefix("could not save the samples: ") if last else "writing workload.json failed"
+            )
+            return SamplesLostError(
+                f"the workload runner could not save its samples ({why}): what it measured since "
+                f"workload.json was last saved is lost; workload.json keeps that last save",
+                log=res.stderr,
+                hint="free some space and run again (`gprof-orch report` shows only what workload.json kept)",
+            )
         if rc == 3 and step.name == "workload":
             # where it failed and why, not the whole traceback (that stays in the log)
             why = f": {last.removeprefix('crashed: ')}" if last else " and left no message (its log is empty)"
-            return ToolFailedError(f"the workload runner crashed{why}", argv=res.argv,
-                                   returncode=rc, log_tail=traceback_summary(res.tail(60)), log=res.stderr,
-                                   hint="the whole traceback is in the log")
-        return ToolFailedError(f"{step.name} exited with status {rc}", argv=res.argv, returncode=rc,
-                               log_tail=res.tail(), log=res.stderr)
+            return ToolFailedError(
+                f"the workload runner crashed{why}",
+                argv=res.argv,
+                returncode=rc,
+                log_tail=traceback_summary(res.tail(60)),
+                log=res.stderr,
+                hint="the whole traceback is in the log",
+            )
+        return ToolFailedError(
+            f"{step.name} exited with status {rc}",
+            argv=res.argv,
+            returncode=rc,
+            log_tail=res.tail(),
+            log=res.stderr,
+        )
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified long-form frame (reports/schema.py) of what a run left in the folder: pure,
@@ -223,7 +253,7 @@ def traceback_summary(text: str) -> str:
     if not frames:
         return text
     i = frames[-1]
-    exc = next((ln for ln in lines[i + 1:] if ln and not ln.startswith((" ", "\t"))), "")
+    exc = next((ln for ln in lines[i + 1 :] if ln and not ln.startswith((" ", "\t"))), "")
     return "\n".join([lines[i].strip(), exc])
 
 
@@ -233,6 +263,7 @@ def stop_workload_first(run_dir: Path, tool: str):
     all it recorded (the runner catches the SIGINT and exits cleanly); once the workload has
     ended, only wait while the profiler writes its report. Before the workload has started,
     None: the profiler itself is told."""
+
     def policy() -> proc.OnInterrupt | None:
         try:
             wman = json.loads((run_dir / WORKLOAD_MANIFEST).read_text())
@@ -241,8 +272,10 @@ def stop_workload_first(run_dir: Path, tool: str):
         pid = wman.get("pid")
         if wman.get("status") == "running" and isinstance(pid, int) and _is_runner(pid, run_dir):
             return proc.OnInterrupt(f"interrupted: stopping the workload; {tool} keeps what it recorded", pid)
-        return proc.OnInterrupt(f"interrupted: the workload has ended and {tool} is writing its report; "
-                                "waiting for it")
+        return proc.OnInterrupt(
+            f"interrupted: the workload has ended and {tool} is writing its report; waiting for it"
+        )
+
     return policy
 
 
@@ -266,8 +299,11 @@ class ToolBackend(Backend):
         """--<tool> PATH: the profiler to use (also on `all`)."""
         import click
 
-        return click.option(f"--{cls.tool}", default=None,
-                            help=f"Path to {cls.tool} (else $GPROF_{cls.tool.upper()}, PATH, install places).")
+        return click.option(
+            f"--{cls.tool}",
+            default=None,
+            help=f"Path to {cls.tool} (else $GPROF_{cls.tool.upper()}, PATH, install places).",
+        )
 
     @classmethod
     def cli_options(cls) -> list:
@@ -294,7 +330,11 @@ class ToolBackend(Backend):
 
         t = tools.find(self.tool, self._explicit(req), timeout=req.timeout)
         self._found = t
-        return {self.tool: str(t.path), f"{self.tool}_version": t.version, f"{self.tool}_found_via": t.found_via}
+        return {
+            self.tool: str(t.path),
+            f"{self.tool}_version": t.version,
+            f"{self.tool}_found_via": t.found_via,
+        }
 
     def exe(self, req: Request) -> str:
         """The tool's path: the one require() found, else a lookup (for --dry-run), else as given."""
@@ -308,4 +348,3 @@ class ToolBackend(Backend):
             except ToolNotFoundError:
                 return self._explicit(req) or self.tool
         return str(t.path)
-

@@ -3,6 +3,7 @@
 The NVTX filter is built from the variants' ranges, so input creation, warm-up and checks are
 never profiled; the runner's --iters bounds the kernels per variant (ncu replays each kernel
 once per pass, so its time grows with kernels x passes)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,14 +15,14 @@ import pandas as pd
 
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
-from reports.schema import MergedTime
 from orchestrator.errors import GprofError, ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.parsers import ncu_rep
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import NO_RANGE, NOT_IN_REPORT
+from reports.schema import NO_RANGE, NOT_IN_REPORT, MergedTime
 from reports.unify import RowMaker, variant_facts
-from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX as PREFIX
+from workloads.nvtx_ranges import NVTX_DOMAIN
+from workloads.nvtx_ranges import RANGE_PREFIX as PREFIX
 from workloads.spec import RunSpec
 
 REPORT = "report.ncu-rep"
@@ -38,8 +39,14 @@ LOG = "ncu.log"
 # SASS instruction counts, which ncu may collect in passes of their own: not yet measured here.
 # scripts/capture_roofline_fixture.sh times `ncu triton-mean` and `ncu square` with and without it
 # on the H200 (the bound: at most 2x the run without it)
-DEFAULT_SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupancy", "WarpStateStats",
-                    "SchedulerStats")
+DEFAULT_SECTIONS = (
+    "SpeedOfLight",
+    "SpeedOfLight_RooflineChart",
+    "LaunchStats",
+    "Occupancy",
+    "WarpStateStats",
+    "SchedulerStats",
+)
 DEFAULT_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 
 # report columns (from the parser's kernel frame) -> unified metric and unit
@@ -62,7 +69,9 @@ def table_metrics() -> list[str]:
     collected on every run, so a column declared there is filled."""
     from reports import schema
 
-    return [c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)]
+    return [
+        c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)
+    ]
 
 
 # the program of `doctor --check`'s ncu run: one real kernel
@@ -74,6 +83,7 @@ NCU_SOURCE = "ncu:"
 
 class NcuBackend(ToolBackend):
     """`gprof-orch ncu`: the workload under Nsight Compute, filtered to the variants' NVTX ranges."""
+
     name = "ncu"
     tool = "ncu"
     mode = "profile"
@@ -81,11 +91,21 @@ class NcuBackend(ToolBackend):
     default_warmup = 3
     needs_gpu = True
     measure = "replay"
-    merged = MergedTime("ncu_us", "ncu us", "ncu", on_gpu="kernel duration under replay", on_cpu=None,
-                        reason="ncu replays each kernel alone, serialised, with caches flushed (--cache-control "
-                               "all) and its own clock setting (--clock-control)", distinct=True, rank=3).declare()
-    help = ("Profile each variant's kernels, and only those, with Nsight Compute; report duration, DRAM/SM "
-            "throughput vs peak, occupancy, registers and launch shape.")
+    merged = MergedTime(
+        "ncu_us",
+        "ncu us",
+        "ncu",
+        on_gpu="kernel duration under replay",
+        on_cpu=None,
+        reason="ncu replays each kernel alone, serialised, with caches flushed (--cache-control "
+        "all) and its own clock setting (--clock-control)",
+        distinct=True,
+        rank=3,
+    ).declare()
+    help = (
+        "Profile each variant's kernels, and only those, with Nsight Compute; report duration, DRAM/SM "
+        "throughput vs peak, occupancy, registers and launch shape."
+    )
 
     def run_spec(self, req: Request, run_dir: Path | None = None) -> RunSpec:
         """The runner also measures the GPU's attainable DRAM bandwidth (workloads/memory_roof.py,
@@ -101,14 +121,38 @@ class NcuBackend(ToolBackend):
 
         return [
             cls.tool_option(),
-            click.option("--set", "ncu_set", default=None, help="ncu section set (e.g. full) instead of the small default."),
-            click.option("--section", "ncu_sections", multiple=True, help="ncu section (repeatable), e.g. SpeedOfLight."),
-            click.option("--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."),
-            click.option("--clock-control", default="none", show_default=True, type=click.Choice(["none", "base"]),
-                         help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them."),
-            click.option("--cache-control", default="all", show_default=True, type=click.Choice(["all", "none"]),
-                         help="ncu's --cache-control: all flushes caches before each replay pass."),
-            click.option("--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."),
+            click.option(
+                "--set",
+                "ncu_set",
+                default=None,
+                help="ncu section set (e.g. full) instead of the small default.",
+            ),
+            click.option(
+                "--section",
+                "ncu_sections",
+                multiple=True,
+                help="ncu section (repeatable), e.g. SpeedOfLight.",
+            ),
+            click.option(
+                "--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."
+            ),
+            click.option(
+                "--clock-control",
+                default="none",
+                show_default=True,
+                type=click.Choice(["none", "base"]),
+                help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them.",
+            ),
+            click.option(
+                "--cache-control",
+                default="all",
+                show_default=True,
+                type=click.Choice(["all", "none"]),
+                help="ncu's --cache-control: all flushes caches before each replay pass.",
+            ),
+            click.option(
+                "--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."
+            ),
         ]
 
     description = "Nsight Compute: per-kernel DRAM/SM throughput vs peak, occupancy, registers, bytes"
@@ -132,13 +176,28 @@ class NcuBackend(ToolBackend):
         sections = req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS))
         for s in sections:
             argv += ["--section", s]
-        metrics = list(dict.fromkeys(list(req.ncu_metrics) + ([] if req.ncu_set or req.ncu_sections else
-                                                              list(DEFAULT_METRICS)) + table_metrics()))
+        metrics = list(
+            dict.fromkeys(
+                list(req.ncu_metrics)
+                + ([] if req.ncu_set or req.ncu_sections else list(DEFAULT_METRICS))
+                + table_metrics()
+            )
+        )
         if metrics:
             argv += ["--metrics", ",".join(metrics)]
-        argv += ["--clock-control", req.clock_control, "--cache-control", req.cache_control,
-                 "--export", str(run_dir / REPORT), "--force-overwrite", "--log-file", str(run_dir / "logs" / LOG),
-                 *req.ncu_args, *self.runner_argv(req, run_dir)]
+        argv += [
+            "--clock-control",
+            req.clock_control,
+            "--cache-control",
+            req.cache_control,
+            "--export",
+            str(run_dir / REPORT),
+            "--force-overwrite",
+            "--log-file",
+            str(run_dir / "logs" / LOG),
+            *req.ncu_args,
+            *self.runner_argv(req, run_dir),
+        ]
         return [Step("ncu", argv, ok_codes=(0, 1))]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
@@ -146,11 +205,21 @@ class NcuBackend(ToolBackend):
         says went wrong (check_result)."""
         (step,) = self.commands(req, rf.path.resolve())
         rf.add_command(step.name, step.argv)
-        rf.update(ncu_settings={"clock_control": req.clock_control, "cache_control": req.cache_control,
-                                "set": req.ncu_set, "sections": req.ncu_sections or
-                                ([] if req.ncu_set else list(DEFAULT_SECTIONS))})
-        res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout,
-                       on_interrupt=stop_workload_first(rf.path.resolve(), "ncu"))
+        rf.update(
+            ncu_settings={
+                "clock_control": req.clock_control,
+                "cache_control": req.cache_control,
+                "set": req.ncu_set,
+                "sections": req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS)),
+            }
+        )
+        res = proc.run(
+            step.argv,
+            log_dir=rf.logs,
+            name=step.name,
+            timeout=req.timeout,
+            on_interrupt=stop_workload_first(rf.path.resolve(), "ncu"),
+        )
         self.check_result(res, rf)
 
     def check_result(self, res: proc.Result, rf: RunFolder) -> None:
@@ -165,30 +234,51 @@ class NcuBackend(ToolBackend):
         errors = "\n".join(ncu_tool.ncu_errors(log_text)) or res.tail(15)
         if kind == "permission":
             raise PermissionDeniedError(
-                "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)", argv=res.argv,
-                returncode=res.returncode, log_tail=errors, log=log_path,
+                "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM)",
+                argv=res.argv,
+                returncode=res.returncode,
+                log_tail=errors,
+                log=log_path,
                 hint="counters are restricted to admin users: run as root, or set the driver option "
-                     "NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)")
+                "NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)",
+            )
         if kind == "unknown_metric":
-            raise UsageError(f"ncu does not know a requested metric or section:\n{errors}",
-                             hint="list them with `ncu --query-metrics` / `ncu --list-sections` / `ncu --list-sets`",
-                             log=log_path)
+            raise UsageError(
+                f"ncu does not know a requested metric or section:\n{errors}",
+                hint="list them with `ncu --query-metrics` / `ncu --list-sections` / `ncu --list-sets`",
+                log=log_path,
+            )
         if kind == "no_gpu":
-            raise ToolFailedError("ncu found no supported GPU", argv=res.argv, returncode=res.returncode,
-                                  log_tail=errors, log=log_path, hint="ncu needs an NVIDIA GPU; use --device cpu "
-                                  "with the time or torch-trace backends on this machine")
+            raise ToolFailedError(
+                "ncu found no supported GPU",
+                argv=res.argv,
+                returncode=res.returncode,
+                log_tail=errors,
+                log=log_path,
+                hint="ncu needs an NVIDIA GPU; use --device cpu "
+                "with the time or torch-trace backends on this machine",
+            )
         if res.returncode == 2 and not (rf.path / REPORT).exists():
             raise self.failure(Step("workload", res.argv), res)
         if kind == "no_kernels" or not (rf.path / REPORT).exists():
             opened = self._opened_ranges(rf)
             raise ToolFailedError(
                 "ncu profiled no kernels: no kernel ran inside the NVTX ranges it was told to include",
-                argv=res.argv, returncode=res.returncode, log_tail=errors, log=log_path,
+                argv=res.argv,
+                returncode=res.returncode,
+                log_tail=errors,
+                log=log_path,
                 hint=f"the workload opened these ranges: {opened or 'none (see logs/ncu.stdout.log)'}; "
-                     "check the variants need the GPU (--device cuda) and that nvtx is installed")
+                "check the variants need the GPU (--device cuda) and that nvtx is installed",
+            )
         if res.returncode not in (0, 1):
-            raise ToolFailedError(f"ncu exited with status {res.returncode}", argv=res.argv,
-                                  returncode=res.returncode, log_tail=errors, log=log_path)
+            raise ToolFailedError(
+                f"ncu exited with status {res.returncode}",
+                argv=res.argv,
+                returncode=res.returncode,
+                log_tail=errors,
+                log=log_path,
+            )
 
     @staticmethod
     def _opened_ranges(rf: RunFolder) -> str:
@@ -197,8 +287,11 @@ class NcuBackend(ToolBackend):
         except ParseError:
             return ""
         domain = (wman.get("nvtx") or {}).get("domain")
-        return ", ".join(f"{domain + '@' if domain else ''}{PREFIX}{v['name']}"
-                         for v in wman.get("variants", []) if v.get("status") == "ok")
+        return ", ".join(
+            f"{domain + '@' if domain else ''}{PREFIX}{v['name']}"
+            for v in wman.get("variants", [])
+            if v.get("status") == "ok"
+        )
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the run's report (read once per process, shared with `rules`)."""
@@ -223,20 +316,52 @@ class NcuBackend(ToolBackend):
             t = tools.find(cls.tool, explicit, timeout=timeout)
             rep = tmp / "ncu-check.ncu-rep"
             log = tmp / "ncu.log"
-            res = proc.run([str(t.path), "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
-                            "--launch-count", "1", "--export", str(rep), "--force-overwrite", "--log-file", str(log),
-                            sys.executable, "-c", _SELF_TEST_PROGRAM], log_dir=tmp, name="ncu", timeout=timeout)
+            res = proc.run(
+                [
+                    str(t.path),
+                    "--clock-control",
+                    "none",
+                    "--metrics",
+                    "gpu__time_duration.sum",
+                    "--launch-count",
+                    "1",
+                    "--export",
+                    str(rep),
+                    "--force-overwrite",
+                    "--log-file",
+                    str(log),
+                    sys.executable,
+                    "-c",
+                    _SELF_TEST_PROGRAM,
+                ],
+                log_dir=tmp,
+                name="ncu",
+                timeout=timeout,
+            )
             text = log.read_text(errors="replace") if log.exists() else res.tail(20)
             if ncu_tool.classify_ncu_failure(text) == "permission":
-                return check_row("ncu", False, "ERR_NVGPUCTRPERM: counters are restricted to admin users",
-                                 "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module")
+                return check_row(
+                    "ncu",
+                    False,
+                    "ERR_NVGPUCTRPERM: counters are restricted to admin users",
+                    "run as root, or set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia module",
+                )
             if not rep.exists():
-                return check_row("ncu", False, f"ncu {t.version} wrote no report: "
-                                 + "; ".join(ncu_tool.ncu_errors(text)[:3]), "see " + str(log))
+                return check_row(
+                    "ncu",
+                    False,
+                    f"ncu {t.version} wrote no report: " + "; ".join(ncu_tool.ncu_errors(text)[:3]),
+                    "see " + str(log),
+                )
             k = ncu_tool.load(rep, domain=None, prefix="").kernels
             ns_ = float(k["duration_ns"].iloc[0]) if len(k) else float("nan")
-            return check_row("ncu", len(k) > 0, f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
-                             f"of {k['kernel'].iloc[0] if len(k) else '?'}", "see " + str(log))
+            return check_row(
+                "ncu",
+                len(k) > 0,
+                f"ncu {t.version} read gpu__time_duration.sum = {ns_:.0f} ns "
+                f"of {k['kernel'].iloc[0] if len(k) else '?'}",
+                "see " + str(log),
+            )
         except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
             return check_row("ncu", False, exc.message, exc.hint)
 
@@ -307,8 +432,13 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
     variant_facts(rows, wman)
     k = rep.kernels.copy()
     # the demangled name tells torch's elementwise kernels apart (mul vs pow), the short one not
-    k["full_name"] = k["kernel_demangled"].where(k["kernel_demangled"].notna() & (k["kernel_demangled"] != ""),
-                                                 k["kernel"]) if "kernel_demangled" in k else k["kernel"]
+    k["full_name"] = (
+        k["kernel_demangled"].where(
+            k["kernel_demangled"].notna() & (k["kernel_demangled"] != ""), k["kernel"]
+        )
+        if "kernel_demangled" in k
+        else k["kernel"]
+    )
     full = dict(zip(k["id"], k["full_name"]))
     iters = {v["name"]: int(v.get("iters") or wman.get("iters") or 1) for v in wman.get("variants", [])}
     profiled = set(k["variant"].dropna())
@@ -324,11 +454,19 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
         if "duration_ns" in g:
             from orchestrator.backends.nsys import time_samples
 
-            time_samples(rows, variant, g["duration_ns"].to_numpy(), iters.get(variant, int(wman.get("iters") or 1)))
+            time_samples(
+                rows, variant, g["duration_ns"].to_numpy(), iters.get(variant, int(wman.get("iters") or 1))
+            )
     # every metric the report holds, for deeper analysis
     m = rep.metrics
     if m is not None and not m.empty:
         for r in m[m["variant"].notna()].itertuples(index=False):
             if isinstance(r.value, (int, float)) and pd.notna(r.value):
-                rows.add(r.variant, f"{NCU_SOURCE}{r.metric}", float(r.value), r.unit, kernel=full.get(r.id, r.kernel))
+                rows.add(
+                    r.variant,
+                    f"{NCU_SOURCE}{r.metric}",
+                    float(r.value),
+                    r.unit,
+                    kernel=full.get(r.id, r.kernel),
+                )
     return rows.frame()

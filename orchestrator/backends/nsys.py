@@ -1,5 +1,6 @@
 """`gprof-orch nsys`: the workload under Nsight Systems, every kernel attributed to its variant
 through the runtime call that launched it."""
+
 from __future__ import annotations
 
 import sys
@@ -9,11 +10,17 @@ from typing import TYPE_CHECKING
 from orchestrator import proc
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
-from orchestrator.backends.nsys_failures import ANALYSIS_FAILED_AT, CUDA_FLUSH_MS, NEWER_NSYS, SAFE_LAUNCHES, no_report
+from orchestrator.backends.nsys_failures import (
+    ANALYSIS_FAILED_AT,
+    CUDA_FLUSH_MS,
+    NEWER_NSYS,
+    SAFE_LAUNCHES,
+    no_report,
+)
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
-from reports.schema import MergedTime, NOT_IN_REPORT, NO_ACTIVITY, NO_RANGE, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
@@ -34,29 +41,48 @@ with nvtx.annotate("{RANGE_PREFIX}doctor-check", domain="{NVTX_DOMAIN}"):
 class NsysBackend(ToolBackend):
     """`gprof-orch nsys`: the workload under Nsight Systems, each kernel attributed to its variant
     through the runtime call that launched it."""
+
     name = "nsys"
     tool = "nsys"
     mode = "profile"
     host_measure = "host-nsys"
     default_iters = 20
     default_warmup = 3
-    merged = MergedTime("nsys_us", "nsys us", "nsys", on_gpu="kernel durations per iteration",
-                        on_cpu="host wall-clock time per iteration under each profiler",
-                        reason="nsys sums kernel durations only (no launch gaps)", rank=1).declare()
-    help = ("Profile the workload under Nsight Systems; attribute every kernel to its variant through the "
-            "runtime call that launched it.")
+    merged = MergedTime(
+        "nsys_us",
+        "nsys us",
+        "nsys",
+        on_gpu="kernel durations per iteration",
+        on_cpu="host wall-clock time per iteration under each profiler",
+        reason="nsys sums kernel durations only (no launch gaps)",
+        rank=1,
+    ).declare()
+    help = (
+        "Profile the workload under Nsight Systems; attribute every kernel to its variant through the "
+        "runtime call that launched it."
+    )
 
     @classmethod
     def cli_options(cls) -> list:
         """--nsys, --nsys-arg (extra `nsys profile` flags) and --osrt."""
         import click
 
-        return [cls.tool_option(),
-                click.option("--nsys-arg", "nsys_args", multiple=True,
-                             help="Extra flag passed to `nsys profile` (repeatable)."),
-                click.option("--osrt", "trace_osrt", is_flag=True,
-                             help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
-                                  "auto without a GPU).")]
+        return [
+            cls.tool_option(),
+            click.option(
+                "--nsys-arg",
+                "nsys_args",
+                multiple=True,
+                help="Extra flag passed to `nsys profile` (repeatable).",
+            ),
+            click.option(
+                "--osrt",
+                "trace_osrt",
+                is_flag=True,
+                help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
+                "auto without a GPU).",
+            ),
+        ]
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
@@ -70,11 +96,23 @@ class NsysBackend(ToolBackend):
             trace.append("osrt")
         # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
         # otherwise fails to order the events (see SAFE_LAUNCHES)
-        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if "cuda" in trace and not _sets_flush(req.nsys_args) \
+        flush = (
+            [f"--cuda-flush-interval={CUDA_FLUSH_MS}"]
+            if "cuda" in trace and not _sets_flush(req.nsys_args)
             else []
-        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
-                   f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args,
-                   *self.runner_argv(req, run_dir)]
+        )
+        profile = [
+            exe,
+            "profile",
+            f"--trace={','.join(trace)}",
+            "--sample=none",
+            "--cpuctxsw=none",
+            *flush,
+            f"--output={run_dir / 'report'}",
+            "--force-overwrite=true",
+            *req.nsys_args,
+            *self.runner_argv(req, run_dir),
+        ]
         return [Step("nsys-profile", profile, ok_codes=(0, 1)), export_step(exe, run_dir)]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
@@ -85,8 +123,13 @@ class NsysBackend(ToolBackend):
         rf.add_command(profile.name, profile.argv)
         interrupted: GprofError | None = None
         try:
-            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout,
-                           on_interrupt=stop_workload_first(rf.path.resolve(), "nsys"))
+            res = proc.run(
+                profile.argv,
+                log_dir=rf.logs,
+                name=profile.name,
+                timeout=req.timeout,
+                on_interrupt=stop_workload_first(rf.path.resolve(), "nsys"),
+            )
         except InterruptedRunError as exc:
             interrupted = exc  # nsys had its time to write the report: export what it wrote
             res = None
@@ -110,16 +153,24 @@ class NsysBackend(ToolBackend):
     def _warn_if_too_many_launches(self, req: Request) -> None:
         """nsys 2023.4 cannot process runs past about 10,000 launches here: say so before it runs."""
         found = getattr(self, "_found", None)
-        if req.on_cpu() or found is None or not str(found.version).startswith("2023.") \
-                or not _sets_flush(req.nsys_args, to_zero=True):
+        if (
+            req.on_cpu()
+            or found is None
+            or not str(found.version).startswith("2023.")
+            or not _sets_flush(req.nsys_args, to_zero=True)
+        ):
             return
         n = len(req.selected_variants())
         launches = (req.iters or self.default_iters) * n
         if launches > SAFE_LAUNCHES:
-            print(f"gprof-orch: warning: at least {launches:,} kernel launches ({n} variants x "
-                  f"{req.iters or self.default_iters} iterations): nsys {found.version} with "
-                  f"--cuda-flush-interval=0 failed to process {ANALYSIS_FAILED_AT:,} on the H200 "
-                  f"({SAFE_LAUNCHES:,} worked); drop that flag or use fewer --iters", file=sys.stderr, flush=True)
+            print(
+                f"gprof-orch: warning: at least {launches:,} kernel launches ({n} variants x "
+                f"{req.iters or self.default_iters} iterations): nsys {found.version} with "
+                f"--cuda-flush-interval=0 failed to process {ANALYSIS_FAILED_AT:,} on the H200 "
+                f"({SAFE_LAUNCHES:,} worked); drop that flag or use fewer --iters",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def complete(self, rf: RunFolder, *, write: bool) -> None:
         """The export of the report nsys wrote, where the run stopped before it (nsys_export)."""
@@ -146,8 +197,13 @@ class NsysBackend(ToolBackend):
         try:
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
             with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
-                return frame_from_export(sqlite, wman, run=rf.path.name,
-                                         domain=nv.get("domain"), prefix=nv.get("prefix", RANGE_PREFIX))
+                return frame_from_export(
+                    sqlite,
+                    wman,
+                    run=rf.path.name,
+                    domain=nv.get("domain"),
+                    prefix=nv.get("prefix", RANGE_PREFIX),
+                )
         except ParseError as exc:
             said = self.lost_events(rf)
             if said:
@@ -167,20 +223,56 @@ class NsysBackend(ToolBackend):
             t = tools.find(cls.tool, explicit, timeout=timeout)
             rep = tmp / "nsys-check"
             # NVTX alone records nothing under nsys 2024.2.3 on a process with no CUDA: OS calls beside it
-            res = proc.run([str(t.path), "profile", "--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none",
-                            f"--output={rep}", "--force-overwrite=true", sys.executable, "-c", _SELF_TEST_PROGRAM],
-                           log_dir=tmp, name="nsys", timeout=timeout)
-            exp = proc.run([str(t.path), "export", "--type=sqlite", f"--output={rep}.sqlite", "--force-overwrite=true",
-                            f"{rep}.nsys-rep"], log_dir=tmp, name="nsys-export", timeout=timeout)
+            res = proc.run(
+                [
+                    str(t.path),
+                    "profile",
+                    "--trace=nvtx,osrt",
+                    "--sample=none",
+                    "--cpuctxsw=none",
+                    f"--output={rep}",
+                    "--force-overwrite=true",
+                    sys.executable,
+                    "-c",
+                    _SELF_TEST_PROGRAM,
+                ],
+                log_dir=tmp,
+                name="nsys",
+                timeout=timeout,
+            )
+            exp = proc.run(
+                [
+                    str(t.path),
+                    "export",
+                    "--type=sqlite",
+                    f"--output={rep}.sqlite",
+                    "--force-overwrite=true",
+                    f"{rep}.nsys-rep",
+                ],
+                log_dir=tmp,
+                name="nsys-export",
+                timeout=timeout,
+            )
             if res.returncode != 0 or exp.returncode != 0:
-                return check_row("nsys", False, f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
-                                 "see the logs in " + str(tmp))
+                return check_row(
+                    "nsys",
+                    False,
+                    f"nsys {t.version} failed: {res.tail(3) or exp.tail(3)}",
+                    "see the logs in " + str(tmp),
+                )
             ex = ns.read_export(f"{rep}.sqlite")
             if (ns.variant_ranges(ex)["variant"] == "doctor-check").any():
-                return check_row("nsys", True, f"nsys {t.version} recorded the NVTX range "
-                                 f"{NVTX_DOMAIN}@{RANGE_PREFIX}doctor-check")
-            return check_row("nsys", False, f"nsys {t.version} ran but recorded no gprof range",
-                             ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10")
+                return check_row(
+                    "nsys",
+                    True,
+                    f"nsys {t.version} recorded the NVTX range {NVTX_DOMAIN}@{RANGE_PREFIX}doctor-check",
+                )
+            return check_row(
+                "nsys",
+                False,
+                f"nsys {t.version} ran but recorded no gprof range",
+                ns.missing_ranges_hint(ex) or "pip install nvtx==0.2.10",
+            )
         except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
             return check_row("nsys", False, exc.message, exc.hint)
 
@@ -192,8 +284,13 @@ class NsysBackend(ToolBackend):
         from orchestrator.capture import nvtx_problem
 
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
-        return {"nvtx_ranges": {"ok": problem is None, "fix": problem,
-                                "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys"}}
+        return {
+            "nvtx_ranges": {
+                "ok": problem is None,
+                "fix": problem,
+                "version": "recorded by this nsys" if problem is None else "NOT recorded by this nsys",
+            }
+        }
 
     def lost_events(self, rf: RunFolder) -> str | None:
         """What nsys's own log says about lost events, and why they were lost (one line, or None)."""
@@ -202,16 +299,22 @@ class NsysBackend(ToolBackend):
         for name in ("nsys-profile.stdout.log", "nsys-profile.stderr.log"):
             tail = proc.log_tail(rf.logs / name, 80)
             if "Errors occurred while processing the raw events" in tail:
-                why = ("the run was interrupted" if rf.manifest.get("status") == "interrupted"
-                       # seen on the H200: nsys 2023.4.4 under a CUDA 13 PyTorch program drops the
-                       # calling thread's API events, and with them every kernel it launched
-                       else f"this nsys ({(rf.manifest.get('tools') or {}).get('nsys_version') or 'its version'}) "
-                            "does not know a CUDA runtime call the program made (the CUDA runtime is newer "
-                            "than nsys): kernels launched by that thread are missing; "
-                            f"{NEWER_NSYS}" if "Unknown runtime API function index" in tail
-                       else "profile fewer --iters")
-                return (f"nsys reported errors while processing the raw events (logs/{name}): events were "
-                        f"lost; {why}")
+                why = (
+                    "the run was interrupted"
+                    if rf.manifest.get("status") == "interrupted"
+                    # seen on the H200: nsys 2023.4.4 under a CUDA 13 PyTorch program drops the
+                    # calling thread's API events, and with them every kernel it launched
+                    else f"this nsys ({(rf.manifest.get('tools') or {}).get('nsys_version') or 'its version'}) "
+                    "does not know a CUDA runtime call the program made (the CUDA runtime is newer "
+                    "than nsys): kernels launched by that thread are missing; "
+                    f"{NEWER_NSYS}"
+                    if "Unknown runtime API function index" in tail
+                    else "profile fewer --iters"
+                )
+                return (
+                    f"nsys reported errors while processing the raw events (logs/{name}): events were "
+                    f"lost; {why}"
+                )
         return None
 
 
@@ -239,14 +342,20 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     # files disagree (a damaged workload.json), and that variant's row would silently vanish
     unlisted = sorted(recorded - {v.get("name") for v in wman.get("variants", [])})
     if unlisted:
-        raise ParseError(sqlite, f"the export has NVTX ranges of variant(s) {', '.join(unlisted)} that "
-                                 f"workload.json does not list",
-                         hint="workload.json and the export disagree; is workload.json from this run?")
+        raise ParseError(
+            sqlite,
+            f"the export has NVTX ranges of variant(s) {', '.join(unlisted)} that "
+            f"workload.json does not list",
+            hint="workload.json and the export disagree; is workload.json from this run?",
+        )
     if ran and len(missing) == len(ran):
         hint = ns.missing_ranges_hint(export, domain=domain, prefix=prefix)
-        raise ParseError(sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export",
-                         hint=hint)
-    summary = ns.range_times(attributed, ranges)  # summarize()'s wall and busy columns, no per-launch statistics
+        raise ParseError(
+            sqlite, f"the NVTX ranges of variant(s) {', '.join(missing)} are not in the export", hint=hint
+        )
+    summary = ns.range_times(
+        attributed, ranges
+    )  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
     del export  # the export's frames are no longer needed: free them before the rows are built
     rows = RowMaker(run, "nsys", wman["workload"])
@@ -304,9 +413,11 @@ class VariantRows:
         code[inside] = codes[rid[inside]]
         order = np.argsort(code, kind="stable")  # each variant's rows in frame order
         bounds = np.searchsorted(code[order], np.arange(-1, len(names) + 1))
-        self._rows = {name: order[bounds[i]:bounds[i + 1]] for i, name in enumerate([None, *names])}
-        self._cols = {c: attributed[c].to_numpy() if attributed[c].dtype == object else attributed[c].array
-                      for c in self.COLUMNS}
+        self._rows = {name: order[bounds[i] : bounds[i + 1]] for i, name in enumerate([None, *names])}
+        self._cols = {
+            c: attributed[c].to_numpy() if attributed[c].dtype == object else attributed[c].array
+            for c in self.COLUMNS
+        }
         label = _kernel_label(attributed)
         self._cols["label"] = label.to_numpy() if label.dtype == object else label.array
         self._launch = attributed["launch_start"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).max)
@@ -323,9 +434,18 @@ class VariantRows:
             idx = idx[np.argsort(self._launch[idx], kind="stable")]
         index = self._index[idx]
         # text as object, not pandas 3's inferred str: that would copy every name into Arrow
-        return pd.DataFrame({c: pd.Series(self._cols[c][idx], index=index, copy=False,
-                                          dtype=object if isinstance(self._cols[c], np.ndarray) else None)
-                             for c in ("kind", "label", *self.COLUMNS[1:])}, copy=False)
+        return pd.DataFrame(
+            {
+                c: pd.Series(
+                    self._cols[c][idx],
+                    index=index,
+                    copy=False,
+                    dtype=object if isinstance(self._cols[c], np.ndarray) else None,
+                )
+                for c in ("kind", "label", *self.COLUMNS[1:])
+            },
+            copy=False,
+        )
 
 
 def _kernel_label(act: pd.DataFrame) -> pd.Series:
@@ -339,8 +459,10 @@ def _kernel_label(act: pd.DataFrame) -> pd.Series:
         kind = act["kind"].to_numpy(dtype=object)
         other = kind != "kernel"
         kind_codes, kinds = pd.factorize(kind[other])
-        cats = pd.Index(list(dict.fromkeys([*dem.cat.categories, *name.cat.categories, *(f"[{k}]" for k in kinds)])),
-                        dtype=object)
+        cats = pd.Index(
+            list(dict.fromkeys([*dem.cat.categories, *name.cat.categories, *(f"[{k}]" for k in kinds)])),
+            dtype=object,
+        )
         d = cats.get_indexer(dem.cat.categories)[dem.cat.codes.to_numpy()]
         n = cats.get_indexer(name.cat.categories)[name.cat.codes.to_numpy()]
         codes = np.where(dem.cat.codes.to_numpy() >= 0, d, np.where(name.cat.codes.to_numpy() >= 0, n, -1))
@@ -378,4 +500,3 @@ def time_samples(rows: RowMaker, variant: str, durations: np.ndarray, iters: int
         rows.add(variant, UNEVEN_LAUNCHES, float(len(durations)), "count")
     else:
         rows.samples(variant, "time_ns", per_iter, "ns")
-

@@ -2,12 +2,13 @@
 (Ctrl-C, a kill), leaving `report.nsys-rep` and no `report.sqlite`. `gprof-orch report` makes
 the export then, as the run would have, with the nsys the run used or one found here; a reading
 that writes nothing (`compare`, a read-only folder) says so instead."""
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from orchestrator import tools
 from orchestrator.backends.base import Step
@@ -22,8 +23,17 @@ SQLITE = "report.sqlite"
 
 def export_step(exe: str, run_dir: Path, rep: Path | None = None) -> Step:
     """`nsys export` of the run's report (or of `rep`) to run_dir/report.sqlite (pure)."""
-    return Step("nsys-export", [exe, "export", "--type=sqlite", f"--output={run_dir / SQLITE}",
-                                "--force-overwrite=true", str(rep or run_dir / REPORT)])
+    return Step(
+        "nsys-export",
+        [
+            exe,
+            "export",
+            "--type=sqlite",
+            f"--output={run_dir / SQLITE}",
+            "--force-overwrite=true",
+            str(rep or run_dir / REPORT),
+        ],
+    )
 
 
 def unexported(rf: RunFolder) -> bool:
@@ -39,18 +49,26 @@ def pending_export(rf: RunFolder, write: bool) -> Step | None:
         return None
     what = f"nsys wrote {REPORT}, but the run stopped before its SQLite export was made"
     if not write:
-        raise ParseError(rf.path / SQLITE, f"no such file: {what}",
-                         hint=f"`gprof-orch report {rf.path}` makes the export (the folder must be writable)")
+        raise ParseError(
+            rf.path / SQLITE,
+            f"no such file: {what}",
+            hint=f"`gprof-orch report {rf.path}` makes the export (the folder must be writable)",
+        )
     # the nsys the run used, unless $GPROF_NSYS names another; then PATH and the install places
     recorded = (rf.manifest.get("tools") or {}).get("nsys")
-    explicit = recorded if recorded and os.access(recorded, os.X_OK) and not os.environ.get(tools.ENV["nsys"]) \
+    explicit = (
+        recorded
+        if recorded and os.access(recorded, os.X_OK) and not os.environ.get(tools.ENV["nsys"])
         else None
+    )
     try:
         found = tools.find("nsys", explicit, with_version=False)
     except ToolNotFoundError as exc:
-        raise ToolNotFoundError(f"cannot report {rf.path}: {what}, and nsys is needed to make it: {exc.message}",
-                                hint=f"{tools.HOW_TO_GET['nsys']}, then run `gprof-orch report {rf.path}` again; "
-                                     f"or, where nsys is, `gprof-orch import {rf.path / REPORT}`") from None
+        raise ToolNotFoundError(
+            f"cannot report {rf.path}: {what}, and nsys is needed to make it: {exc.message}",
+            hint=f"{tools.HOW_TO_GET['nsys']}, then run `gprof-orch report {rf.path}` again; "
+            f"or, where nsys is, `gprof-orch import {rf.path / REPORT}`",
+        ) from None
     print(f"gprof-orch: {rf.path}: {what}; making it now", file=sys.stderr, flush=True)
     return export_step(str(found.path), rf.path.resolve())
 
@@ -61,8 +79,11 @@ def export_pending(export: Callable[[], None], rf: RunFolder) -> None:
     try:
         export()
     except ToolFailedError as exc:
-        err = unreadable_report(exc, rf.path / REPORT, "cut short: the run was stopped while nsys wrote it, "
-                                                       "so there is nothing to export")
+        err = unreadable_report(
+            exc,
+            rf.path / REPORT,
+            "cut short: the run was stopped while nsys wrote it, so there is nothing to export",
+        )
         if err is None:
             raise
         raise err from exc

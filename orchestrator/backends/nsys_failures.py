@@ -1,9 +1,9 @@
 """What nsys (2023.4.4, the version CI runs) says when it fails, and what gprof-orch tells the user
 then: the words to look for in its output, the limits measured, the error to raise."""
+
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 from orchestrator import proc
@@ -23,9 +23,11 @@ UNREADABLE_REPORT = "Exportation error:"
 AGENT_LOST = "Connection to Agent lost"
 # what to do when nsys lost a thread's events on a CUDA runtime call it does not know (nsys 2023.4.4
 # under CUDA 12.8+ programs: cudaGetDriverEntryPointByVersion, cudaEventElapsedTime_v12080)
-NEWER_NSYS = ("use an nsys at least as new as the CUDA runtime (scripts/install-nsys.sh installs Nsight Systems "
-              "2024.2.3, which records CUDA 13 PyTorch programs whole), or start the capture after the program's "
-              "warm-up: torch.cuda.profiler.start() in the program and --nsys-arg=--capture-range=cudaProfilerApi")
+NEWER_NSYS = (
+    "use an nsys at least as new as the CUDA runtime (scripts/install-nsys.sh installs Nsight Systems "
+    "2024.2.3, which records CUDA 13 PyTorch programs whole), or start the capture after the program's "
+    "warm-up: torch.cuda.profiler.start() in the program and --nsys-arg=--capture-range=cudaProfilerApi"
+)
 
 
 def no_report(res: proc.Result, log: str) -> ToolFailedError:
@@ -36,17 +38,28 @@ def no_report(res: proc.Result, log: str) -> ToolFailedError:
     if "AnalysisFailed" in text or said:
         detail = said.group(1).strip().rstrip(":") if said else "Status: AnalysisFailed"
         return ToolFailedError(
-            f"nsys could not process the events it recorded ({detail})", argv=res.argv,
-            returncode=res.returncode, log_tail=said.group(0) if said else log, log=res.stderr,
+            f"nsys could not process the events it recorded ({detail})",
+            argv=res.argv,
+            returncode=res.returncode,
+            log_tail=said.group(0) if said else log,
+            log=res.stderr,
             hint=f"nsys 2023.4.4 with --cuda-flush-interval=0 fails so on the H200 past about {SAFE_LAUNCHES:,} "
-                 f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
-                 f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
-                 "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events")
+            f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
+            f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
+            "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events",
+        )
     lost = AGENT_LOST in text
-    return ToolFailedError("nsys wrote no report (No reports were generated)", argv=res.argv,
-                           returncode=res.returncode, log_tail=log, log=res.stderr,
-                           hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
-                                "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again" if lost else None)
+    return ToolFailedError(
+        "nsys wrote no report (No reports were generated)",
+        argv=res.argv,
+        returncode=res.returncode,
+        log_tail=log,
+        log=res.stderr,
+        hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
+        "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again"
+        if lost
+        else None,
+    )
 
 
 def unreadable_report(exc: ToolFailedError, report: Path | str, hint: str) -> ParseError | None:

@@ -7,6 +7,7 @@ program is stopped first so nsys writes all it recorded); ingest() copies (and, 
 `.nsys-rep`, exports) an existing capture; parse() turns the export into the unified frame
 (pure): kernels attributed to the range holding the call that launched them, as for `nsys`.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,15 @@ from orchestrator.capture import REPORT, SQLITE, ProgramRequest
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
-from reports.schema import (NO_RANGE, NOT_IN_REPORT, OTHER_THREAD_LAUNCHES, OUTSIDE, SAMPLED, UNEVEN_LAUNCHES,
-                            WALL_TIME_ONLY)
+from reports.schema import (
+    NO_RANGE,
+    NOT_IN_REPORT,
+    OTHER_THREAD_LAUNCHES,
+    OUTSIDE,
+    SAMPLED,
+    UNEVEN_LAUNCHES,
+    WALL_TIME_ONLY,
+)
 from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
 
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
@@ -36,6 +44,7 @@ RUN_MARK = "GPROF_EXEC_RUN"
 class ProgramBackend(ToolBackend):
     """`exec nsys -- CMD` and `import FILE`: a user's program or capture under Nsight Systems, one
     variant per NVTX range; not a command of its own and not one of `all`'s backends."""
+
     name = "program"
     tool = "nsys"
     mode = "capture"
@@ -47,7 +56,11 @@ class ProgramBackend(ToolBackend):
         """A range with no GPU activity of its own (no kernel, memset or copy attributed to it) is
         timed by its wall time: the host's, under nsys."""
         out = super().measures(workload, frame)
-        gpu = set(frame.loc[frame["metric"].isin(list(ACTIVITY_METRIC.values())), "variant"]) if not frame.empty else set()
+        gpu = (
+            set(frame.loc[frame["metric"].isin(list(ACTIVITY_METRIC.values())), "variant"])
+            if not frame.empty
+            else set()
+        )
         return {v: m if v in gpu else self.host_measure for v, m in out.items()}
 
     def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
@@ -59,8 +72,18 @@ class ProgramBackend(ToolBackend):
         if req.trace_osrt or not cuda:
             trace.append("osrt")
         flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not _sets_flush(req.nsys_args) else []
-        profile = [exe, "profile", f"--trace={','.join(trace)}", "--sample=none", "--cpuctxsw=none", *flush,
-                   f"--output={run_dir / 'report'}", "--force-overwrite=true", *req.nsys_args, *req.argv]
+        profile = [
+            exe,
+            "profile",
+            f"--trace={','.join(trace)}",
+            "--sample=none",
+            "--cpuctxsw=none",
+            *flush,
+            f"--output={run_dir / 'report'}",
+            "--force-overwrite=true",
+            *req.nsys_args,
+            *req.argv,
+        ]
         return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
 
     def _export_step(self, req: ProgramRequest, run_dir: Path, rep: Path | None = None) -> Step:
@@ -90,8 +113,14 @@ class ProgramBackend(ToolBackend):
         interrupted: GprofError | None = None
         res = None
         try:
-            res = proc.run(profile.argv, log_dir=rf.logs, name=profile.name, timeout=req.timeout, env=profile.env,
-                           on_interrupt=stop_program_first(run_dir, req.argv))
+            res = proc.run(
+                profile.argv,
+                log_dir=rf.logs,
+                name=profile.name,
+                timeout=req.timeout,
+                env=profile.env,
+                on_interrupt=stop_program_first(run_dir, req.argv),
+            )
         except InterruptedRunError as exc:
             interrupted = exc  # nsys had its time to write the report: export what it wrote
         except ToolFailedError:  # timeout: keep whatever report nsys managed to write
@@ -109,10 +138,13 @@ class ProgramBackend(ToolBackend):
             # Its stderr passes through nsys to the log: what it said last is why (a missing file)
             said = _last_lines(res.stderr)
             last = said.splitlines()[-1] if said else ""
-            raise RunFailedError(f"the program exited with status {res.returncode}" + (f": {last}" if last else ""),
-                                 log=res.stderr, log_tail=said if "\n" in said else "",
-                                 tail_title="the program's last lines on stderr",
-                                 hint=f"its output is in {rf.logs}/nsys-profile.*.log")
+            raise RunFailedError(
+                f"the program exited with status {res.returncode}" + (f": {last}" if last else ""),
+                log=res.stderr,
+                log_tail=said if "\n" in said else "",
+                tail_title="the program's last lines on stderr",
+                hint=f"its output is in {rf.logs}/nsys-profile.*.log",
+            )
 
     def ingest(self, req: ProgramRequest, rf: RunFolder, src: Path, kind: str) -> None:
         """Bring an existing capture into the run folder: a copy of the SQLite export, or of the
@@ -123,8 +155,11 @@ class ProgramBackend(ToolBackend):
             try:
                 self._export(self._export_step(req, rf.path.resolve(), dest.resolve()), rf)
             except ToolFailedError as exc:
-                err = unreadable_report(exc, src, "a damaged or cut-short .nsys-rep; its .sqlite export, where one "
-                                                  "was made, imports too")
+                err = unreadable_report(
+                    exc,
+                    src,
+                    "a damaged or cut-short .nsys-rep; its .sqlite export, where one was made, imports too",
+                )
                 if err is None:
                     raise
                 raise err from exc
@@ -167,11 +202,13 @@ def stop_program_first(run_dir: Path, argv: list[str]):
     """The Ctrl-C policy (proc.OnInterrupt): SIGINT the program itself, found by the mark in its
     environment and its command line, so nsys sees it exit and writes everything; once it has
     ended (or before it started), None: nsys is told."""
+
     def policy() -> proc.OnInterrupt | None:
         pid = _find_program(run_dir, argv)
         if pid is None:
             return None
         return proc.OnInterrupt("interrupted: stopping the program; nsys keeps what it recorded", pid)
+
     return policy
 
 
@@ -249,7 +286,9 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     filt = RangeFilter.from_json(wman.get("nvtx") or {})
     ranges = filt.select(export)
     attributed = ns.attribute_kernels(export, ranges=ranges)
-    summary = ns.range_times(attributed, ranges)  # summarize()'s wall and busy columns, no per-launch statistics
+    summary = ns.range_times(
+        attributed, ranges
+    )  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
     any_kernels = len(export.kernels) > 0
     launches = LaunchTimes(attributed) if any_kernels else None
@@ -276,8 +315,14 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     return rows.frame()
 
 
-def _variant_activity(name: str, attributed: pd.DataFrame, ranges: pd.DataFrame, summary: pd.DataFrame,
-                      by_variant: VariantRows, holds: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _variant_activity(
+    name: str,
+    attributed: pd.DataFrame,
+    ranges: pd.DataFrame,
+    summary: pd.DataFrame,
+    by_variant: VariantRows,
+    holds: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A variant's GPU activity (in launch order, labelled) and its range_times() row: inclusive
     of the ranges nested in it when it holds others (as nvtx_kern_sum counts it), else innermost wins."""
     from orchestrator.parsers import nsys_sqlite as ns
@@ -291,15 +336,17 @@ def _variant_activity(name: str, attributed: pd.DataFrame, ranges: pd.DataFrame,
     return by_variant.of(name, by_launch=True), summary[summary["variant"] == name]
 
 
-def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int,
-               launches: LaunchTimes | None) -> None:
+def _time_rows(
+    rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int, launches: LaunchTimes | None
+) -> None:
     """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
     idle gaps and cpu_time_ns. `launches`: every attributed launch where the capture has any
     kernel (None: none), to count those other threads launched inside the variant's ranges."""
     wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
     if len(act):
-        samples = per_range_iterations(act["range_id"].to_numpy(), act["duration_ns"].to_numpy(),
-                                       r["range_id"].to_numpy(), k)
+        samples = per_range_iterations(
+            act["range_id"].to_numpy(), act["duration_ns"].to_numpy(), r["range_id"].to_numpy(), k
+        )
         if samples is None:
             rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
         else:
@@ -315,7 +362,9 @@ def _time_rows(rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k:
     rows.samples(name, "cpu_time_ns", wall, "ns")
 
 
-def per_range_iterations(rid: np.ndarray, durations: np.ndarray, range_ids: np.ndarray, k: int) -> np.ndarray | None:
+def per_range_iterations(
+    rid: np.ndarray, durations: np.ndarray, range_ids: np.ndarray, k: int
+) -> np.ndarray | None:
     """The GPU time of each iteration, range instance by range instance (`range_ids`' order),
     `k` iterations an instance: per_iteration() of each instance's launches (`rid`, `durations`:
     in launch order), zeros for an instance without any. None when an instance's launches do not

@@ -12,6 +12,7 @@ metadata's `declared_flops[8|16|32|64]` and `declared_bytes` (totals over the me
 iterations; the kernel's author declares them). Proton records kernels only: no memcpy or
 memset, no timestamps (so no idle gaps). Needs an NVIDIA GPU (CUPTI) and triton with proton.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,9 +33,9 @@ from workloads.nvtx_ranges import RANGE_PREFIX
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
     import pandas as pd
 
-SESSION = "proton"               # proton.start's name: it writes <name>.hatchet
+SESSION = "proton"  # proton.start's name: it writes <name>.hatchet
 HATCHET = SESSION + ".hatchet"
-ITER_SCOPE = "iter:"             # + the iteration's index in its variant
+ITER_SCOPE = "iter:"  # + the iteration's index in its variant
 # the bootstrap the child runs: `python -c CHILD <session> -m workloads run ...`
 CHILD = "from orchestrator.backends.proton import child_main; child_main()"
 CHILD_ENV = {"TRITON_ENABLE_NVTX": "0"}
@@ -45,21 +46,32 @@ PROTON_LOG_TAG = "[PROTON]"
 class ProtonBackend(Backend):
     """`gprof-orch proton`: the workload under Proton, Triton's own profiler (CUPTI): kernel time
     per iteration per variant, and the FLOPs and bytes the Triton kernels' launch metadata declares."""
+
     name = "proton"
     mode = "profile"
     default_iters = 20
     default_warmup = 3
-    description = ("Proton, Triton's profiler (CUPTI): kernel time per iteration per variant, and the FLOPs "
-                   "and bytes the Triton kernels' launch metadata declares")
-    help = ("Profile the workload under Proton, Triton's own profiler (CUPTI): each variant's kernel time per "
-            "iteration, and the FLOPs and bytes the Triton kernels' launch_metadata declares. Needs an NVIDIA GPU.")
+    description = (
+        "Proton, Triton's profiler (CUPTI): kernel time per iteration per variant, and the FLOPs "
+        "and bytes the Triton kernels' launch metadata declares"
+    )
+    help = (
+        "Profile the workload under Proton, Triton's own profiler (CUPTI): each variant's kernel time per "
+        "iteration, and the FLOPs and bytes the Triton kernels' launch_metadata declares. Needs an NVIDIA GPU."
+    )
     needs_gpu = True
     measure = "kernels-only"  # proton's CUPTI scope records kernels, not memsets or copies
     host_measure = "host-proton"
-    merged = MergedTime("proton_us", "proton us", "proton", on_gpu="kernel durations per iteration (CUPTI)",
-                        on_cpu=None,
-                        reason="proton sums each iteration's CUPTI kernel durations (no launch latency, no gaps "
-                               "between kernels, no L2 flush), as nsys does", rank=4).declare()
+    merged = MergedTime(
+        "proton_us",
+        "proton us",
+        "proton",
+        on_gpu="kernel durations per iteration (CUPTI)",
+        on_cpu=None,
+        reason="proton sums each iteration's CUPTI kernel durations (no launch latency, no gaps "
+        "between kernels, no L2 flush), as nsys does",
+        rank=4,
+    ).declare()
 
     @classmethod
     def cli_options(cls) -> list:
@@ -82,13 +94,18 @@ class ProtonBackend(Backend):
         the fix, where it cannot record CUDA kernels."""
         version, where = find_proton()
         if version is None:
-            raise ToolNotFoundError(where, hint="pip install triton (3.6 on the H200): proton ships in its wheel")
+            raise ToolNotFoundError(
+                where, hint="pip install triton (3.6 on the H200): proton ships in its wheel"
+            )
         if req.device == "cpu" or req.triton_interpret:
-            raise UsageError("proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret")
+            raise UsageError(
+                "proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret"
+            )
         why = _cannot_run(req)
         if why:
-            raise ToolNotFoundError(why, hint="run it on a machine with an NVIDIA GPU; torch-trace and nsys "
-                                              "also run on the CPU")
+            raise ToolNotFoundError(
+                why, hint="run it on a machine with an NVIDIA GPU; torch-trace and nsys also run on the CPU"
+            )
         return {"proton": where, "proton_version": f"triton {version}"}
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
@@ -105,16 +122,21 @@ class ProtonBackend(Backend):
         wrote no profile although the workload ended."""
         super().after_step(step, res, rf)
         if not (rf.path / HATCHET).exists():
-            raise ToolFailedError(f"proton wrote no profile ({HATCHET}) although the workload ended with "
-                                  f"status {res.returncode}", argv=res.argv, returncode=res.returncode,
-                                  log_tail=res.tail(), log=res.stderr,
-                                  hint="TRITON_PROTON_DISABLE set, or proton.finalize() failed: see the log")
+            raise ToolFailedError(
+                f"proton wrote no profile ({HATCHET}) although the workload ended with "
+                f"status {res.returncode}",
+                argv=res.argv,
+                returncode=res.returncode,
+                log_tail=res.tail(),
+                log=res.stderr,
+                hint="TRITON_PROTON_DISABLE set, or proton.finalize() failed: see the log",
+            )
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of proton's hatchet profile (a compressed one read the same)."""
         from orchestrator.parsers import compressed
-        from reports.unify import RowMaker, variant_facts
         from orchestrator.parsers import proton as reader
+        from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
         prefix = (wman.get("nvtx") or {}).get("prefix", RANGE_PREFIX)
@@ -140,8 +162,10 @@ class ProtonBackend(Backend):
         except ParseError:
             return said[:5]  # parse() says what is wrong with the file
         if prof.metadata_launches:
-            said.append(f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
-                        "left out (as proton's viewer leaves them out)")
+            said.append(
+                f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
+                "left out (as proton's viewer leaves them out)"
+            )
         return said[:5] + prof.notes
 
 
@@ -158,8 +182,10 @@ def find_proton() -> tuple[str | None, str]:
     except metadata.PackageNotFoundError:
         version = "(unknown version)"
     if not (root / "profiler" / "__init__.py").is_file() or not any((root / "_C").glob("libproton*")):
-        return None, (f"triton {version} at {root} has no proton (triton/profiler and triton/_C/libproton): "
-                      "a build without it")
+        return None, (
+            f"triton {version} at {root} has no proton (triton/profiler and triton/_C/libproton): "
+            "a build without it"
+        )
     return version, str(root / "profiler")
 
 
@@ -196,8 +222,10 @@ def runner_contract(parts: tuple[str, ...] = RUNNER_PARTS) -> tuple[type, str, s
     if "Ranges" in found:
         missing += [f"Ranges.{m}" for m in ("push", "pop") if not callable(getattr(found["Ranges"], m, None))]
     if missing:
-        raise RuntimeError(f"the runner ({', '.join(parts)}) has no {', '.join(missing)}: the proton backend "
-                           "cannot mark its variants and iterations")
+        raise RuntimeError(
+            f"the runner ({', '.join(parts)}) has no {', '.join(missing)}: the proton backend "
+            "cannot mark its variants and iterations"
+        )
     return found["Ranges"], found["RANGE_PREFIX"], found["ITER_LABEL"]
 
 
@@ -211,7 +239,9 @@ class ScopeBridge:
 
     def __init__(self, profiler: Any, ranges: type, prefix: str, iter_label: str, torch_profiler: Any):
         if not hasattr(torch_profiler, "record_function"):
-            raise RuntimeError("torch.profiler has no record_function: the proton backend cannot mark iterations")
+            raise RuntimeError(
+                "torch.profiler has no record_function: the proton backend cannot mark iterations"
+            )
         self.profiler, self.ranges, self.torch_profiler = profiler, ranges, torch_profiler
         self.prefix, self.iter_label = prefix, iter_label
         self._open: list[tuple[str, Any]] = []  # the runner's open ranges and their scopes
@@ -241,7 +271,7 @@ class ScopeBridge:
         scope.__enter__()
         return scope
 
-    def install(self) -> "ScopeBridge":
+    def install(self) -> ScopeBridge:
         """Patch the ranges class's push/pop and torch.profiler.record_function so the runner's
         ranges and iterations also enter proton scopes; returns self (undone by uninstall)."""
         ranges, bridge = self.ranges, self
@@ -257,11 +287,12 @@ class ScopeBridge:
 
         base = self.torch_profiler.record_function
 
-        class record_function(base):  # noqa: N801 - it stands in for torch's, under its name
+        class record_function(base):
             def __enter__(self_):
                 out = super().__enter__()
-                self_._proton_scope = (bridge.enter_iteration()
-                                       if getattr(self_, "name", None) == bridge.iter_label else None)
+                self_._proton_scope = (
+                    bridge.enter_iteration() if getattr(self_, "name", None) == bridge.iter_label else None
+                )
                 return out
 
             def __exit__(self_, *exc):
@@ -270,7 +301,11 @@ class ScopeBridge:
                     scope.__exit__(None, None, None)
                 return super().__exit__(*exc)
 
-        self._undo = [(ranges, "push", push), (ranges, "pop", pop), (self.torch_profiler, "record_function", base)]
+        self._undo = [
+            (ranges, "push", push),
+            (ranges, "pop", pop),
+            (self.torch_profiler, "record_function", base),
+        ]
         ranges.push, ranges.pop = bridged_push, bridged_pop
         self.torch_profiler.record_function = record_function
         return self
@@ -294,9 +329,9 @@ def child_main(argv: list[str] | None = None, profiler: Any = None) -> NoReturn:
     session, rest = args[0], args[3:]
     try:
         if profiler is None:
-            import triton.profiler as profiler  # noqa: PLW0127 - the real one, in the child
+            import triton.profiler as profiler
         started = profiler.start(session, context="shadow", data="tree", backend="cupti", hook="triton")
-    except Exception as exc:  # noqa: BLE001 - said as the runner says a crash, then exit 3
+    except Exception as exc:
         traceback.print_exc()
         _say(f"gprof-orch runner: crashed: proton could not start: {type(exc).__name__}: {exc}")
         sys.exit(3)
@@ -307,9 +342,11 @@ def child_main(argv: list[str] | None = None, profiler: Any = None) -> NoReturn:
         import torch.profiler as torch_profiler
 
         ScopeBridge(profiler, *runner_contract(), torch_profiler).install()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         traceback.print_exc()
-        _say(f"gprof-orch runner: crashed: proton cannot mark the runner's variants: {type(exc).__name__}: {exc}")
+        _say(
+            f"gprof-orch runner: crashed: proton cannot mark the runner's variants: {type(exc).__name__}: {exc}"
+        )
         _finalize(profiler)
         sys.exit(3)
     sys.argv = [RUNNER_MODULE, *rest]
@@ -329,7 +366,7 @@ def _finalize(profiler: Any) -> bool:
     try:
         profiler.finalize()
         return True
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         traceback.print_exc()
         _say(f"gprof-orch runner: crashed: proton.finalize() failed: {type(exc).__name__}: {exc}")
         return False

@@ -1,5 +1,6 @@
 """`gprof-orch time`: every call's GPU time, from CUPTI's kernel records (the kernel clock) or the
 CUDA events around it (the CPU clock on a CPU run)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -16,25 +17,36 @@ class TimeBackend(Backend):
     """`gprof-orch time`: each call's own kernels from CUPTI (the kernel clock) where it can, else
     the CUDA events around it (the host clock on a CPU run), sampled until the median is known to
     --max-noise unless --iters fixes the count."""
+
     name = "time"
     mode = "time"
     default_iters = None  # until the stop rule (--max-noise, --max-time) is met; --iters N: exactly N
     default_warmup = 10
-    merged = MergedTime("events_us", "events us", "events", on_gpu="CUDA events per call (time)",
-                        on_cpu="host clock (perf_counter) per call (time; a CPU run has no CUDA events)",
-                        reason="CUDA events time the whole call: launch latency and gaps between kernels "
-                               "are included", distinct=True, rank=0,
-                        # on the kernel clock the median is the kernels' (nsys's column has those):
-                        # the events, kept beside it, are what this column means
-                        medians=("events_median_us", "time_median_us")).declare()
+    merged = MergedTime(
+        "events_us",
+        "events us",
+        "events",
+        on_gpu="CUDA events per call (time)",
+        on_cpu="host clock (perf_counter) per call (time; a CPU run has no CUDA events)",
+        reason="CUDA events time the whole call: launch latency and gaps between kernels are included",
+        distinct=True,
+        rank=0,
+        # on the kernel clock the median is the kernels' (nsys's column has those):
+        # the events, kept beside it, are what this column means
+        medians=("events_median_us", "time_median_us"),
+    ).declare()
     measure = "stream"  # the events; a variant on the kernel clock times its kernels (measures())
-    description = ("every call timed with the stream held until it is queued: its own kernels from CUPTI's "
-                   "records (the kernel clock, where cupti-python is installed) or the CUDA events around it; "
-                   "median, IQR, min, the median's noise (L2 flushed by default)")
+    description = (
+        "every call timed with the stream held until it is queued: its own kernels from CUPTI's "
+        "records (the kernel clock, where cupti-python is installed) or the CUDA events around it; "
+        "median, IQR, min, the median's noise (L2 flushed by default)"
+    )
 
-    help = ("Time each variant's calls, the stream held until each call is queued so no host cost is timed: "
-            "its kernels from CUPTI (as nsys reads them) where cupti-python is installed, else CUDA events; "
-            "sample until the median is known to --max-noise (median, IQR, min, samples, noise).")
+    help = (
+        "Time each variant's calls, the stream held until each call is queued so no host cost is timed: "
+        "its kernels from CUPTI (as nsys reads them) where cupti-python is installed, else CUDA events; "
+        "sample until the median is known to --max-noise (median, IQR, min, samples, noise)."
+    )
 
     @classmethod
     def cli_options(cls) -> list:
@@ -47,33 +59,72 @@ class TimeBackend(Backend):
 
         stop = StopRule()
         return [
-            click.option("--flush-l2/--no-flush-l2", default=True, show_default=True,
-                         help="Write a buffer twice the L2 before every iteration."),
-            click.option("--timer", type=click.Choice(timers.TIMERS), default=timers.DEFAULT_TIMER,
-                         show_default=True,
-                         help="What holds the GPU while the host queues the call: blocking (a kernel spins until "
-                         "the call is queued; falls back to sleep, said in the note, when the host side outlasts "
-                         f"{timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), sleep (--gpu-sleep), none "
-                         "(the host's launch is timed too)."),
-            click.option("--gpu-sleep", "gpu_sleep_us", type=float, default=timers.DEFAULT_GPU_SLEEP_US,
-                         show_default=True, metavar="US", help="The sleep timer's GPU sleep after each flush (0: none)."),
-            click.option("--cuda-graph", is_flag=True,
-                         help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
-                         "all); a variant that cannot be captured is skipped with the reason."),
-            click.option("--kernel-clock/--no-kernel-clock", default=None,
-                         help="The median from each call's own kernels, memsets and copies, read from CUPTI's "
-                         "records as nsys reads them, the events kept as `events us` (default: on a GPU wherever "
-                         "cupti-python is installed, see doctor). CUPTI adds about 1 to 3 us of host time to each "
-                         "call, which `CPU us` holds; --no-kernel-clock: the events' median and the bare host time."),
-            click.option("--max-noise", type=float, default=stop.max_noise_pct, show_default=True, metavar="PCT",
-                         help="Sample until the median's 95% confidence half-width is at most PCT % of it (without "
-                         "--iters)."),
+            click.option(
+                "--flush-l2/--no-flush-l2",
+                default=True,
+                show_default=True,
+                help="Write a buffer twice the L2 before every iteration.",
+            ),
+            click.option(
+                "--timer",
+                type=click.Choice(timers.TIMERS),
+                default=timers.DEFAULT_TIMER,
+                show_default=True,
+                help="What holds the GPU while the host queues the call: blocking (a kernel spins until "
+                "the call is queued; falls back to sleep, said in the note, when the host side outlasts "
+                f"{timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), sleep (--gpu-sleep), none "
+                "(the host's launch is timed too).",
+            ),
+            click.option(
+                "--gpu-sleep",
+                "gpu_sleep_us",
+                type=float,
+                default=timers.DEFAULT_GPU_SLEEP_US,
+                show_default=True,
+                metavar="US",
+                help="The sleep timer's GPU sleep after each flush (0: none).",
+            ),
+            click.option(
+                "--cuda-graph",
+                is_flag=True,
+                help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
+                "all); a variant that cannot be captured is skipped with the reason.",
+            ),
+            click.option(
+                "--kernel-clock/--no-kernel-clock",
+                default=None,
+                help="The median from each call's own kernels, memsets and copies, read from CUPTI's "
+                "records as nsys reads them, the events kept as `events us` (default: on a GPU wherever "
+                "cupti-python is installed, see doctor). CUPTI adds about 1 to 3 us of host time to each "
+                "call, which `CPU us` holds; --no-kernel-clock: the events' median and the bare host time.",
+            ),
+            click.option(
+                "--max-noise",
+                type=float,
+                default=stop.max_noise_pct,
+                show_default=True,
+                metavar="PCT",
+                help="Sample until the median's 95% confidence half-width is at most PCT % of it (without "
+                "--iters).",
+            ),
             click.option("--min-samples", type=int, default=stop.min_samples, show_default=True),
-            click.option("--min-time", type=float, default=stop.min_time_s, show_default=True, metavar="S",
-                         help="Seconds of sampling per variant at least."),
-            click.option("--max-time", type=float, default=stop.max_time_s, show_default=True, metavar="S",
-                         help="Seconds of sampling per variant at most; a variant not at --max-noise by then is "
-                         "marked noisy."),
+            click.option(
+                "--min-time",
+                type=float,
+                default=stop.min_time_s,
+                show_default=True,
+                metavar="S",
+                help="Seconds of sampling per variant at least.",
+            ),
+            click.option(
+                "--max-time",
+                type=float,
+                default=stop.max_time_s,
+                show_default=True,
+                metavar="S",
+                help="Seconds of sampling per variant at most; a variant not at --max-noise by then is "
+                "marked noisy.",
+            ),
         ]
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:

@@ -1,12 +1,13 @@
 """`gprof-orch torch-trace`: the workload under torch.profiler; the Chrome trace is kept
 (open it in Perfetto or chrome://tracing) and turned into per-variant kernels and times."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
-from reports.schema import ITERATIONS_IN_REPORT, MergedTime, NOT_IN_REPORT, NO_RANGE, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
@@ -18,16 +19,25 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
 class TorchTraceBackend(Backend):
     """`gprof-orch torch-trace`: the workload under torch.profiler; the Chrome trace is kept and
     turned into per-variant kernels and times."""
+
     name = "torch-trace"
     mode = "torch-trace"
     host_measure = "host-torch-trace"
     default_iters = 20
     default_warmup = 5
-    merged = MergedTime("torch_trace_us", "torch-trace us", "torch-trace", on_gpu="kernel durations per iteration",
-                        on_cpu="host wall-clock time per iteration under each profiler",
-                        reason="torch.profiler sums kernel durations only (no launch gaps)", rank=2).declare()
-    help = ("Run the workload under torch.profiler; keep the Chrome trace; report kernels, self CPU and CUDA "
-            "time per variant.")
+    merged = MergedTime(
+        "torch_trace_us",
+        "torch-trace us",
+        "torch-trace",
+        on_gpu="kernel durations per iteration",
+        on_cpu="host wall-clock time per iteration under each profiler",
+        reason="torch.profiler sums kernel durations only (no launch gaps)",
+        rank=2,
+    ).declare()
+    help = (
+        "Run the workload under torch.profiler; keep the Chrome trace; report kernels, self CPU and CUDA "
+        "time per variant."
+    )
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
@@ -45,16 +55,27 @@ class TorchTraceBackend(Backend):
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
         imported = wman.get("mode") == "capture"  # `gprof-orch import trace.json --ranges PREFIX`
-        return frame_from_trace(trace, rows, ok, on_gpu=wman.get("device") == "cuda",
-                                iters=wman.get("iters") or None,
-                                prefix=(wman.get("ranges") or {}).get("prefix", RANGE_PREFIX),
-                                holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")}
-                                if imported else None)
+        return frame_from_trace(
+            trace,
+            rows,
+            ok,
+            on_gpu=wman.get("device") == "cuda",
+            iters=wman.get("iters") or None,
+            prefix=(wman.get("ranges") or {}).get("prefix", RANGE_PREFIX),
+            holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")} if imported else None,
+        )
 
 
-def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu: bool,
-                     iters: int | None = None, prefix: str = RANGE_PREFIX,
-                     holds: dict[str, list[str]] | None = None) -> pd.DataFrame:
+def frame_from_trace(
+    trace,
+    rows: RowMaker,
+    variants: set[str] | None,
+    *,
+    on_gpu: bool,
+    iters: int | None = None,
+    prefix: str = RANGE_PREFIX,
+    holds: dict[str, list[str]] | None = None,
+) -> pd.DataFrame:
     """Rows of one trace: per-iteration time (GPU kernel time on a GPU, host wall on a CPU),
     host time per iteration, self CPU time, and every GPU activity's duration. The variants are
     the record_function ranges named `prefix` + name.
@@ -98,8 +119,15 @@ def frame_from_trace(trace, rows: RowMaker, variants: set[str] | None, *, on_gpu
     return rows.frame()
 
 
-def _broken_variants(s: dict[str, pd.DataFrame], rows: RowMaker, variants: set[str] | None, keep, *,
-                     iters: int | None, on_gpu: bool) -> set[str]:
+def _broken_variants(
+    s: dict[str, pd.DataFrame],
+    rows: RowMaker,
+    variants: set[str] | None,
+    keep,
+    *,
+    iters: int | None,
+    on_gpu: bool,
+) -> set[str]:
     """The variants that get no time samples, each with a row saying why: its range is not in
     the trace, or (with `iters`) the trace holds another number of iterations, or on a GPU its
     iterations launched different numbers of GPU activities (a lost event would otherwise give
@@ -126,8 +154,11 @@ def _broken_variants(s: dict[str, pd.DataFrame], rows: RowMaker, variants: set[s
         inside = g[g["variant"].notna()]
         for variant, grp in inside.groupby("variant", sort=False):
             per_iter = grp[grp["iteration"] >= 0].groupby("iteration").size()
-            if keep(variant) and variant not in broken and (
-                    len(per_iter) != iters or per_iter.nunique() > 1 or (grp["iteration"] < 0).any()):
+            if (
+                keep(variant)
+                and variant not in broken
+                and (len(per_iter) != iters or per_iter.nunique() > 1 or (grp["iteration"] < 0).any())
+            ):
                 rows.add(variant, UNEVEN_LAUNCHES, float(len(grp)), "count")
                 broken.add(variant)
     return broken
@@ -145,8 +176,10 @@ def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) 
     ranges["iteration"] = ranges.groupby("variant", sort=False).cumcount()
     whole = set(ranges["variant"]) - set(s["iterations"]["variant"])
     mine = ranges[ranges["variant"].isin(whole)]
-    iters = pd.concat([s["iterations"], mine.assign(wall_ns=mine["end_ns"] - mine["start_ns"])[
-        s["iterations"].columns]], ignore_index=True)
+    iters = pd.concat(
+        [s["iterations"], mine.assign(wall_ns=mine["end_ns"] - mine["start_ns"])[s["iterations"].columns]],
+        ignore_index=True,
+    )
     gpu = s["gpu"]
     if len(gpu):
         ev = trace.events
@@ -162,9 +195,16 @@ def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) 
             r = ranges[ranges["variant"] == name]
             it = pd.to_numeric(tt._containing(pts, r, "iteration"), errors="coerce")
             inside = it.notna() & (pts["variant"] != name)
-            extra.append(gpu.loc[pts.index[inside]].assign(variant=name, iteration=it[inside].astype("int64")))
+            extra.append(
+                gpu.loc[pts.index[inside]].assign(variant=name, iteration=it[inside].astype("int64"))
+            )
         gpu = pd.concat([gpu, *extra], ignore_index=True) if extra else gpu
     inside = gpu.dropna(subset=["variant"])
-    gpu_iter = (inside[inside["iteration"] >= 0].groupby(["variant", "iteration"])["duration_ns"].sum()
-                .rename("gpu_ns").reset_index())
+    gpu_iter = (
+        inside[inside["iteration"] >= 0]
+        .groupby(["variant", "iteration"])["duration_ns"]
+        .sum()
+        .rename("gpu_ns")
+        .reset_index()
+    )
     return {**s, "iterations": iters, "gpu": gpu, "gpu_per_iteration": gpu_iter}

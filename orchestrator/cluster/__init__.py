@@ -19,6 +19,7 @@ clusters gprof-orch starts: local-cuda, Slurm), each_gpu (--each-gpu's table).
 
 Nothing here imports dask at module level: `gprof-orch --help` and serial runs never load it.
 """
+
 from __future__ import annotations
 
 from orchestrator.cluster.each_gpu import worker_label

@@ -1,5 +1,6 @@
 """--each-gpu: the one point once on every worker's GPU; each child folder's name, and the table
 that flags a GPU slower than the others."""
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,33 @@ def each_gpu_table(runs: dict[str, Any]):
         place = run.manifest.get("placement") or {}
         gpu = place.get("gpu_name") or ("cpu" if run.workload.get("device") == "cpu" else None)
         for r in run.table.to_dict("records"):
-            rows.append({"run": name, "gpu": gpu, "gpu_uuid": place.get("gpu_uuid"), "variant": r["variant"],
-                         "status": r.get("status"), "time_median_us": r.get("time_median_us"),
-                         "time_iqr_us": r.get("time_iqr_us"), "achieved_gb_s": r.get("achieved_gb_s"),
-                         "pct_of_peak_bw": r.get("pct_of_peak_bw")})
-    table = pd.DataFrame(rows, columns=["run", "gpu", "gpu_uuid", "variant", "status", "time_median_us",
-                                        "time_iqr_us", "achieved_gb_s", "pct_of_peak_bw"])
+            rows.append(
+                {
+                    "run": name,
+                    "gpu": gpu,
+                    "gpu_uuid": place.get("gpu_uuid"),
+                    "variant": r["variant"],
+                    "status": r.get("status"),
+                    "time_median_us": r.get("time_median_us"),
+                    "time_iqr_us": r.get("time_iqr_us"),
+                    "achieved_gb_s": r.get("achieved_gb_s"),
+                    "pct_of_peak_bw": r.get("pct_of_peak_bw"),
+                }
+            )
+    table = pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "gpu",
+            "gpu_uuid",
+            "variant",
+            "status",
+            "time_median_us",
+            "time_iqr_us",
+            "achieved_gb_s",
+            "pct_of_peak_bw",
+        ],
+    )
     measured = table["status"].isin(("ok", "noisy")) & table["time_median_us"].notna()
     medians = table[measured].groupby("variant")["time_median_us"].median()
     ref = table["variant"].map(medians).astype(float)
@@ -50,12 +72,22 @@ def each_gpu_table(runs: dict[str, Any]):
 def slow_lines(table) -> list[str]:
     """The footer lines of an each-gpu table: each worker's GPU, then which are slow, or that none is."""
     gpus = table.drop_duplicates("run")
-    lines = ["GPUs: " + ", ".join(f"{r.run} = {r.gpu or '?'}" + (f" ({r.gpu_uuid})" if r.gpu_uuid else "")
-                                  for r in gpus.itertuples())]
+    lines = [
+        "GPUs: "
+        + ", ".join(
+            f"{r.run} = {r.gpu or '?'}" + (f" ({r.gpu_uuid})" if r.gpu_uuid else "")
+            for r in gpus.itertuples()
+        )
+    ]
     slow = table[table["slow"]]
     if slow.empty:
         whose = "the one GPU's" if len(gpus) == 1 else f"the {len(gpus)} GPUs'"
-        return lines + [f"no GPU more than {SLOW_PCT:g}% slower than the median of {whose} medians "
-                        f"(change %, per variant)"]
-    return lines + [f"slow: {r.run} ({r.gpu or '?'}) {r.variant} {r.change_pct:+.1f}% against the median of the "
-                    f"GPUs' medians (more than {SLOW_PCT:g}%)" for r in slow.itertuples()]
+        return lines + [
+            f"no GPU more than {SLOW_PCT:g}% slower than the median of {whose} medians "
+            f"(change %, per variant)"
+        ]
+    return lines + [
+        f"slow: {r.run} ({r.gpu or '?'}) {r.variant} {r.change_pct:+.1f}% against the median of the "
+        f"GPUs' medians (more than {SLOW_PCT:g}%)"
+        for r in slow.itertuples()
+    ]

@@ -1,5 +1,6 @@
 """The NVIDIA GPUs of this machine, without CUDA (NVML or nvidia-smi): every one, those this
 process may use (CUDA_VISIBLE_DEVICES), and the one it uses."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,13 @@ def _all_gpus() -> list[dict[str, Any]]:
             for i in range(pynvml.nvmlDeviceGetCount()):
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
                 name, uid = pynvml.nvmlDeviceGetName(h), pynvml.nvmlDeviceGetUUID(h)
-                out.append({"index": i, "uuid": uid.decode() if isinstance(uid, bytes) else uid,
-                            "name": name.decode() if isinstance(name, bytes) else name})
+                out.append(
+                    {
+                        "index": i,
+                        "uuid": uid.decode() if isinstance(uid, bytes) else uid,
+                        "name": name.decode() if isinstance(name, bytes) else name,
+                    }
+                )
             return out
         finally:
             pynvml.nvmlShutdown()
@@ -48,15 +54,23 @@ def visible_gpus() -> list[dict[str, Any]]:
     if want is not None:
         picked = []
         for item in (s.strip() for s in want.split(",") if s.strip()):
-            match = [g for g in gpus if str(g["index"]) == item or g["uuid"] == item
-                     or (item.startswith("GPU-") and g["uuid"].startswith(item))]
+            match = [
+                g
+                for g in gpus
+                if str(g["index"]) == item
+                or g["uuid"] == item
+                or (item.startswith("GPU-") and g["uuid"].startswith(item))
+            ]
             picked += [g for g in match[:1] if g not in picked]
         gpus = picked
     if not gpus:
-        raise UsageError("--cluster local-cuda: no NVIDIA GPU visible here (nvidia-ml-py and nvidia-smi find none"
-                         + (f", CUDA_VISIBLE_DEVICES={want!r}" if want is not None else "") + ")",
-                         hint="use --cluster local:N to run the points on the CPU, or a scheduler that has "
-                              "GPU workers (--cluster tcp://HOST:PORT)")
+        raise UsageError(
+            "--cluster local-cuda: no NVIDIA GPU visible here (nvidia-ml-py and nvidia-smi find none"
+            + (f", CUDA_VISIBLE_DEVICES={want!r}" if want is not None else "")
+            + ")",
+            hint="use --cluster local:N to run the points on the CPU, or a scheduler that has "
+            "GPU workers (--cluster tcp://HOST:PORT)",
+        )
     return gpus
 
 
@@ -69,8 +83,13 @@ def this_gpu() -> dict[str, Any]:
     found: dict[str, Any] = {"gpu_name": None, "gpu_uuid": None, "cuda_visible_devices": visible}
     gpus = _all_gpus()
     first = (visible or "").split(",")[0].strip()
-    pick = ([g for g in gpus if g["uuid"] == first or str(g["index"]) == first] if first
-            else gpus if len(gpus) == 1 else [])
+    pick = (
+        [g for g in gpus if g["uuid"] == first or str(g["index"]) == first]
+        if first
+        else gpus
+        if len(gpus) == 1
+        else []
+    )
     if visible is not None and not first:
         pick = []  # CUDA_VISIBLE_DEVICES="" hides every GPU
     if pick:

@@ -1,6 +1,7 @@
 """The client side: a Session on the cluster a ClusterSpec names (started here for local:N and
 local-cuda), which submits the points, resubmits those whose worker was lost, stops them in order
 on Ctrl-C, and shows their progress."""
+
 from __future__ import annotations
 
 import logging
@@ -9,8 +10,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from orchestrator import proc
 from orchestrator.cluster.builders import local_cuda_cluster
@@ -63,7 +65,7 @@ class Session:
             self.close()
             raise
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -84,9 +86,13 @@ class Session:
             #   point must run in the environment the serial run has
             # - worker.profile off: its sampler reads every thread's stack 100 times a second, in a
             #   worker whose one task waits on a child process
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                                  "distributed.nanny.pre-spawn-environ": {},
-                                  "distributed.worker.profile.enabled": False}):
+            with dask.config.set(
+                {
+                    "distributed.scheduler.allowed-failures": 0,
+                    "distributed.nanny.pre-spawn-environ": {},
+                    "distributed.worker.profile.enabled": False,
+                }
+            ):
                 self.cluster = self._local_cluster()
             self.client = Client(self.cluster, timeout=self.timeout)
             from orchestrator.cluster_plugins import IgnoreSigint
@@ -97,14 +103,18 @@ class Session:
         if spec.kind == "scheduler-file":
             self._check_scheduler_file()
         try:
-            self.client = (Client(spec.address, timeout=self.timeout) if spec.kind == "address"
-                           else Client(scheduler_file=spec.scheduler_file, timeout=self.timeout))
+            self.client = (
+                Client(spec.address, timeout=self.timeout)
+                if spec.kind == "address"
+                else Client(scheduler_file=spec.scheduler_file, timeout=self.timeout)
+            )
         except (OSError, TimeoutError) as exc:
             raise ClusterUnavailableError(
                 f"no Dask scheduler answered at {where} within --connect-timeout {self.timeout:g} s "
                 f"({type(exc).__name__})",
                 hint="start one with `dask scheduler`, check the address and that its port is reachable, "
-                     "or raise --connect-timeout") from None
+                "or raise --connect-timeout",
+            ) from None
         self._check_workers()
 
     def _local_cluster(self):
@@ -115,25 +125,39 @@ class Session:
         # which another cluster on the machine may hold
         common = {"silence_logs": quiet, "dashboard_address": ":0"}
         if self.spec.kind == "local":
-            return LocalCluster(n_workers=self.spec.n_workers, threads_per_worker=1, processes=True,
-                                resources={GPU: 1}, host="127.0.0.1", scheduler_kwargs={"dashboard": False},
-                                **common)
+            return LocalCluster(
+                n_workers=self.spec.n_workers,
+                threads_per_worker=1,
+                processes=True,
+                resources={GPU: 1},
+                host="127.0.0.1",
+                scheduler_kwargs={"dashboard": False},
+                **common,
+            )
         gpus = visible_gpus()
         devices = [g["uuid"] or str(g["index"]) for g in gpus]
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
             return local_cuda_cluster(devices, **common)
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, threads_per_worker=1, resources={GPU: 1},
-                                host="127.0.0.1", scheduler_kwargs={"dashboard": False}, **common)
+        return LocalCUDACluster(
+            CUDA_VISIBLE_DEVICES=devices,
+            threads_per_worker=1,
+            resources={GPU: 1},
+            host="127.0.0.1",
+            scheduler_kwargs={"dashboard": False},
+            **common,
+        )
 
     def _check_scheduler_file(self) -> None:
         import json
 
         path = Path(self.spec.scheduler_file or "")
         if not path.is_file():
-            raise UsageError(f"--scheduler-file {path} does not exist",
-                             hint="`dask scheduler --scheduler-file FILE` writes it once the scheduler runs")
+            raise UsageError(
+                f"--scheduler-file {path} does not exist",
+                hint="`dask scheduler --scheduler-file FILE` writes it once the scheduler runs",
+            )
         try:
             address = json.loads(path.read_text()).get("address")
         except (OSError, ValueError, AttributeError) as exc:
@@ -154,12 +178,15 @@ class Session:
                 break
             time.sleep(0.2)
         if not workers:
-            raise ClusterUnavailableError(f"the Dask scheduler at {addr} has no worker (waited {self.timeout:g} s)",
-                                          hint=WORKER_START_HINT.format(addr=addr))
+            raise ClusterUnavailableError(
+                f"the Dask scheduler at {addr} has no worker (waited {self.timeout:g} s)",
+                hint=WORKER_START_HINT.format(addr=addr),
+            )
         raise ClusterUnavailableError(
             f"none of the {len(workers)} worker(s) of the Dask scheduler at {addr} has the resource {GPU}: "
             f"every point asks for {GPU}=1, so it would wait forever",
-            hint=WORKER_START_HINT.format(addr=addr))
+            hint=WORKER_START_HINT.format(addr=addr),
+        )
 
     # -- facts ------------------------------------------------------------------------------------
     def workers(self, all_: bool = False) -> dict[str, dict[str, Any]]:
@@ -168,14 +195,19 @@ class Session:
             info = self.client.scheduler_info(n_workers=-1)["workers"]
         except TypeError:  # an older distributed: it has no n_workers and lists every worker
             info = self.client.scheduler_info()["workers"]
-        out = {a: {"name": str(w.get("name", a)), "host": w.get("host"), "resources": w.get("resources") or {}}
-               for a, w in info.items()}
+        out = {
+            a: {"name": str(w.get("name", a)), "host": w.get("host"), "resources": w.get("resources") or {}}
+            for a, w in info.items()
+        }
         return out if all_ else {a: w for a, w in out.items() if w["resources"].get(GPU, 0) >= 1}
 
     def info(self) -> dict[str, Any]:
         """The cluster as the parent manifest records it."""
-        return {"spec": str(self.spec), "scheduler": self.client.scheduler.address,
-                "workers": {a: {"name": w["name"], "host": w["host"]} for a, w in self.workers().items()}}
+        return {
+            "spec": str(self.spec),
+            "scheduler": self.client.scheduler.address,
+            "workers": {a: {"name": w["name"], "host": w["host"]} for a, w in self.workers().items()},
+        }
 
     def close(self) -> None:
         """Close the client, and the cluster (every worker process) when gprof-orch started it."""
@@ -200,8 +232,9 @@ class Session:
         return t
 
     # -- running points ---------------------------------------------------------------------------
-    def run(self, points: list[Point], *, retries: int,
-            on_result: Callable[[Outcome], None]) -> InterruptedRunError | None:
+    def run(
+        self, points: list[Point], *, retries: int, on_result: Callable[[Outcome], None]
+    ) -> InterruptedRunError | None:
         """Submit every point, call on_result(outcome) as each ends (in this thread, in the order they
         end), submit again a point whose worker was lost while it has been started at most
         `retries` times. On Ctrl-C: points not started are cancelled, those running are asked to
@@ -225,8 +258,16 @@ class Session:
                     return None
                 kw = {"workers": [addr], "allow_other_workers": False}
             submitted[p.name] = submitted.get(p.name, 0) + 1
-            fut = self.client.submit(run_point_task, p, topic, stop.name, resources={GPU: 1}, pure=False,
-                                     key=f"gprof-point-{p.name}-{token}-{submitted[p.name]}", **kw)
+            fut = self.client.submit(
+                run_point_task,
+                p,
+                topic,
+                stop.name,
+                resources={GPU: 1},
+                pure=False,
+                key=f"gprof-point-{p.name}-{token}-{submitted[p.name]}",
+                **kw,
+            )
             pending[fut] = p
             return fut
 
@@ -276,11 +317,17 @@ class Session:
         exc = fut.exception()
         if _lost_worker(exc):
             return None
-        return Outcome(p.name, "failed", f"gprof-orch failed on the worker (a bug): {type(exc).__name__}: {exc}",
-                       1, placement={"attempts": attempts})
+        return Outcome(
+            p.name,
+            "failed",
+            f"gprof-orch failed on the worker (a bug): {type(exc).__name__}: {exc}",
+            1,
+            placement={"attempts": attempts},
+        )
 
-    def _resubmit(self, p: Point, fut, topic: str, retries: int, submitted: dict[str, int], submit,
-                  ac) -> Outcome | None:
+    def _resubmit(
+        self, p: Point, fut, topic: str, retries: int, submitted: dict[str, int], submit, ac
+    ) -> Outcome | None:
         """A point whose worker was lost: submit it again (None) while it has started at most
         `retries` times, else the failed Outcome."""
         exc = fut.exception() if fut.status == "error" else None
@@ -291,15 +338,24 @@ class Session:
         if len(keys) <= retries and (started or free <= FREE_RESUBMITS):
             new = submit(p)
             if new is not None:
-                _say(f"point {p.name} lost its worker ({why.splitlines()[0][:200]}); submitted again "
-                     f"(started {len(keys)} time(s), --retries {retries})")
+                _say(
+                    f"point {p.name} lost its worker ({why.splitlines()[0][:200]}); submitted again "
+                    f"(started {len(keys)} time(s), --retries {retries})"
+                )
                 ac.add(new)
                 return None
             why += f"; its worker {p.worker} is gone"
-        return Outcome(p.name, "failed", f"lost its worker {len(keys)} time(s), the last: {why.splitlines()[0]}", 1,
-                       placement={"attempts": len(keys)})
+        return Outcome(
+            p.name,
+            "failed",
+            f"lost its worker {len(keys)} time(s), the last: {why.splitlines()[0]}",
+            1,
+            placement={"attempts": len(keys)},
+        )
 
-    def _interrupt(self, pending: dict, stop, topic: str, on_result, names: dict[str, Point]) -> InterruptedRunError:
+    def _interrupt(
+        self, pending: dict, stop, topic: str, on_result, names: dict[str, Point]
+    ) -> InterruptedRunError:
         """Ctrl-C: cancel what has not started, ask what runs to stop (proc.run takes it as Ctrl-C:
         the runner keeps the samples it took), take what they send back, cancel the rest."""
         from distributed import wait
@@ -313,8 +369,10 @@ class Session:
                 self.client.cancel(waiting)
             running = [f for f in pending if f.key in started]
             if running:
-                _say(f"interrupted: stopping {len(running)} running point(s), keeping what they took "
-                     f"(Ctrl-C again to stop now)")
+                _say(
+                    f"interrupted: stopping {len(running)} running point(s), keeping what they took "
+                    f"(Ctrl-C again to stop now)"
+                )
                 try:
                     wait(running, timeout=STOP_GRACE_S)
                 except TimeoutError:

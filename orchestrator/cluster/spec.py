@@ -1,5 +1,6 @@
 """Where the points run: --cluster SPEC / --scheduler-file FILE as a ClusterSpec, and that in
 words (--dry-run)."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,11 @@ class ClusterSpec:
     scheduler_file: str | None = None
 
     def __str__(self) -> str:
-        return {"local": f"local:{self.n_workers}", "local-cuda": "local-cuda",
-                "address": str(self.address)}.get(self.kind, f"--scheduler-file {self.scheduler_file}")
+        return {
+            "local": f"local:{self.n_workers}",
+            "local-cuda": "local-cuda",
+            "address": str(self.address),
+        }.get(self.kind, f"--scheduler-file {self.scheduler_file}")
 
 
 def parse_spec(cluster: str | None, scheduler_file: str | None = None) -> ClusterSpec | None:
@@ -48,20 +52,24 @@ def parse_spec(cluster: str | None, scheduler_file: str | None = None) -> Cluste
         return ClusterSpec("address", address=text)
     if re.fullmatch(r"[\w.-]+:\d+", text):  # HOST:PORT, as `dask scheduler` prints it without the scheme
         return ClusterSpec("address", address=f"tcp://{text}")
-    raise UsageError(f"--cluster {text!r} unknown; valid: local:N, local-cuda, tcp://HOST:PORT (or "
-                     f"--scheduler-file FILE)")
+    raise UsageError(
+        f"--cluster {text!r} unknown; valid: local:N, local-cuda, tcp://HOST:PORT (or --scheduler-file FILE)"
+    )
 
 
 def describe(spec: ClusterSpec) -> str:
     """Where a run would go, in words (--dry-run); contacts nothing. local-cuda lists the GPUs,
     so with none it raises UsageError as the run would."""
     if spec.kind == "local":
-        return (f"a LocalCluster of {spec.n_workers} worker process(es) on this machine, 1 thread and "
-                f"resource GPU=1 each")
+        return (
+            f"a LocalCluster of {spec.n_workers} worker process(es) on this machine, 1 thread and "
+            f"resource GPU=1 each"
+        )
     if spec.kind == "local-cuda":
         gpus = visible_gpus()
         return f"{len(gpus)} worker(s) on this machine, one per GPU: " + ", ".join(
-            f"CUDA_VISIBLE_DEVICES={g['uuid'] or g['index']} ({g['name']})" for g in gpus)
+            f"CUDA_VISIBLE_DEVICES={g['uuid'] or g['index']} ({g['name']})" for g in gpus
+        )
     if spec.kind == "address":
         return f"the Dask scheduler at {spec.address}, on its workers with resource GPU"
     return f"the Dask scheduler named in {spec.scheduler_file}, on its workers with resource GPU"

@@ -1,6 +1,7 @@
 """A point and its Dask task: what a point is, the task that runs it on a worker (the same child
 process as a serial run, into a fresh folder), and what comes back: its Outcome, the run folder
 packed, and where it ran."""
+
 from __future__ import annotations
 
 import io
@@ -16,8 +17,15 @@ from typing import Any
 
 from orchestrator import proc
 from orchestrator.cluster.gpus import this_gpu
-from orchestrator.errors import (GprofError, InterruptedRunError, PermissionDeniedError, RunFailedError,
-                                 ToolNotFoundError, ToolTimeoutError, UsageError)
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    PermissionDeniedError,
+    RunFailedError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+    UsageError,
+)
 
 
 @dataclass
@@ -49,8 +57,14 @@ class Outcome:
 
     def as_error(self) -> GprofError:
         """The error a point that did not end ok stands for, of the class its exit code says."""
-        kinds = {1: RunFailedError, 2: UsageError, 3: ToolNotFoundError, 5: PermissionDeniedError,
-                 124: ToolTimeoutError, 130: InterruptedRunError}
+        kinds = {
+            1: RunFailedError,
+            2: UsageError,
+            3: ToolNotFoundError,
+            5: PermissionDeniedError,
+            124: ToolTimeoutError,
+            130: InterruptedRunError,
+        }
         err = kinds.get(self.exit_code, GprofError)(self.error or self.status, hint=self.hint)
         err.exit_code = self.exit_code or 1
         return err
@@ -138,8 +152,12 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
         tmp.mkdir(parents=True)
         with proc.stoppable() as stop:
             event = Event(stop_name, client=get_client()) if stop_name else None
-            threading.Thread(target=_watch_stop, args=(event, stop, done, worker, key), daemon=True,
-                             name=f"gprof-orch stop watch {point.name}").start()
+            threading.Thread(
+                target=_watch_stop,
+                args=(event, stop, done, worker, key),
+                daemon=True,
+                name=f"gprof-orch stop watch {point.name}",
+            ).start()
             try:
                 # the client builds the point's report where its folder lands (execution.land_point)
                 run = execution.execute_point(point, out)
@@ -148,8 +166,12 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
                 else:
                     result["status"] = run.manifest["status"]
             except GprofError as exc:
-                result.update(status="interrupted" if isinstance(exc, InterruptedRunError) else "failed",
-                              error=exc.message, exit_code=exc.exit_code, hint=exc.hint)
+                result.update(
+                    status="interrupted" if isinstance(exc, InterruptedRunError) else "failed",
+                    error=exc.message,
+                    exit_code=exc.exit_code,
+                    hint=exc.hint,
+                )
         if out.is_dir():
             result["archive"] = pack(out)
         return result

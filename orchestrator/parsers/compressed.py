@@ -10,6 +10,7 @@ Example:
     >>> with plain_file(locate(Path("run/report.sqlite"))) as db:   # report.sqlite or .xz or .gz
     ...     export = nsys_sqlite.read_export(db)
 """
+
 from __future__ import annotations
 
 import gzip
@@ -17,9 +18,10 @@ import lzma
 import shutil
 import tempfile
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO
 
 from orchestrator.errors import ParseError
 
@@ -51,8 +53,11 @@ def locate(path: Path | str) -> Path:
 
 def _stream_error(path: Path, exc: BaseException) -> ParseError:
     what = "cut short" if isinstance(exc, EOFError) else "corrupt"
-    return ParseError(path, f"the {path.suffix.lstrip('.')} stream is {what} ({exc or type(exc).__name__})",
-                      hint="the archive was damaged or its copy did not finish; take the file again")
+    return ParseError(
+        path,
+        f"the {path.suffix.lstrip('.')} stream is {what} ({exc or type(exc).__name__})",
+        hint="the archive was damaged or its copy did not finish; take the file again",
+    )
 
 
 def read_bytes(path: Path | str) -> bytes:
@@ -90,8 +95,11 @@ def plain_file(path: Path | str) -> Iterator[Path]:
         except _STREAM_ERRORS as exc:
             raise _stream_error(path, exc) from exc
         except OSError as exc:
-            raise ParseError(path, f"cannot decompress it ({exc.strerror or exc})",
-                             hint=f"decompressing needs room in {tempfile.gettempdir()} (set TMPDIR)") from exc
+            raise ParseError(
+                path,
+                f"cannot decompress it ({exc.strerror or exc})",
+                hint=f"decompressing needs room in {tempfile.gettempdir()} (set TMPDIR)",
+            ) from exc
         try:
             yield plain
         except ParseError as exc:

@@ -1,6 +1,7 @@
 """The plain records either reader gathers (kernels with their NVTX stacks, metrics, rule
 results) -> an `NcuReport`'s frames: values normalised, each kernel's variant found, the key
 metrics and roofline rates computed, a record that lost everything rejected as damage."""
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,7 @@ def variant_of(stack: list[tuple[str, str]], domain: str | None, prefix: str) ->
     for dom, name in reversed(stack):
         if (domain is None or dom == domain) and name.startswith(prefix):
             # a range named exactly PREFIX (`--ranges @step` on "step") is the variant "step"
-            return name[len(prefix):] or name
+            return name[len(prefix) :] or name
     return None
 
 
@@ -84,8 +85,15 @@ def build_report(path: Path | None, raw: dict, *, domain: str | None, prefix: st
     metrics["variant"] = metrics["variant"].astype("object")
     lookup = {(r[0], r[3]): (r[4], r[5]) for r in rows}
     kernels = _kernels_frame(where, raw["kernels"], variant, lookup)
-    rule_rows = [{**r, "variant": variant[r["id"]], "kernel": kname[r["id"]],
-                  "message": _plain_message(r.get("message_raw"))} for r in raw["rules"]]
+    rule_rows = [
+        {
+            **r,
+            "variant": variant[r["id"]],
+            "kernel": kname[r["id"]],
+            "message": _plain_message(r.get("message_raw")),
+        }
+        for r in raw["rules"]
+    ]
     rules = pd.DataFrame(rule_rows, columns=RULE_COLUMNS)
     rules["id"] = rules["id"].astype("int64")
     rules["estimated_speedup_pct"] = rules["estimated_speedup_pct"].astype("float64")
@@ -102,8 +110,11 @@ def _check_records(where: str | Path, raw: dict) -> None:
     measured = {r[0] for r in raw["metrics"]}
     for k in raw["kernels"]:
         if not k["kernel"] and not k["nvtx"] and k["id"] not in measured:
-            raise ParseError(where, f"kernel record {k['id']} has no name, no NVTX range and no metrics: "
-                                    "the report is damaged", hint="take the file again, or profile again")
+            raise ParseError(
+                where,
+                f"kernel record {k['id']} has no name, no NVTX range and no metrics: the report is damaged",
+                hint="take the file again, or profile again",
+            )
 
 
 def _kernels_frame(where: str | Path, records: list[dict], variant: dict, lookup: dict) -> pd.DataFrame:
@@ -111,8 +122,12 @@ def _kernels_frame(where: str | Path, records: list[dict], variant: dict, lookup
     krows = []
     for k in records:
         kid = k["id"]
-        rec: dict[str, Any] = {"id": kid, "variant": variant[kid], "kernel": k["kernel"],
-                               "kernel_demangled": k["kernel_demangled"]}
+        rec: dict[str, Any] = {
+            "id": kid,
+            "variant": variant[kid],
+            "kernel": k["kernel"],
+            "kernel_demangled": k["kernel_demangled"],
+        }
         for column, metric in LAUNCH_METRICS.items():
             value = lookup.get((kid, metric), (math.nan, ""))[0]
             if math.isnan(value):
@@ -139,8 +154,10 @@ def _key_value(where: str | Path, lookup: dict, kid: int, key: KeyMetric) -> flo
             continue
         for metric, (_, unit) in zip(alternative, found):
             if unit != key.unit:
-                raise ParseError(where, f"{metric} is in {unit!r} after normalisation, expected {key.unit!r} "
-                                        f"for {key.column}")
+                raise ParseError(
+                    where,
+                    f"{metric} is in {unit!r} after normalisation, expected {key.unit!r} for {key.column}",
+                )
         return float(sum(f[0] for f in found))
     return math.nan
 
@@ -157,8 +174,12 @@ def _rate_value(where: str | Path, lookup: dict, kid: int, rate: RooflineRate) -
     *terms, (clock, clock_unit) = found
     for (metric, _), (_, unit) in zip(rate.terms, terms):
         if not unit.endswith("/cycle"):
-            raise ParseError(where, f"{metric} is in {unit!r} after normalisation, expected a count per cycle "
-                                    f"for {rate.column}")
+            raise ParseError(
+                where,
+                f"{metric} is in {unit!r} after normalisation, expected a count per cycle for {rate.column}",
+            )
     if clock_unit not in _CLOCK_UNITS:
-        raise ParseError(where, f"{rate.clock} is in {clock_unit!r} after normalisation, expected Hz for {rate.column}")
+        raise ParseError(
+            where, f"{rate.clock} is in {clock_unit!r} after normalisation, expected Hz for {rate.column}"
+        )
     return float(sum(value * weight for (value, _), (_, weight) in zip(terms, rate.terms)) * clock)

@@ -2,6 +2,7 @@
 on reports of ncu 2025.3.1, an empty, truncated or non-ncu file does not raise, `load_report`
 returns a report with no (or, cut near the end, fewer) kernels, silently. The same walk reads
 the session records (the ncu version, ncu's command line), which ncu_report does not expose."""
+
 from __future__ import annotations
 
 import struct
@@ -46,11 +47,11 @@ def _pb_fields(buf: bytes):
             n, i = _varint(buf, i)
             if i + n > len(buf):
                 raise ValueError("field runs past its message")
-            val, i = buf[i:i + n], i + n
+            val, i = buf[i : i + n], i + n
         elif wire == 1:
-            val, i = buf[i:i + 8], i + 8
+            val, i = buf[i : i + 8], i + 8
         elif wire == 5:
-            val, i = buf[i:i + 4], i + 4
+            val, i = buf[i : i + 4], i + 4
         else:
             raise ValueError(f"wire type {wire}")
         yield num, wire, val
@@ -92,8 +93,11 @@ def inspect_container(path: Path) -> dict[str, str]:
             if path.suffix == ".ncu-repz":
                 return session  # compressed form: ncu_report checks it
             looks_text = all(32 <= b < 127 or b in (9, 10, 13) for b in head)
-            raise ParseError(path, "not an Nsight Compute report (no NVR header)",
-                             hint="for the CSV that ncu --csv prints use read_csv_raw" if looks_text else None)
+            raise ParseError(
+                path,
+                "not an Nsight Compute report (no NVR header)",
+                hint="for the CSV that ncu --csv prints use read_csv_raw" if looks_text else None,
+            )
         if len(head) < 8:
             raise ParseError(path, f"truncated: {size} bytes, shorter than the report header")
         header_len = struct.unpack_from("<I", head, 4)[0]
@@ -109,14 +113,19 @@ def inspect_container(path: Path) -> dict[str, str]:
         off = 8 + header_len
         while off < size:
             if off + 4 > size:
-                raise ParseError(path, f"truncated: the file ends inside a record header at byte {off}",
-                                 hint="the report was cut short (disk full, copy interrupted, ncu killed)")
+                raise ParseError(
+                    path,
+                    f"truncated: the file ends inside a record header at byte {off}",
+                    hint="the report was cut short (disk full, copy interrupted, ncu killed)",
+                )
             fh.seek(off)
             n = struct.unpack("<I", fh.read(4))[0]
             if off + 4 + n > size:
-                raise ParseError(path, f"truncated: the record at byte {off} needs {n} bytes, "
-                                       f"{size - off - 4} are left",
-                                 hint="the report was cut short (disk full, copy interrupted, ncu killed)")
+                raise ParseError(
+                    path,
+                    f"truncated: the record at byte {off} needs {n} bytes, {size - off - 4} are left",
+                    hint="the report was cut short (disk full, copy interrupted, ncu killed)",
+                )
             if n <= _SESSION_RECORD_MAX:
                 _session_from_record(fh.read(n), session)
             off += 4 + n

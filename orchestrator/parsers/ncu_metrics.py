@@ -1,6 +1,7 @@
 """What the ncu parser reads out of Nsight Compute's metrics, declared once: the frames'
 columns, the unit normalisation, the key per-kernel metrics, the launch attributes and the
 roofline's rates, and `NcuReport`, which both readers (ncu_rep, ncu_csv) return."""
+
 from __future__ import annotations
 
 import re
@@ -10,12 +11,23 @@ from pathlib import Path
 import pandas as pd
 
 # by default a reader looks for the ranges gprof-orch's runner writes
-from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN, RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
+from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN  # noqa: F401
+from workloads.nvtx_ranges import RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
 
 KERNEL_ID_COLUMNS = ["id", "variant", "kernel"]
 METRIC_COLUMNS = KERNEL_ID_COLUMNS + ["metric", "value", "unit", "raw_value", "raw_unit"]
-RULE_COLUMNS = KERNEL_ID_COLUMNS + ["section", "rule", "rule_name", "type", "title", "message",
-                                    "message_raw", "speedup_type", "estimated_speedup_pct", "focus_metrics"]
+RULE_COLUMNS = KERNEL_ID_COLUMNS + [
+    "section",
+    "rule",
+    "rule_name",
+    "type",
+    "title",
+    "message",
+    "message_raw",
+    "speedup_type",
+    "estimated_speedup_pct",
+    "focus_metrics",
+]
 
 # --------------------------------------------------------------------------------------------
 # Units. ncu writes a unit per metric: base units in a report and with `--print-units base`
@@ -26,14 +38,18 @@ RULE_COLUMNS = KERNEL_ID_COLUMNS + ["section", "rule", "rule_name", "type", "tit
 # 29.579730 Mbyte. A unit is normalised by these tables, in this order (see normalize_unit).
 
 UNIT_EXACT: dict[str, tuple[str, float]] = {
-    "": ("", 1.0),              # dimensionless: attributes, ids, counts ncu gives no unit
-    "%": ("pct", 1.0),          # kept in percent (0..100), as the backends report them
+    "": ("", 1.0),  # dimensionless: attributes, ids, counts ncu gives no unit
+    "%": ("pct", 1.0),  # kept in percent (0..100), as the backends report them
 }
 TIME_NS: dict[str, float] = {
-    "ns": 1.0, "nsecond": 1.0,
-    "us": 1e3, "usecond": 1e3,
-    "ms": 1e6, "msecond": 1e6,
-    "s": 1e9, "second": 1e9,
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "s": 1e9,
+    "second": 1e9,
 }
 SI_PREFIX: dict[str, float] = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 BASE_RENAME: dict[str, str] = {"byte": "bytes", "hz": "Hz"}
@@ -73,35 +89,50 @@ def normalize_unit(raw_unit: str) -> tuple[str, float]:
 # are all present (their sum, for dram bytes read + write); NaN when the section that holds it
 # was not collected.
 
+
 @dataclass(frozen=True)
 class KeyMetric:
     """One per-kernel column read from ncu's metrics: the first alternative whose metrics are all
     present, summed, in `unit`; NaN when none is."""
+
     column: str
-    unit: str                                  # the normalised unit its sources must have
-    sources: tuple[tuple[str, ...], ...]       # alternatives, each summed
+    unit: str  # the normalised unit its sources must have
+    sources: tuple[tuple[str, ...], ...]  # alternatives, each summed
 
 
 KEY_METRICS: tuple[KeyMetric, ...] = (
     KeyMetric("duration_ns", "ns", (("gpu__time_duration.sum",),)),
-    KeyMetric("dram_bytes", "bytes", (("dram__bytes.sum",), ("dram__bytes_read.sum", "dram__bytes_write.sum"))),
+    KeyMetric(
+        "dram_bytes", "bytes", (("dram__bytes.sum",), ("dram__bytes_read.sum", "dram__bytes_write.sum"))
+    ),
     KeyMetric("dram_bytes_per_s", "bytes/s", (("dram__bytes.sum.per_second",),)),
-    KeyMetric("dram_throughput_pct", "pct",
-              (("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
-               ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",))),
-    KeyMetric("memory_throughput_pct", "pct",
-              (("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),)),
+    KeyMetric(
+        "dram_throughput_pct",
+        "pct",
+        (
+            ("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
+            ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",),
+        ),
+    ),
+    KeyMetric(
+        "memory_throughput_pct",
+        "pct",
+        (("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),),
+    ),
     KeyMetric("sm_throughput_pct", "pct", (("sm__throughput.avg.pct_of_peak_sustained_elapsed",),)),
-    KeyMetric("achieved_occupancy", "pct",
-              (("sm__warps_active.avg.pct_of_peak_sustained_active",),)),
+    KeyMetric("achieved_occupancy", "pct", (("sm__warps_active.avg.pct_of_peak_sustained_active",),)),
 )
 
 # integer launch attributes: column -> metric
 LAUNCH_METRICS: dict[str, str] = {
     "device": "launch__device_id",
     "stream": "launch__stream_id",
-    "grid_x": "launch__grid_dim_x", "grid_y": "launch__grid_dim_y", "grid_z": "launch__grid_dim_z",
-    "block_x": "launch__block_dim_x", "block_y": "launch__block_dim_y", "block_z": "launch__block_dim_z",
+    "grid_x": "launch__grid_dim_x",
+    "grid_y": "launch__grid_dim_y",
+    "grid_z": "launch__grid_dim_z",
+    "block_x": "launch__block_dim_x",
+    "block_y": "launch__block_dim_y",
+    "block_z": "launch__block_dim_z",
     "registers_per_thread": "launch__registers_per_thread",
 }
 
@@ -115,20 +146,25 @@ LAUNCH_METRICS: dict[str, str] = {
 # gprof-orch's point is the one ncu's chart draws. NaN where a term is missing (the section was
 # not collected).
 
+
 @dataclass(frozen=True)
 class RooflineRate:
     """One roofline rate, as ncu's roofline sections compute it: the weighted sum of per-cycle
     metrics (`terms`) times the `clock` metric, in `unit`."""
+
     column: str
-    terms: tuple[tuple[str, float], ...]       # (per-cycle metric, weight), summed
-    clock: str                                 # the cycles per second they are multiplied by
-    unit: str                                  # the normalised unit of the result
+    terms: tuple[tuple[str, float], ...]  # (per-cycle metric, weight), summed
+    clock: str  # the cycles per second they are multiplied by
+    unit: str  # the normalised unit of the result
 
 
 _SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
 _SASS_PEAK = "sm__sass_thread_inst_executed_op_{}_pred_on.sum.peak_sustained"
-SMSP_CLOCK, SM_CLOCK, DRAM_CLOCK = ("smsp__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second",
-                                    "dram__cycles_elapsed.avg.per_second")
+SMSP_CLOCK, SM_CLOCK, DRAM_CLOCK = (
+    "smsp__cycles_elapsed.avg.per_second",
+    "sm__cycles_elapsed.avg.per_second",
+    "dram__cycles_elapsed.avg.per_second",
+)
 
 
 def _flops(fadd: str, fmul: str, ffma: str, *, packed: int = 1) -> tuple[tuple[str, float], ...]:
@@ -147,8 +183,13 @@ ROOFLINE_RATES: tuple[RooflineRate, ...] = (
 # the section that holds the FP32/FP64 terms, the DRAM peak and the clocks
 ROOFLINE_SECTION = "SpeedOfLight_RooflineChart"
 
-KERNEL_COLUMNS = (KERNEL_ID_COLUMNS + ["kernel_demangled"] + list(LAUNCH_METRICS)
-                  + [k.column for k in KEY_METRICS] + [r.column for r in ROOFLINE_RATES])
+KERNEL_COLUMNS = (
+    KERNEL_ID_COLUMNS
+    + ["kernel_demangled"]
+    + list(LAUNCH_METRICS)
+    + [k.column for k in KEY_METRICS]
+    + [r.column for r in ROOFLINE_RATES]
+)
 
 
 @dataclass
@@ -170,7 +211,7 @@ class NcuReport:
     kernels: pd.DataFrame
     metrics: pd.DataFrame
     rules: pd.DataFrame
-    source: str                                # "ncu_report" or "csv"
+    source: str  # "ncu_report" or "csv"
     ncu_version: str | None = None
     clock_control: str | None = None
     cache_control: str | None = None
@@ -179,4 +220,3 @@ class NcuReport:
     # why `rules` is empty although the report may hold rule results: the CSV fallback could not
     # read them from `ncu --import --page details` (None when they were read, or with ncu_report)
     rules_note: str | None = None
-

@@ -14,6 +14,7 @@ session records), ncu_frames (records -> frames), ncu_csv (ncu's CSV pages). `re
 reads in this process; a corrupt file can abort the interpreter inside ncu_report, so the
 backend reads through orchestrator.backends.ncu_tool, which runs `extract_raw` in a child.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,12 +43,29 @@ from orchestrator.parsers.ncu_metrics import (
     normalize_unit,
 )
 
-__all__ = ["DEFAULT_DOMAIN", "DEFAULT_PREFIX", "KERNEL_COLUMNS", "LAUNCH_METRICS", "METRIC_COLUMNS",
-           "PIP_HINT", "ROOFLINE_RATES", "ROOFLINE_SECTION", "RULE_COLUMNS", "NcuReport", "extract_raw",
-           "have_ncu_report", "normalize_unit", "read_csv_details", "read_csv_raw", "read_report"]
+__all__ = [
+    "DEFAULT_DOMAIN",
+    "DEFAULT_PREFIX",
+    "KERNEL_COLUMNS",
+    "LAUNCH_METRICS",
+    "METRIC_COLUMNS",
+    "PIP_HINT",
+    "ROOFLINE_RATES",
+    "ROOFLINE_SECTION",
+    "RULE_COLUMNS",
+    "NcuReport",
+    "extract_raw",
+    "have_ncu_report",
+    "normalize_unit",
+    "read_csv_details",
+    "read_csv_raw",
+    "read_report",
+]
 
-PIP_HINT = ("pip install ncu-report (reads .ncu-rep files on any machine, no GPU needed), "
-            "or install Nsight Compute and pass its ncu executable")
+PIP_HINT = (
+    "pip install ncu-report (reads .ncu-rep files on any machine, no GPU needed), "
+    "or install Nsight Compute and pass its ncu executable"
+)
 
 # `extract_raw` returns plain data (picklable), so it can run in a child process;
 # `build_report` turns it into frames in the caller.
@@ -82,9 +100,13 @@ def _rule_record(kid: int, r: dict) -> dict:
     msg = r.get("rule_message") or {}
     speedup = r.get("speedup_estimation") or {}
     return {
-        "id": kid, "section": r.get("section_identifier"), "rule": r.get("rule_identifier"),
-        "rule_name": r.get("name"), "type": _MSG_TYPES.get(int(msg.get("type", 0)), str(msg.get("type"))),
-        "title": msg.get("title"), "message_raw": msg.get("message"),
+        "id": kid,
+        "section": r.get("section_identifier"),
+        "rule": r.get("rule_identifier"),
+        "rule_name": r.get("name"),
+        "type": _MSG_TYPES.get(int(msg.get("type", 0)), str(msg.get("type"))),
+        "title": msg.get("title"),
+        "message_raw": msg.get("message"),
         "speedup_type": _SPEEDUP_TYPES.get(int(speedup["type"])) if speedup else None,
         "estimated_speedup_pct": float(speedup["speedup"]) if speedup else math.nan,
         "focus_metrics": "; ".join(f"{f['name']}={f['value']:g}" for f in r.get("focus_metrics", [])),
@@ -108,13 +130,21 @@ def extract_raw(path: str) -> dict:
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             act = rng.action_by_idx(ai)
-            kernels.append({"id": kid, "kernel": act.name(act.NameBase_FUNCTION),
-                            "kernel_demangled": act.name(act.NameBase_DEMANGLED),
-                            "nvtx": _nvtx_stack(act), "launch": {}})
+            kernels.append(
+                {
+                    "id": kid,
+                    "kernel": act.name(act.NameBase_FUNCTION),
+                    "kernel_demangled": act.name(act.NameBase_DEMANGLED),
+                    "nvtx": _nvtx_stack(act),
+                    "launch": {},
+                }
+            )
             for name in act.metric_names():
                 m = act.metric_by_name(name)
                 value = m.value()
-                number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+                number = (
+                    float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+                )
                 metrics.append((kid, name, value, m.unit(), number))
             rules.extend(_rule_record(kid, r) for r in act.rule_results_as_dicts())
             kid += 1
@@ -143,8 +173,13 @@ def _option(command_line: str | None, name: str) -> str | None:
     return None
 
 
-def read_report(path: str | Path, *, domain: str | None = DEFAULT_DOMAIN, prefix: str = DEFAULT_PREFIX,
-                extract: Callable[[Path], dict] | None = None) -> NcuReport:
+def read_report(
+    path: str | Path,
+    *,
+    domain: str | None = DEFAULT_DOMAIN,
+    prefix: str = DEFAULT_PREFIX,
+    extract: Callable[[Path], dict] | None = None,
+) -> NcuReport:
     """Read a `.ncu-rep` with NVIDIA's ncu_report module.
 
     `domain`/`prefix` name the NVTX ranges that mark variants (domain None: any domain).
@@ -163,13 +198,20 @@ def read_report(path: str | Path, *, domain: str | None = DEFAULT_DOMAIN, prefix
         raise ToolNotFoundError(f"cannot read {path}: the ncu_report module is not installed", hint=PIP_HINT)
     raw = (extract or _extract_here)(path)
     if not raw["kernels"]:
-        raise ParseError(path, "holds no profiled kernels: empty, truncated or not an Nsight Compute report",
-                         hint="ncu writes no report when it profiled nothing; check its log")
+        raise ParseError(
+            path,
+            "holds no profiled kernels: empty, truncated or not an Nsight Compute report",
+            hint="ncu writes no report when it profiled nothing; check its log",
+        )
     command_line = session.get("command_line")
     target = session.get("Nsight Compute Target")
     version = re.match(r"\d+(\.\d+)+", target) if target else None
     rep = build_report(path, raw, domain=domain, prefix=prefix, source="ncu_report")
-    return replace(rep, ncu_version=version.group(0) if version else target,
-                   clock_control=_option(command_line, "--clock-control"),
-                   cache_control=_option(command_line, "--cache-control"),
-                   command_line=command_line, session=session)
+    return replace(
+        rep,
+        ncu_version=version.group(0) if version else target,
+        clock_control=_option(command_line, "--clock-control"),
+        cache_control=_option(command_line, "--cache-control"),
+        command_line=command_line,
+        session=session,
+    )

@@ -4,6 +4,7 @@ SQLite print every integer as text and numpy parse it back (docs/scale-cpu.md: o
 3,000,000-kernel export that printing and parsing were most of the read). Used by
 nsys_table_reader, which falls back to that path without the driver or with
 GPROF_NSYS_READER=sqlite3."""
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,10 @@ class ArrowFetcher:
             # one batch for the whole range: the driver infers each column's type from its
             # batch, so every value is looked at, and the arrays need no joining
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(max(1, last - first))})
-            cur.execute(f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid >= {int(first)} '
-                        f"AND rowid < {int(last)}")
+            cur.execute(
+                f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid >= {int(first)} '
+                f"AND rowid < {int(last)}"
+            )
             result = cur.fetch_arrow_table()
         except self._errors as exc:
             raise sqlite3.DatabaseError(f"{table}: {exc}") from exc

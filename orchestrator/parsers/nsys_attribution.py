@@ -1,5 +1,6 @@
 """Each GPU activity (kernel, memcpy, memset) -> the variant whose NVTX range contains the start
 of the CUDA API call that launched it, on the same thread (see nsys_sqlite's docstring)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,13 @@ from orchestrator.parsers.nsys_schema import (
 from orchestrator.parsers.range_nesting import innermost_containing, shared_codes
 
 
-def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN,
-                      prefix: str = DEFAULT_PREFIX, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
+def attribute_kernels(
+    export: NsysExport,
+    *,
+    domain: str | None = DEFAULT_DOMAIN,
+    prefix: str = DEFAULT_PREFIX,
+    ranges: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per GPU activity (kernel, memcpy, memset: column `kind`), with the variant whose
     NVTX range contains the start of the CUDA API call that launched it, on the same thread.
 
@@ -50,8 +56,13 @@ def attribute_kernels(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN
 
     rid = np.full(len(act), -1, dtype=np.int64)
     if len(li) and len(ranges):
-        rid[found] = innermost_containing(ranges["global_tid"].to_numpy(), ranges["start"].to_numpy(),
-                                          ranges["end"].to_numpy(), tid[found], lstart)
+        rid[found] = innermost_containing(
+            ranges["global_tid"].to_numpy(),
+            ranges["start"].to_numpy(),
+            ranges["end"].to_numpy(),
+            tid[found],
+            lstart,
+        )
     inside = rid >= 0
     variant = np.empty(len(act), dtype=object)  # all None; np.full(None) sets them one by one, 10x slower
     variant[inside] = ranges["variant"].to_numpy(dtype=object)[rid[inside]]
@@ -80,10 +91,14 @@ def _activity(export: NsysExport) -> pd.DataFrame:
 
     Built column by column and reordered once: concatenating the frames and sorting the result
     copied every column twice, seconds on millions of rows."""
-    common = [c for c in ("start", "end", "duration_ns", "device_id", "stream_id", "correlation_id", "global_pid")
-              if c in export.kernels]  # a lean read has no device and stream ids
-    parts = [("kernel", export.kernels)] + [(kind, f) for kind, f in (("memcpy", export.memcpy),
-                                                                       ("memset", export.memset)) if len(f)]
+    common = [
+        c
+        for c in ("start", "end", "duration_ns", "device_id", "stream_id", "correlation_id", "global_pid")
+        if c in export.kernels
+    ]  # a lean read has no device and stream ids
+    parts = [("kernel", export.kernels)] + [
+        (kind, f) for kind, f in (("memcpy", export.memcpy), ("memset", export.memset)) if len(f)
+    ]
     sizes = [len(f) for _, f in parts]
     k = export.kernels
     # a lean read's names are categorical: they stay so, the copies' and fills' names joining them
@@ -91,7 +106,9 @@ def _activity(export: NsysExport) -> pd.DataFrame:
     text = (lambda c: k[c].array) if categorical else (lambda c: k[c].to_numpy(dtype=object))
     labels = [_copy_names(kind, f, categorical) for kind, f in parts[1:]]
     names, demangled = [text("name"), *labels], [text("demangled_name"), *labels]
-    byte_values = [np.zeros(len(k), dtype=np.int64)] + [f["bytes"].to_numpy(dtype=np.int64) for _, f in parts[1:]]
+    byte_values = [np.zeros(len(k), dtype=np.int64)] + [
+        f["bytes"].to_numpy(dtype=np.int64) for _, f in parts[1:]
+    ]
     # where each part's rows go in start order (stable): each column is written there once,
     # never concatenated first and then reordered
     start = [f["start"].to_numpy() for _, f in parts]
@@ -107,15 +124,19 @@ def _activity(export: NsysExport) -> pd.DataFrame:
             return pieces[0].copy()
         out = np.empty(bounds[-1], dtype=pieces[0].dtype)
         for i, piece in enumerate(pieces):
-            out[dest[bounds[i]:bounds[i + 1]]] = piece
+            out[dest[bounds[i] : bounds[i + 1]]] = piece
         return out
 
     cols: dict[str, object] = {c: arrange([f[c].to_numpy() for _, f in parts]) for c in common}
     if categorical:  # the joined categories, the codes arranged
         joined = [pd.api.types.union_categoricals(x) for x in (names, demangled)]
         cols["name"], cols["demangled_name"] = (
-            pd.Categorical.from_codes(arrange([j.codes[bounds[i]:bounds[i + 1]] for i in range(len(parts))]),
-                                      categories=j.categories) for j in joined)
+            pd.Categorical.from_codes(
+                arrange([j.codes[bounds[i] : bounds[i + 1]] for i in range(len(parts))]),
+                categories=j.categories,
+            )
+            for j in joined
+        )
     else:
         cols["name"], cols["demangled_name"] = arrange(names), arrange(demangled)
     # the kinds as small codes, arranged, then their labels: an object array per part, filled
@@ -139,8 +160,11 @@ def _copy_names(kind: str, f: pd.DataFrame, categorical: bool) -> np.ndarray | p
         labels = np.array([f"[CUDA memcpy {c}]" for c in kinds], dtype=object)
     else:
         codes, labels = np.zeros(len(f), dtype=np.int64), np.array(["[CUDA memset]"], dtype=object)
-    return (pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object)) if categorical
-            else labels[codes])
+    return (
+        pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
+        if categorical
+        else labels[codes]
+    )
 
 
 def _match_launches(pid: np.ndarray, corr: np.ndarray, runtime: pd.DataFrame) -> np.ndarray:

@@ -31,6 +31,7 @@ Example:
     >>> from orchestrator.parsers.nsys_chrome import write_chrome_trace
     >>> write_chrome_trace("report.sqlite", "report.trace.json")   # open it in ui.perfetto.dev
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -66,8 +67,9 @@ FLOW_CAT = "ac2g"
 GPU_SORT_BASE = 5_000_000  # torch sorts GPU processes after CPU ones with these indices
 
 
-def to_chrome_trace(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN,
-                    prefix: str = DEFAULT_PREFIX) -> dict:
+def to_chrome_trace(
+    export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN, prefix: str = DEFAULT_PREFIX
+) -> dict:
     """The export as a Chrome trace: {"traceEvents": [...], "displayTimeUnit": "ms",
     "otherData": {...}}, ready for json.dump. `domain` and `prefix` choose the variant ranges
     as in nsys_sqlite.variant_ranges (domain=None: the default domain).
@@ -114,8 +116,13 @@ def to_chrome_trace(export: NsysExport, *, domain: str | None = DEFAULT_DOMAIN,
     }
 
 
-def write_chrome_trace(sqlite_path: str | Path, out_path: str | Path, *, domain: str | None = DEFAULT_DOMAIN,
-                       prefix: str = DEFAULT_PREFIX) -> Path:
+def write_chrome_trace(
+    sqlite_path: str | Path,
+    out_path: str | Path,
+    *,
+    domain: str | None = DEFAULT_DOMAIN,
+    prefix: str = DEFAULT_PREFIX,
+) -> Path:
     """Read an nsys SQLite export and write it as a Chrome trace (gzip-compressed when
     out_path ends in .gz, which Perfetto opens as well). Returns out_path. Raises ParseError
     for an unreadable export, as read_export does. An export of 200,000 kernels (a million
@@ -143,6 +150,7 @@ def write_chrome_trace(sqlite_path: str | Path, out_path: str | Path, *, domain:
 
 # ------------------------------------------------------------------------------------ helpers
 
+
 def _sorted_export(export: NsysExport) -> NsysExport:
     """The export with every GPU table sorted by start (read_export already does): the kernel,
     memcpy and memset rows of attribute_kernels then line up with the tables' own rows."""
@@ -165,8 +173,11 @@ def _variant_mask(nvtx: pd.DataFrame, domain: str | None, prefix: str) -> np.nda
 
 
 def _time_origin(export: NsysExport, ranges: pd.DataFrame, other: pd.DataFrame) -> int:
-    starts = [df["start"].to_numpy() for df in (export.kernels, export.runtime, export.memcpy, export.memset,
-                                                 ranges, other) if len(df)]
+    starts = [
+        df["start"].to_numpy()
+        for df in (export.kernels, export.runtime, export.memcpy, export.memset, ranges, other)
+        if len(df)
+    ]
     return int(min(s.min() for s in starts)) if starts else 0
 
 
@@ -196,11 +207,27 @@ def _gpu_pids(export: NsysExport, att: pd.DataFrame) -> dict[int, int | str]:
 def _variant_range_events(ranges: pd.DataFrame, prefix: str, t0: int) -> list[dict]:
     pid, tid = _pid_tid(ranges["global_tid"])
     kinds = {NVTX_PUSHPOP_RANGE: "push/pop", NVTX_STARTEND_RANGE: "start/end"}
-    return [{"ph": "X", "cat": "user_annotation", "name": prefix + v, "pid": p, "tid": t, "ts": ts, "dur": dur,
-             "args": {"variant": v, "domain": d, "nvtx": kinds.get(k, k)}}
-            for v, p, t, ts, dur, d, k in zip(
-                ranges["variant"].tolist(), pid, tid, _us(ranges["start"], t0), _us(ranges["wall_ns"]),
-                ranges["domain"].tolist(), ranges["event_type"].tolist())]
+    return [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": prefix + v,
+            "pid": p,
+            "tid": t,
+            "ts": ts,
+            "dur": dur,
+            "args": {"variant": v, "domain": d, "nvtx": kinds.get(k, k)},
+        }
+        for v, p, t, ts, dur, d, k in zip(
+            ranges["variant"].tolist(),
+            pid,
+            tid,
+            _us(ranges["start"], t0),
+            _us(ranges["wall_ns"]),
+            ranges["domain"].tolist(),
+            ranges["event_type"].tolist(),
+        )
+    ]
 
 
 def _nvtx_events(other: pd.DataFrame, t0: int, last: int) -> list[dict]:
@@ -221,32 +248,65 @@ def _nvtx_events(other: pd.DataFrame, t0: int, last: int) -> list[dict]:
         if unclosed[i] and kind != NVTX_MARK:
             args["unclosed"] = True
         if kind == NVTX_PUSHPOP_RANGE:
-            out.append({"ph": "X", "cat": "nvtx", "name": names[i], "pid": pid[i], "tid": tid[i],
-                        "ts": ts[i], "dur": dur[i], "args": args})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "nvtx",
+                    "name": names[i],
+                    "pid": pid[i],
+                    "tid": tid[i],
+                    "ts": ts[i],
+                    "dur": dur[i],
+                    "args": args,
+                }
+            )
         elif kind == NVTX_STARTEND_RANGE:
             common = {"cat": "nvtx", "name": names[i], "id": i, "pid": pid[i], "tid": tid[i]}
             out.append({"ph": "b", **common, "ts": ts[i], "args": args})
             out.append({"ph": "e", **common, "ts": te[i]})
         else:
-            out.append({"ph": "i", "s": "t", "cat": "nvtx", "name": names[i], "pid": pid[i], "tid": tid[i],
-                        "ts": ts[i], "args": args})
+            out.append(
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "cat": "nvtx",
+                    "name": names[i],
+                    "pid": pid[i],
+                    "tid": tid[i],
+                    "ts": ts[i],
+                    "args": args,
+                }
+            )
     return out
 
 
 def _runtime_events(rt: pd.DataFrame, t0: int) -> list[dict]:
     names = rt["name"].fillna("").astype(object).tolist()
     pid, tid = _pid_tid(rt["global_tid"])
-    return [{"ph": "X", "cat": "cuda_driver" if n.startswith("cu") and not n.startswith("cuda") else "cuda_runtime",
-             "name": n, "pid": p, "tid": t, "ts": ts, "dur": dur, "args": {"correlation": c}}
-            for n, p, t, ts, dur, c in zip(names, pid, tid, _us(rt["start"], t0), _us(rt["duration_ns"]),
-                                           rt["correlation_id"].tolist())]
+    return [
+        {
+            "ph": "X",
+            "cat": "cuda_driver" if n.startswith("cu") and not n.startswith("cuda") else "cuda_runtime",
+            "name": n,
+            "pid": p,
+            "tid": t,
+            "ts": ts,
+            "dur": dur,
+            "args": {"correlation": c},
+        }
+        for n, p, t, ts, dur, c in zip(
+            names, pid, tid, _us(rt["start"], t0), _us(rt["duration_ns"]), rt["correlation_id"].tolist()
+        )
+    ]
 
 
 def _rows(att: pd.DataFrame, kind: str, table: pd.DataFrame) -> pd.DataFrame:
     """attribute_kernels' rows of one kind, checked to line up with the table they came from."""
     rows = att[att["kind"] == kind]
-    if not (np.array_equal(rows["start"].to_numpy(), table["start"].to_numpy())
-            and np.array_equal(rows["correlation_id"].to_numpy(), table["correlation_id"].to_numpy())):
+    if not (
+        np.array_equal(rows["start"].to_numpy(), table["start"].to_numpy())
+        and np.array_equal(rows["correlation_id"].to_numpy(), table["correlation_id"].to_numpy())
+    ):
         raise RuntimeError(f"attribute_kernels' {kind} rows do not line up with the export's table")
     return rows
 
@@ -261,32 +321,109 @@ def _gpu_events(export: NsysExport, att: pd.DataFrame, gpu_pid: dict, t0: int) -
         names = np.where(pd.isna(demangled), short, demangled).tolist()
         g = k[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].to_numpy().tolist()
         shared = (k["static_shared_mem_bytes"] + k["dynamic_shared_mem_bytes"]).tolist()
-        out += [{"ph": "X", "cat": "kernel", "name": nm, "pid": gpu_pid[d], "tid": s, "ts": ts, "dur": dur,
-                 "args": {"device": d, "stream": s, "correlation": c, "grid": gb[:3], "block": gb[3:],
-                          "registers per thread": r, "shared memory": sh, "short name": sn, "variant": v}}
-                for nm, d, s, ts, dur, c, gb, r, sh, sn, v in zip(
-                    names, k["device_id"].tolist(), k["stream_id"].tolist(), _us(k["start"], t0),
-                    _us(k["duration_ns"]), k["correlation_id"].tolist(), g, k["registers_per_thread"].tolist(),
-                    shared, short.tolist(), a["variant"].tolist())]
+        out += [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": nm,
+                "pid": gpu_pid[d],
+                "tid": s,
+                "ts": ts,
+                "dur": dur,
+                "args": {
+                    "device": d,
+                    "stream": s,
+                    "correlation": c,
+                    "grid": gb[:3],
+                    "block": gb[3:],
+                    "registers per thread": r,
+                    "shared memory": sh,
+                    "short name": sn,
+                    "variant": v,
+                },
+            }
+            for nm, d, s, ts, dur, c, gb, r, sh, sn, v in zip(
+                names,
+                k["device_id"].tolist(),
+                k["stream_id"].tolist(),
+                _us(k["start"], t0),
+                _us(k["duration_ns"]),
+                k["correlation_id"].tolist(),
+                g,
+                k["registers_per_thread"].tolist(),
+                shared,
+                short.tolist(),
+                a["variant"].tolist(),
+            )
+        ]
     m = export.memcpy
     if len(m):
         a = _rows(att, "memcpy", m)
-        out += [{"ph": "X", "cat": "gpu_memcpy", "name": nm, "pid": gpu_pid[d], "tid": s, "ts": ts, "dur": dur,
-                 "args": {"device": d, "stream": s, "correlation": c, "bytes": b, "copy kind": ck, "variant": v}}
-                for nm, d, s, ts, dur, c, b, ck, v in zip(
-                    a["name"].tolist(), m["device_id"].tolist(), m["stream_id"].tolist(), _us(m["start"], t0),
-                    _us(m["duration_ns"]), m["correlation_id"].tolist(), m["bytes"].tolist(),
-                    m["copy_kind"].tolist(), a["variant"].tolist())]
+        out += [
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": nm,
+                "pid": gpu_pid[d],
+                "tid": s,
+                "ts": ts,
+                "dur": dur,
+                "args": {
+                    "device": d,
+                    "stream": s,
+                    "correlation": c,
+                    "bytes": b,
+                    "copy kind": ck,
+                    "variant": v,
+                },
+            }
+            for nm, d, s, ts, dur, c, b, ck, v in zip(
+                a["name"].tolist(),
+                m["device_id"].tolist(),
+                m["stream_id"].tolist(),
+                _us(m["start"], t0),
+                _us(m["duration_ns"]),
+                m["correlation_id"].tolist(),
+                m["bytes"].tolist(),
+                m["copy_kind"].tolist(),
+                a["variant"].tolist(),
+            )
+        ]
     s_ = export.memset
     if len(s_):
         a = _rows(att, "memset", s_)
-        out += [{"ph": "X", "cat": "gpu_memset", "name": nm, "pid": gpu_pid[d], "tid": s, "ts": ts, "dur": dur,
-                 "args": {"device": d, "stream": s, "correlation": c, "bytes": b, "value": val, "memory kind": mk,
-                          "variant": v}}
-                for nm, d, s, ts, dur, c, b, val, mk, v in zip(
-                    a["name"].tolist(), s_["device_id"].tolist(), s_["stream_id"].tolist(), _us(s_["start"], t0),
-                    _us(s_["duration_ns"]), s_["correlation_id"].tolist(), s_["bytes"].tolist(),
-                    s_["value"].tolist(), s_["mem_kind"].tolist(), a["variant"].tolist())]
+        out += [
+            {
+                "ph": "X",
+                "cat": "gpu_memset",
+                "name": nm,
+                "pid": gpu_pid[d],
+                "tid": s,
+                "ts": ts,
+                "dur": dur,
+                "args": {
+                    "device": d,
+                    "stream": s,
+                    "correlation": c,
+                    "bytes": b,
+                    "value": val,
+                    "memory kind": mk,
+                    "variant": v,
+                },
+            }
+            for nm, d, s, ts, dur, c, b, val, mk, v in zip(
+                a["name"].tolist(),
+                s_["device_id"].tolist(),
+                s_["stream_id"].tolist(),
+                _us(s_["start"], t0),
+                _us(s_["duration_ns"]),
+                s_["correlation_id"].tolist(),
+                s_["bytes"].tolist(),
+                s_["value"].tolist(),
+                s_["mem_kind"].tolist(),
+                a["variant"].tolist(),
+            )
+        ]
     return out
 
 
@@ -298,18 +435,34 @@ def _flow_events(att: pd.DataFrame, gpu_pid: dict, t0: int) -> list[dict]:
     pid, tid = _pid_tid(a["global_tid"])
     launch = a["launch_start"].to_numpy(dtype=np.int64)
     out: list[dict] = []
-    for i, (p, t, ls, d, s, gs) in enumerate(zip(pid, tid, _us(launch, t0), a["device_id"].tolist(),
-                                                  a["stream_id"].tolist(), _us(a["start"], t0))):
+    for i, (p, t, ls, d, s, gs) in enumerate(
+        zip(pid, tid, _us(launch, t0), a["device_id"].tolist(), a["stream_id"].tolist(), _us(a["start"], t0))
+    ):
         out.append({"ph": "s", "id": i, "pid": p, "tid": t, "ts": ls, "cat": FLOW_CAT, "name": FLOW_CAT})
-        out.append({"ph": "f", "id": i, "pid": gpu_pid[d], "tid": s, "ts": gs, "cat": FLOW_CAT, "name": FLOW_CAT,
-                    "bp": "e"})
+        out.append(
+            {
+                "ph": "f",
+                "id": i,
+                "pid": gpu_pid[d],
+                "tid": s,
+                "ts": gs,
+                "cat": FLOW_CAT,
+                "name": FLOW_CAT,
+                "bp": "e",
+            }
+        )
     return out
 
 
-def _metadata_events(export: NsysExport, ranges: pd.DataFrame, other: pd.DataFrame, att: pd.DataFrame,
-                     gpu_pid: dict) -> list[dict]:
-    tids = np.unique(np.concatenate([df["global_tid"].to_numpy(dtype=np.int64)
-                                     for df in (export.runtime, ranges, other)] + [np.empty(0, np.int64)]))
+def _metadata_events(
+    export: NsysExport, ranges: pd.DataFrame, other: pd.DataFrame, att: pd.DataFrame, gpu_pid: dict
+) -> list[dict]:
+    tids = np.unique(
+        np.concatenate(
+            [df["global_tid"].to_numpy(dtype=np.int64) for df in (export.runtime, ranges, other)]
+            + [np.empty(0, np.int64)]
+        )
+    )
     pids, threads = _pid_tid(tids)
     out: list[dict] = []
     for p in sorted(set(pids)):
@@ -322,10 +475,21 @@ def _metadata_events(export: NsysExport, ranges: pd.DataFrame, other: pd.DataFra
     for d, p in gpu_pid.items():
         out.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": f"GPU {d}"}})
         out.append({"ph": "M", "name": "process_labels", "pid": p, "tid": 0, "args": {"labels": f"GPU {d}"}})
-        out.append({"ph": "M", "name": "process_sort_index", "pid": p, "tid": 0,
-                    "args": {"sort_index": GPU_SORT_BASE + d}})
+        out.append(
+            {
+                "ph": "M",
+                "name": "process_sort_index",
+                "pid": p,
+                "tid": 0,
+                "args": {"sort_index": GPU_SORT_BASE + d},
+            }
+        )
     streams = att[["device_id", "stream_id"]].drop_duplicates().sort_values(["device_id", "stream_id"])
     for d, s in zip(streams["device_id"].tolist(), streams["stream_id"].tolist()):
-        out.append({"ph": "M", "name": "thread_name", "pid": gpu_pid[d], "tid": s, "args": {"name": f"stream {s}"}})
-        out.append({"ph": "M", "name": "thread_sort_index", "pid": gpu_pid[d], "tid": s, "args": {"sort_index": s}})
+        out.append(
+            {"ph": "M", "name": "thread_name", "pid": gpu_pid[d], "tid": s, "args": {"name": f"stream {s}"}}
+        )
+        out.append(
+            {"ph": "M", "name": "thread_sort_index", "pid": gpu_pid[d], "tid": s, "args": {"sort_index": s}}
+        )
     return out

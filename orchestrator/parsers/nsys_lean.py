@@ -1,4 +1,5 @@
 """The lean read of a big export (read_export(lean=True)): which runtime calls it keeps."""
+
 from __future__ import annotations
 
 import threading
@@ -28,7 +29,9 @@ class LaunchFilter:
         start, end, corr = cols["start"], cols["end"], cols["correlation_id"]
         if len(end):
             with self._lock:
-                self.last_end = max(int(end.max()), self.last_end if self.last_end is not None else int(end.max()))
+                self.last_end = max(
+                    int(end.max()), self.last_end if self.last_end is not None else int(end.max())
+                )
         self._ready.wait()
         ids = self._ids
         if ids is None:

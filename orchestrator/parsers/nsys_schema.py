@@ -1,6 +1,7 @@
 """What the nsys parser reads from an export and what it gives back, declared once: nsys's
 tables and columns (each with our name, dtype and default), the frames' columns, the lean
 read's subset, the labels of nsys's enums, and `NsysExport`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 # by default a reader looks for the ranges gprof-orch's runner writes
-from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN, RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
+from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN  # noqa: F401
+from workloads.nvtx_ranges import RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
 
 # NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE in the export).
 NVTX_MARK = 34
@@ -31,8 +33,17 @@ Spec = list[tuple[str, str, str, object]]
 # ...but not the columns times and attribution rest on: every nsys export since 2021 has them,
 # so a table without one is damaged (one flipped byte of the schema renames a column, and a
 # memset table without `correlationId` would silently leave every memset outside the variants).
-REQUIRED_COLUMNS = {"start", "end", "correlationId", "globalPid", "globalTid", "eventType", "nameId",
-                    "shortName", "demangledName"}
+REQUIRED_COLUMNS = {
+    "start",
+    "end",
+    "correlationId",
+    "globalPid",
+    "globalTid",
+    "eventType",
+    "nameId",
+    "shortName",
+    "demangledName",
+}
 # every GPU activity table (kernels, memcpy, memset) starts with these
 _GPU_ACTIVITY_SPEC: Spec = [
     ("start", "start", "int64", -1),
@@ -81,15 +92,50 @@ NVTX_SPEC: Spec = [
     ("domain_id", "domainId", "int64", 0),
 ]
 
-KERNEL_COLUMNS = ["start", "end", "duration_ns", "device_id", "stream_id", "correlation_id",
-                  "global_pid", "name", "demangled_name", "grid_x", "grid_y", "grid_z", "block_x",
-                  "block_y", "block_z", "registers_per_thread", "static_shared_mem_bytes",
-                  "dynamic_shared_mem_bytes"]
+KERNEL_COLUMNS = [
+    "start",
+    "end",
+    "duration_ns",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "global_pid",
+    "name",
+    "demangled_name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "static_shared_mem_bytes",
+    "dynamic_shared_mem_bytes",
+]
 RUNTIME_COLUMNS = ["start", "end", "duration_ns", "global_tid", "correlation_id", "name"]
-MEMCPY_COLUMNS = ["start", "end", "duration_ns", "device_id", "stream_id", "correlation_id",
-                  "global_pid", "bytes", "copy_kind"]
-MEMSET_COLUMNS = ["start", "end", "duration_ns", "device_id", "stream_id", "correlation_id",
-                  "global_pid", "bytes", "value", "mem_kind"]
+MEMCPY_COLUMNS = [
+    "start",
+    "end",
+    "duration_ns",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "global_pid",
+    "bytes",
+    "copy_kind",
+]
+MEMSET_COLUMNS = [
+    "start",
+    "end",
+    "duration_ns",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "global_pid",
+    "bytes",
+    "value",
+    "mem_kind",
+]
 NVTX_COLUMNS = ["start", "end", "event_type", "text", "global_tid", "domain_id", "domain"]
 # read_export(lean=True): per table, the spec columns (our names) attribution and the reports use
 LEAN_COLUMNS = {
@@ -98,24 +144,73 @@ LEAN_COLUMNS = {
     "memcpy": {"start", "end", "correlation_id", "global_pid", "bytes", "copy_kind_id"},
     "memset": {"start", "end", "correlation_id", "global_pid", "bytes"},
 }
-RANGE_COLUMNS = ["range_id", "variant", "start", "end", "wall_ns", "global_tid", "event_type",
-                 "domain"]
-ATTRIBUTED_COLUMNS = ["kind", "name", "demangled_name", "start", "end", "duration_ns", "device_id",
-                      "stream_id", "correlation_id", "global_pid", "global_tid", "launch_start",
-                      "launch_cpu_ns", "launch_api", "bytes", "variant", "range_id"]
-SUMMARY_COLUMNS = ["variant", "ranges", "range_wall_ns", "kernels", "launches",
-                   "gpu_time_total_ns", "gpu_time_median_ns", "gpu_time_min_ns", "gpu_time_max_ns",
-                   "launch_cpu_total_ns", "memcpy_count", "memcpy_time_total_ns", "memset_count",
-                   "memset_time_total_ns", "gpu_busy_ns", "gpu_span_ns", "gpu_busy_fraction"]
+RANGE_COLUMNS = ["range_id", "variant", "start", "end", "wall_ns", "global_tid", "event_type", "domain"]
+ATTRIBUTED_COLUMNS = [
+    "kind",
+    "name",
+    "demangled_name",
+    "start",
+    "end",
+    "duration_ns",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "global_pid",
+    "global_tid",
+    "launch_start",
+    "launch_cpu_ns",
+    "launch_api",
+    "bytes",
+    "variant",
+    "range_id",
+]
+SUMMARY_COLUMNS = [
+    "variant",
+    "ranges",
+    "range_wall_ns",
+    "kernels",
+    "launches",
+    "gpu_time_total_ns",
+    "gpu_time_median_ns",
+    "gpu_time_min_ns",
+    "gpu_time_max_ns",
+    "launch_cpu_total_ns",
+    "memcpy_count",
+    "memcpy_time_total_ns",
+    "memset_count",
+    "memset_time_total_ns",
+    "gpu_busy_ns",
+    "gpu_span_ns",
+    "gpu_busy_fraction",
+]
 
 # Fallbacks for exports without the ENUM tables (labels as nsys 2023.4.4 writes them).
-COPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array",
-              4: "Array-to-Host", 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array",
-              8: "Device-to-Device", 9: "Host-to-Host", 10: "Peer-to-Peer",
-              11: "Unified Host-to-Device", 12: "Unified Device-to-Host",
-              13: "Unified Device-to-Device"}
-MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-             6: "Managed Static", 7: "Unknown"}
+COPY_KINDS = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 
 
 @dataclass
@@ -129,7 +224,7 @@ class NsysExport:
     memcpy: pd.DataFrame
     memset: pd.DataFrame
     meta: dict[str, str] = field(default_factory=dict)  # META_DATA_EXPORT: product, schema version
-    tables: frozenset[str] = frozenset()                 # every table name in the file
+    tables: frozenset[str] = frozenset()  # every table name in the file
     # a lean read's `runtime` keeps only the calls that can have launched GPU work (see
     # read_export); this is the latest end of all of them, for a range never closed
     runtime_end: int | None = None

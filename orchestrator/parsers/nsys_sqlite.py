@@ -27,6 +27,7 @@ Example:
     >>> att = attribute_kernels(ex)                # domain "gprof", prefix "variant:"
     >>> summarize(att, variant_ranges(ex))[["variant", "launches", "gpu_time_total_ns"]]
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -41,6 +42,9 @@ from orchestrator.errors import ParseError
 from orchestrator.parsers import compressed
 from orchestrator.parsers.nsys_attribution import attribute_kernels
 from orchestrator.parsers.nsys_lean import LaunchFilter
+
+# nsys_chrome, torch_trace and orchestrator.capture import these by their names from before the split
+from orchestrator.parsers.nsys_ranges import last_timestamp as _last_timestamp
 from orchestrator.parsers.nsys_ranges import missing_ranges_hint, require_variant_ranges, variant_ranges
 from orchestrator.parsers.nsys_schema import (
     ATTRIBUTED_COLUMNS,
@@ -69,19 +73,44 @@ from orchestrator.parsers.nsys_schema import (
     NsysExport,
     set_text,
 )
-from orchestrator.parsers.nsys_strings import enum_labels, lookup, lookup_categorical, resolve_nvtx_text, string_table
+from orchestrator.parsers.nsys_strings import (
+    enum_labels,
+    lookup,
+    lookup_categorical,
+    resolve_nvtx_text,
+    string_table,
+)
 from orchestrator.parsers.nsys_summary import range_times, summarize
 from orchestrator.parsers.nsys_table_reader import TableReader
-
-# nsys_chrome, torch_trace and orchestrator.capture import these by their names from before the split
-from orchestrator.parsers.nsys_ranges import last_timestamp as _last_timestamp
 from orchestrator.parsers.range_nesting import innermost_containing as _innermost_containing
 
-__all__ = ["ATTRIBUTED_COLUMNS", "DEFAULT_DOMAIN", "DEFAULT_PREFIX", "KERNEL_COLUMNS", "MEMCPY_COLUMNS",
-           "MEMSET_COLUMNS", "NVTX_COLUMNS", "NVTX_DOMAIN_CREATE", "NVTX_DOMAIN_DESTROY", "NVTX_MARK",
-           "NVTX_PUSHPOP_RANGE", "NVTX_STARTEND_RANGE", "RANGE_COLUMNS", "RANGE_EVENT_TYPES", "RUNTIME_COLUMNS",
-           "NsysExport", "_innermost_containing", "_last_timestamp", "attribute_kernels", "missing_ranges_hint",
-           "range_times", "read_export", "require_variant_ranges", "summarize", "variant_ranges"]
+__all__ = [
+    "ATTRIBUTED_COLUMNS",
+    "DEFAULT_DOMAIN",
+    "DEFAULT_PREFIX",
+    "KERNEL_COLUMNS",
+    "MEMCPY_COLUMNS",
+    "MEMSET_COLUMNS",
+    "NVTX_COLUMNS",
+    "NVTX_DOMAIN_CREATE",
+    "NVTX_DOMAIN_DESTROY",
+    "NVTX_MARK",
+    "NVTX_PUSHPOP_RANGE",
+    "NVTX_STARTEND_RANGE",
+    "RANGE_COLUMNS",
+    "RANGE_EVENT_TYPES",
+    "RUNTIME_COLUMNS",
+    "NsysExport",
+    "_innermost_containing",
+    "_last_timestamp",
+    "attribute_kernels",
+    "missing_ranges_hint",
+    "range_times",
+    "read_export",
+    "require_variant_ranges",
+    "summarize",
+    "variant_ranges",
+]
 
 
 def read_export(path: str | Path, *, lean: bool = False) -> NsysExport:
@@ -118,11 +147,17 @@ def read_export(path: str | Path, *, lean: bool = False) -> NsysExport:
         finally:
             reader.close()
     except sqlite3.DatabaseError as exc:
-        raise ParseError(path, f"SQLite error while reading ({exc})",
-                         hint="the export may be truncated or corrupt; run `nsys export` again") from exc
+        raise ParseError(
+            path,
+            f"SQLite error while reading ({exc})",
+            hint="the export may be truncated or corrupt; run `nsys export` again",
+        ) from exc
     except UnicodeDecodeError as exc:  # nsys writes UTF-8: a string that is not is damage (fuzz: byte 284553)
-        raise ParseError(path, f"a string in the export is not valid UTF-8 ({exc})",
-                         hint="the export is damaged; run `nsys export` again") from exc
+        raise ParseError(
+            path,
+            f"a string in the export is not valid UTF-8 ({exc})",
+            hint="the export is damaged; run `nsys export` again",
+        ) from exc
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -139,18 +174,23 @@ def _check_sqlite_file(path: Path) -> None:
     if size == 0:
         raise ParseError(path, "empty file", hint="nsys export may have failed or been interrupted")
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        raise ParseError(path, "not an SQLite file",
-                         hint="an SQLite export is what `nsys export --type sqlite` writes (gprof-orch import "
-                              "takes the .nsys-rep itself too, named .nsys-rep)")
+        raise ParseError(
+            path,
+            "not an SQLite file",
+            hint="an SQLite export is what `nsys export --type sqlite` writes (gprof-orch import "
+            "takes the .nsys-rep itself too, named .nsys-rep)",
+        )
     page_size = struct.unpack(">H", header[16:18])[0]
     page_size = 65536 if page_size == 1 else page_size
     change_counter, n_pages = struct.unpack(">II", header[24:32])
     valid_for = struct.unpack(">I", header[92:96])[0]
     # the in-header page count is only trustworthy when its version matches the change counter
     if n_pages and valid_for == change_counter and size < page_size * n_pages:
-        raise ParseError(path, f"truncated: the SQLite header promises {page_size * n_pages} bytes, "
-                               f"the file has {size}",
-                         hint="the copy or the export did not finish; export the .nsys-rep again")
+        raise ParseError(
+            path,
+            f"truncated: the SQLite header promises {page_size * n_pages} bytes, the file has {size}",
+            hint="the copy or the export did not finish; export the .nsys-rep again",
+        )
 
 
 def _read(reader: TableReader, lean: bool = False) -> NsysExport:
@@ -162,14 +202,20 @@ def _read(reader: TableReader, lean: bool = False) -> NsysExport:
     # workers take tasks in order, so the activity is read before any runtime task waits for it)
     launches = LaunchFilter() if lean else None
     reader.gates.append(launches)
-    pending = {key: reader.submit(table, [c for c in spec if not lean or key not in LEAN_COLUMNS
-                                          or c[0] in LEAN_COLUMNS[key]], keep=launches if key == "runtime" else None)
-               for key, table, spec in (
-        ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_SPEC),
-        ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY_SPEC),
-        ("memset", "CUPTI_ACTIVITY_KIND_MEMSET", MEMSET_SPEC),
-        ("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_SPEC),
-        ("nvtx", "NVTX_EVENTS", NVTX_SPEC))}
+    pending = {
+        key: reader.submit(
+            table,
+            [c for c in spec if not lean or key not in LEAN_COLUMNS or c[0] in LEAN_COLUMNS[key]],
+            keep=launches if key == "runtime" else None,
+        )
+        for key, table, spec in (
+            ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_SPEC),
+            ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY_SPEC),
+            ("memset", "CUPTI_ACTIVITY_KIND_MEMSET", MEMSET_SPEC),
+            ("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_SPEC),
+            ("nvtx", "NVTX_EVENTS", NVTX_SPEC),
+        )
+    }
     strings = string_table(con)
     meta = {}
     if "META_DATA_EXPORT" in tables:
@@ -186,28 +232,47 @@ def _read(reader: TableReader, lean: bool = False) -> NsysExport:
     kernels = _finish(k, KERNEL_COLUMNS)
 
     m = _sorted(pending["memcpy"]())
-    set_text(m, "copy_kind", enum_labels(con, tables, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS, m.pop("copy_kind_id")))
+    set_text(
+        m, "copy_kind", enum_labels(con, tables, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS, m.pop("copy_kind_id"))
+    )
     memcpy = _finish(m, MEMCPY_COLUMNS)
 
     s = _sorted(pending["memset"]())
     if "mem_kind_id" in s:
-        set_text(s, "mem_kind", enum_labels(con, tables, "ENUM_CUDA_MEM_KIND", MEM_KINDS, s.pop("mem_kind_id")))
+        set_text(
+            s, "mem_kind", enum_labels(con, tables, "ENUM_CUDA_MEM_KIND", MEM_KINDS, s.pop("mem_kind_id"))
+        )
     memset = _finish(s, MEMSET_COLUMNS)
 
     if launches is not None:
         # sorted, duplicates left in: np.unique hashes, 20x slower than a sort on 4e6 ids here
-        launches.open(np.sort(np.concatenate([f["correlation_id"].to_numpy() for f in (kernels, memcpy, memset)])))
+        launches.open(
+            np.sort(np.concatenate([f["correlation_id"].to_numpy() for f in (kernels, memcpy, memset)]))
+        )
     r = _sorted(pending["runtime"]())
     if "name_id" in r:
         set_text(r, "name", lookup(strings, r.pop("name_id")))
     runtime = _finish(r, RUNTIME_COLUMNS)
 
     nvtx = _sorted(resolve_nvtx_text(pending["nvtx"](), strings))
-    for table, frame in (("CUPTI_ACTIVITY_KIND_KERNEL", kernels), ("CUPTI_ACTIVITY_KIND_RUNTIME", runtime),
-                         ("CUPTI_ACTIVITY_KIND_MEMCPY", memcpy), ("CUPTI_ACTIVITY_KIND_MEMSET", memset)):
+    for table, frame in (
+        ("CUPTI_ACTIVITY_KIND_KERNEL", kernels),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", runtime),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", memcpy),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", memset),
+    ):
         _check_durations(path, table, frame)
-    return NsysExport(path, kernels, runtime, nvtx, memcpy, memset, meta, tables,
-                      runtime_end=launches.last_end if launches is not None else None)
+    return NsysExport(
+        path,
+        kernels,
+        runtime,
+        nvtx,
+        memcpy,
+        memset,
+        meta,
+        tables,
+        runtime_end=launches.last_end if launches is not None else None,
+    )
 
 
 def _check_durations(path: Path, table: str, frame: pd.DataFrame) -> None:
@@ -217,9 +282,12 @@ def _check_durations(path: Path, table: str, frame: pd.DataFrame) -> None:
     bad = np.flatnonzero(frame["duration_ns"].to_numpy() < 0)
     if len(bad):
         row = frame.iloc[bad[0]]
-        raise ParseError(path, f"table {table}: {len(bad)} record(s) end before they start "
-                               f"(the first: start {row['start']}, end {row['end']})",
-                         hint="the export is damaged; run `nsys export` again")
+        raise ParseError(
+            path,
+            f"table {table}: {len(bad)} record(s) end before they start "
+            f"(the first: start {row['start']}, end {row['end']})",
+            hint="the export is damaged; run `nsys export` again",
+        )
 
 
 def _sorted(df: pd.DataFrame) -> pd.DataFrame:

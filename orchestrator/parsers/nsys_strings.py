@@ -1,4 +1,5 @@
 """From nsys's ids to text: the StringIds table, enum labels, and NVTX messages and domain names."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -44,11 +45,14 @@ def lookup_categorical(strings: np.ndarray, ids: pd.Series) -> pd.Categorical:
     code_of_id[used] = code_of_used
     codes = np.full(len(idx), -1, dtype=np.int64)
     codes[ok] = code_of_id[idx[ok]]
-    return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(names, dtype=object), dtype=object))
+    return pd.Categorical.from_codes(
+        codes, categories=pd.Index(np.asarray(names, dtype=object), dtype=object)
+    )
 
 
-def enum_labels(con: sqlite3.Connection, tables: frozenset[str], table: str,
-                fallback: dict[int, str], ids: pd.Series) -> pd.Series:
+def enum_labels(
+    con: sqlite3.Connection, tables: frozenset[str], table: str, fallback: dict[int, str], ids: pd.Series
+) -> pd.Series:
     """The labels of an nsys enum for `ids`: from its ENUM_* `table` where the export has it, else
     `fallback` (object dtype; NaN for an id neither knows)."""
     labels = dict(fallback)

@@ -1,5 +1,6 @@
 """Attributed activity -> one row per variant: launches, GPU time statistics, launch CPU time,
 copies and memsets, and how busy the GPU was inside the variant's ranges."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,10 +38,25 @@ def summarize(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
 
     is_k = kind == "kernel"
     kc = code[is_k]
-    k = pd.DataFrame({"code": kc, "dur": dur[is_k],
-                      "cpu": attributed["launch_cpu_ns"].to_numpy(dtype=np.int64, na_value=0)[is_k]})
-    agg = k.groupby("code").agg(launches=("dur", "size"), total=("dur", "sum"), median=("dur", "median"),
-                                min=("dur", "min"), max=("dur", "max"), cpu=("cpu", "sum")).reindex(groups)
+    k = pd.DataFrame(
+        {
+            "code": kc,
+            "dur": dur[is_k],
+            "cpu": attributed["launch_cpu_ns"].to_numpy(dtype=np.int64, na_value=0)[is_k],
+        }
+    )
+    agg = (
+        k.groupby("code")
+        .agg(
+            launches=("dur", "size"),
+            total=("dur", "sum"),
+            median=("dur", "median"),
+            min=("dur", "min"),
+            max=("dur", "max"),
+            cpu=("cpu", "sum"),
+        )
+        .reindex(groups)
+    )
 
     out = pd.DataFrame(index=pd.RangeIndex(n_var + 1))
     set_text(out, "variant", np.array(variants + [None], dtype=object))
@@ -74,8 +90,15 @@ def range_times(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _range_columns(out: pd.DataFrame, attributed: pd.DataFrame, ranges: pd.DataFrame, variants: list,
-                   kernels_inside: np.ndarray, rid: np.ndarray, range_code: np.ndarray) -> None:
+def _range_columns(
+    out: pd.DataFrame,
+    attributed: pd.DataFrame,
+    ranges: pd.DataFrame,
+    variants: list,
+    kernels_inside: np.ndarray,
+    rid: np.ndarray,
+    range_code: np.ndarray,
+) -> None:
     """Add ranges, range_wall_ns, gpu_busy_ns, gpu_span_ns, gpu_busy_fraction to `out` (one
     row per variant, then outside): summarize()'s and range_times()'s."""
     rw = ranges.groupby("variant", sort=False)["wall_ns"].agg(["size", "sum"]).reindex(variants)
@@ -105,14 +128,19 @@ def _variant_codes(attributed: pd.DataFrame, ranges: pd.DataFrame):
     if len(ids) and (ids.min() < 0 or not np.array_equal(ids, np.arange(len(ids)))):
         raise ValueError("summarize() needs the whole frame variant_ranges() returned, not a subset")
     if inside.any() and rid.max() >= len(ids):
-        raise ValueError("attributed rows point at ranges that are not in `ranges`: pass the "
-                         "variant_ranges() of the same export, domain and prefix")
+        raise ValueError(
+            "attributed rows point at ranges that are not in `ranges`: pass the "
+            "variant_ranges() of the same export, domain and prefix"
+        )
     range_code = np.array([var_code[v] for v in ranges["variant"]], dtype=np.int64)
     if inside.any() and not np.array_equal(
-            attributed["variant"].to_numpy(dtype=object)[inside],
-            ranges["variant"].to_numpy(dtype=object)[rid[inside]]):
-        raise ValueError("attributed variants differ from `ranges`: pass the variant_ranges() of the "
-                         "same export, domain and prefix")
+        attributed["variant"].to_numpy(dtype=object)[inside],
+        ranges["variant"].to_numpy(dtype=object)[rid[inside]],
+    ):
+        raise ValueError(
+            "attributed variants differ from `ranges`: pass the variant_ranges() of the "
+            "same export, domain and prefix"
+        )
     code = np.full(len(rid), n_var, dtype=np.int64)
     code[inside] = range_code[rid[inside]]
     return variants, n_var, rid, inside, range_code, code, attributed["kind"].to_numpy(dtype=object)
@@ -134,8 +162,14 @@ def _kernel_names(attributed: pd.DataFrame, is_k: np.ndarray, kc: np.ndarray, n_
     return names
 
 
-def _busy_per_variant(attributed: pd.DataFrame, mask: np.ndarray, rid: np.ndarray, range_code: np.ndarray,
-                      ranges: pd.DataFrame, n_var: int) -> tuple[np.ndarray, np.ndarray]:
+def _busy_per_variant(
+    attributed: pd.DataFrame,
+    mask: np.ndarray,
+    rid: np.ndarray,
+    range_code: np.ndarray,
+    ranges: pd.DataFrame,
+    n_var: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Per variant code: summed per-instance kernel busy time (interval union) and span; NaN
     for variants without kernels and for the outside row."""
     busy = np.full(n_var + 1, np.nan)

@@ -1,6 +1,7 @@
 """Reading an export's integer tables fast: column by column as group_concat strings (or, where
 adbc-driver-sqlite is installed, as Arrow arrays: nsys_arrow), in chunks of rowids on worker
 threads. Used by nsys_sqlite.read_export; knows tables and specs, not what the columns mean."""
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,8 @@ class TableReader:
         try:
             self.con = self._connect()
             self.tables = frozenset(
-                r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+                r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            )
         except sqlite3.DatabaseError as exc:
             self.close()
             raise ParseError(path, f"cannot open as SQLite ({exc})") from exc
@@ -66,9 +68,16 @@ class TableReader:
             self._local.con = self._connect()
         return self._local.con
 
-    def _fetch(self, table: str, exprs: list[str], first: int, last: int, names: list[str],
-               keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None,
-               decode: list[tuple[int, int | None, int | None]]) -> tuple[int, list[np.ndarray]]:
+    def _fetch(
+        self,
+        table: str,
+        exprs: list[str],
+        first: int,
+        last: int,
+        names: list[str],
+        keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None,
+        decode: list[tuple[int, int | None, int | None]],
+    ) -> tuple[int, list[np.ndarray]]:
         if self._arrow is not None:
             count, values = self._arrow.fetch(table, exprs, first, last)
         else:
@@ -85,18 +94,26 @@ class TableReader:
             count = int(mask.sum())
         return count, values
 
-    def _fetch_text(self, table: str, exprs: list[str], first: int, last: int) -> tuple[int, list[np.ndarray]]:
+    def _fetch_text(
+        self, table: str, exprs: list[str], first: int, last: int
+    ) -> tuple[int, list[np.ndarray]]:
         select = ", ".join(f"group_concat({e})" for e in exprs)
-        count, *texts = self._worker_con().execute(
-            f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
-            (first, last)).fetchone()
+        count, *texts = (
+            self._worker_con()
+            .execute(
+                f'SELECT count(*), {select} FROM "{table}" NOT INDEXED WHERE rowid >= ? AND rowid < ?',
+                (first, last),
+            )
+            .fetchone()
+        )
         values = []
         while texts:  # parsed one by one, each string freed once read
             values.append(_parse_ints(texts.pop(0), count, table))
         return count, values
 
-    def submit(self, table: str, spec: Spec,
-               keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None) -> Callable[[], pd.DataFrame]:
+    def submit(
+        self, table: str, spec: Spec, keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None
+    ) -> Callable[[], pd.DataFrame]:
         """Start reading the spec's columns of `table`; the returned call gives the frame
         (empty, with the spec's columns, when the table is missing or has no rows). `keep`,
         given each chunk's integer columns (by our names), says which of its rows to keep."""
@@ -107,8 +124,11 @@ class TableReader:
         not_null = {r[1] for r in info if r[3]}
         lost = sorted({col for _, col, _, _ in spec} & REQUIRED_COLUMNS - have)
         if lost:
-            raise ParseError(self.path, f"table {table} has no column {', '.join(lost)}",
-                             hint="the export is damaged (or not from nsys); run `nsys export` again")
+            raise ParseError(
+                self.path,
+                f"table {table} has no column {', '.join(lost)}",
+                hint="the export is damaged (or not from nsys); run `nsys export` again",
+            )
         ints = [(name, col, dtype, default) for name, col, dtype, default in spec if dtype != "object"]
         texts = [(name, col) for name, col, dtype, _ in spec if dtype == "object"]
         # min() and max() apart: SQLite finds each at one end of the b-tree, but both in one
@@ -122,25 +142,36 @@ class TableReader:
             self._pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1))
         rows = max(1 << 12, _TASK_VALUES // len(exprs))
         names = (["rowid"] if texts else []) + [name for name, _, _, _ in ints]
-        futures = [self._pool.submit(self._fetch, table, exprs, first, first + rows, names, keep, decode)
-                   for first in range(lo, hi + 1, rows)]
+        futures = [
+            self._pool.submit(self._fetch, table, exprs, first, first + rows, names, keep, decode)
+            for first in range(lo, hi + 1, rows)
+        ]
         return lambda: self._collect(table, spec, ints, texts, have, len(exprs), futures)
 
-    def _select(self, table: str, ints: Spec, have: set[str], not_null: set[str], lo: int, *,
-                with_rowid: bool) -> tuple[list[str], list[tuple[int, int | None, int | None]]]:
+    def _select(
+        self, table: str, ints: Spec, have: set[str], not_null: set[str], lo: int, *, with_rowid: bool
+    ) -> tuple[list[str], list[tuple[int, int | None, int | None]]]:
         """The SELECT's expressions for the integer columns `ints` (after rowid when `with_rowid`)
         and how _fetch decodes them: (column, base, column it is relative to)."""
         fills = {col: _NULL if default is None else int(default) for _, col, _, default in ints}
-        value = {col: f'"{col}"' if col in not_null else f'ifnull("{col}", {fills[col]})'
-                 for _, col, _, _ in ints if col in have}
+        value = {
+            col: f'"{col}"' if col in not_null else f'ifnull("{col}", {fills[col]})'
+            for _, col, _, _ in ints
+            if col in have
+        }
         # Times and thread/process ids have 11 to 15 digits: they travel as differences, from the
         # first row's value (start, globalTid, globalPid) or from the row's start (end), in a few
         # digits; turning them into text and back was a fifth of the reading. Decoded in _fetch.
         delta: dict[str, int] = {}
-        firsts = [c for c in _DELTA_COLUMNS if c in value and any(col == c and d is not None for _, col, _, d in ints)]
+        firsts = [
+            c
+            for c in _DELTA_COLUMNS
+            if c in value and any(col == c and d is not None for _, col, _, d in ints)
+        ]
         if firsts and self._arrow is None:  # Arrow takes integers as they are
-            first = self.con.execute(f'SELECT {", ".join(value[c] for c in firsts)} FROM "{table}" WHERE rowid = ?',
-                                     (lo,)).fetchone()
+            first = self.con.execute(
+                f'SELECT {", ".join(value[c] for c in firsts)} FROM "{table}" WHERE rowid = ?', (lo,)
+            ).fetchone()
             delta = {c: int(v) for c, v in zip(firsts, first) if isinstance(v, int)}
         exprs = ["rowid"] if with_rowid else []  # rowids place the sparse text columns
         at = {col: i for i, (_, col, _, _) in enumerate(ints, start=len(exprs))}
@@ -151,15 +182,25 @@ class TableReader:
             elif col in delta:
                 exprs.append(f"{value[col]} - {delta[col]}")
                 decode.append((i, delta[col], None))
-            elif col == "end" and default is not None and "start" in value and self._arrow is None:  # a few digits
+            elif (
+                col == "end" and default is not None and "start" in value and self._arrow is None
+            ):  # a few digits
                 exprs.append(f"{value[col]} - {value['start']}")
                 decode.append((i, None, at["start"]))
             else:
                 exprs.append(value[col])
         return exprs, decode
 
-    def _collect(self, table: str, spec: Spec, ints: Spec, texts: list[tuple[str, str]], have: set[str],
-                 n_exprs: int, futures: list) -> pd.DataFrame:
+    def _collect(
+        self,
+        table: str,
+        spec: Spec,
+        ints: Spec,
+        texts: list[tuple[str, str]],
+        have: set[str],
+        n_exprs: int,
+        futures: list,
+    ) -> pd.DataFrame:
         """The frame from the tasks' chunks, once they are done."""
         chunks: list[list[np.ndarray]] = []
         for fut in futures:
@@ -172,8 +213,13 @@ class TableReader:
         for i in range(n_exprs):  # a column's chunks freed once joined: never two copies of the table
             # one chunk may be Arrow's read-only buffer: the frames are the caller's to change
             one = chunks[0][i] if len(chunks) == 1 else None
-            cols.append(np.concatenate([c[i] for c in chunks]) if one is None
-                        else one if one.flags.writeable else one.copy())
+            cols.append(
+                np.concatenate([c[i] for c in chunks])
+                if one is None
+                else one
+                if one.flags.writeable
+                else one.copy()
+            )
             for c in chunks:
                 c[i] = None
         rowid = cols.pop(0) if texts else None
@@ -189,7 +235,9 @@ class TableReader:
         """A sparse text column (NVTX messages): the non-NULL values, placed by rowid."""
         values = np.full(len(rowid), None, dtype=object)
         if col in have:
-            rows = self.con.execute(f'SELECT rowid, "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL').fetchall()
+            rows = self.con.execute(
+                f'SELECT rowid, "{col}" FROM "{table}" WHERE "{col}" IS NOT NULL'
+            ).fetchall()
             if rows:
                 ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
                 values[np.searchsorted(rowid, ids)] = [r[1] for r in rows]
@@ -219,7 +267,9 @@ def _parse_ints(text: str | None, count: int, table: str) -> np.ndarray:
         try:
             values = np.fromstring(text or "", dtype=np.int64, sep=",")
         except (ValueError, DeprecationWarning) as exc:
-            raise sqlite3.DatabaseError(f"{table}: a column holds something other than integers ({exc})") from exc
+            raise sqlite3.DatabaseError(
+                f"{table}: a column holds something other than integers ({exc})"
+            ) from exc
     if len(values) != count:
         raise sqlite3.DatabaseError(f"{table}: a column read back {len(values)} integers, not {count}")
     return values

@@ -41,6 +41,7 @@ Example:
     >>> prof = read_profile("run/proton.hatchet")
     >>> prof.kernels.groupby(["variant", "iteration"])["time_ns"].sum()
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -56,7 +57,14 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import ParseError
-from reports.schema import ITERATIONS_IN_REPORT, NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES
+from reports.schema import (
+    ITERATIONS_IN_REPORT,
+    NO_ACTIVITY,
+    NO_RANGE,
+    NOT_IN_REPORT,
+    OUTSIDE,
+    UNEVEN_LAUNCHES,
+)
 from reports.unify import RowMaker
 from workloads.nvtx_ranges import RANGE_PREFIX
 
@@ -93,7 +101,9 @@ class ProtonProfile:
     notes: list[str] = field(default_factory=list)
 
 
-def read_profile(path: str | Path, prefix: str = RANGE_PREFIX, iter_prefix: str = ITER_PREFIX) -> ProtonProfile:
+def read_profile(
+    path: str | Path, prefix: str = RANGE_PREFIX, iter_prefix: str = ITER_PREFIX
+) -> ProtonProfile:
     """Read a proton hatchet file (`.xz` / `.gz` too). Raises ParseError naming the file when it
     is missing, not JSON, or not the shape above (a frame without a name, a kernel whose time or
     count is missing, negative or not a number)."""
@@ -104,18 +114,24 @@ def read_profile(path: str | Path, prefix: str = RANGE_PREFIX, iter_prefix: str 
     try:
         data = json.loads(raw)
     except ValueError as exc:  # cut short while proton wrote it, or not JSON at all
-        raise ParseError(path, f"not JSON ({exc})",
-                         hint="proton writes the file when the workload ends: a run killed before "
-                              "proton.finalize() leaves none or half of one") from None
+        raise ParseError(
+            path,
+            f"not JSON ({exc})",
+            hint="proton writes the file when the workload ends: a run killed before "
+            "proton.finalize() leaves none or half of one",
+        ) from None
     if isinstance(data, dict) and "frame" in data:
         root, devices = data, {}
     elif isinstance(data, list) and data and isinstance(data[0], dict):
         root, devices = data[0], data[1] if len(data) > 1 else {}
         if not isinstance(devices, dict):
-            raise ParseError(path, f"its second element (the devices) is {type(devices).__name__}, not an object")
+            raise ParseError(
+                path, f"its second element (the devices) is {type(devices).__name__}, not an object"
+            )
     else:
-        raise ParseError(path, "not a proton hatchet profile: expected a JSON array whose first element "
-                               "is the ROOT frame")
+        raise ParseError(
+            path, "not a proton hatchet profile: expected a JSON array whose first element is the ROOT frame"
+        )
     return _walk(path, root, devices, prefix, iter_prefix)
 
 
@@ -129,7 +145,8 @@ def _walk(path: Path, root: dict, devices: dict, prefix: str, iter_prefix: str) 
     _frame_name(path, root, ())  # the root must be a frame too; its own metrics are hints
     # (node, names above it below ROOT, variant, iteration); children pushed reversed: file order
     stack: list[tuple[dict, tuple[str, ...], str | None, int]] = [
-        (child, (), None, -1) for child in reversed(_children(path, root, ("ROOT",)))]
+        (child, (), None, -1) for child in reversed(_children(path, root, ("ROOT",)))
+    ]
     while stack:
         node, above, variant, iteration = stack.pop()
         name = _frame_name(path, node, above)
@@ -141,7 +158,7 @@ def _walk(path: Path, root: dict, devices: dict, prefix: str, iter_prefix: str) 
             dropped += _launches_below(path, node, here)
             continue
         if variant is None and name.startswith(prefix):
-            variant = name[len(prefix):]
+            variant = name[len(prefix) :]
             variants[variant] = None
         elif variant is not None and iteration < 0 and (m := iter_re.match(name)):
             iteration = int(m.group(1))
@@ -150,10 +167,11 @@ def _walk(path: Path, root: dict, devices: dict, prefix: str, iter_prefix: str) 
             kernels.append(_kernel(path, name, metrics, here, variant, iteration, notes))
         stack.extend((child, here, variant, iteration) for child in reversed(_children(path, node, here)))
     kframe = pd.DataFrame(kernels, columns=KERNEL_COLUMNS).astype(
-        {"iteration": "int64", "launches": "int64", "time_ns": "float64", **{d: "float64" for d in DECLARED}})
-    iframe = pd.DataFrame([(v, i, t) for (v, i), t in iterations.items()],
-                          columns=["variant", "iteration", "cpu_time_ns"]).astype(
-        {"iteration": "int64", "cpu_time_ns": "float64"})
+        {"iteration": "int64", "launches": "int64", "time_ns": "float64", **{d: "float64" for d in DECLARED}}
+    )
+    iframe = pd.DataFrame(
+        [(v, i, t) for (v, i), t in iterations.items()], columns=["variant", "iteration", "cpu_time_ns"]
+    ).astype({"iteration": "int64", "cpu_time_ns": "float64"})
     return ProtonProfile(path, kframe, iframe, list(variants), devices, dropped, notes)
 
 
@@ -163,7 +181,7 @@ def _frame_name(path: Path, node, above: tuple[str, ...]) -> str:
         raise ParseError(path, f"a child of {where} is {type(node).__name__}, not a frame object")
     frame = node.get("frame")
     if not isinstance(frame, dict) or not isinstance(frame.get("name"), str):
-        raise ParseError(path, f"a frame under {where} has no \"frame\": {{\"name\": ...}}")
+        raise ParseError(path, f'a frame under {where} has no "frame": {{"name": ...}}')
     return frame["name"]
 
 
@@ -175,22 +193,43 @@ def _children(path: Path, node: dict, here: tuple[str, ...]) -> list:
 
 
 def _number(path: Path, value, what: str, here: tuple[str, ...]) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ParseError(path, f"kernel frame {' / '.join(here)!r}: {what} is {value!r}, not a number >= 0")
     return float(value)
 
 
-def _kernel(path: Path, name: str, metrics: dict, here: tuple[str, ...], variant: str | None,
-            iteration: int, notes: list[str]) -> dict:
+def _kernel(
+    path: Path,
+    name: str,
+    metrics: dict,
+    here: tuple[str, ...],
+    variant: str | None,
+    iteration: int,
+    notes: list[str],
+) -> dict:
     for key in (TIME, COUNT):
         if key not in metrics:
             raise ParseError(path, f"kernel frame {' / '.join(here)!r} has no {key!r} metric")
     count = _number(path, metrics[COUNT], COUNT, here)
     if count != int(count) or count < 1:
-        raise ParseError(path, f"kernel frame {' / '.join(here)!r}: count is {metrics[COUNT]!r}, not a "
-                               "whole number of launches >= 1")
-    row = {"variant": variant, "iteration": iteration, "kernel": demangle(name), "launches": int(count),
-           "time_ns": _number(path, metrics[TIME], TIME, here), "path": " / ".join(here)}
+        raise ParseError(
+            path,
+            f"kernel frame {' / '.join(here)!r}: count is {metrics[COUNT]!r}, not a "
+            "whole number of launches >= 1",
+        )
+    row = {
+        "variant": variant,
+        "iteration": iteration,
+        "kernel": demangle(name),
+        "launches": int(count),
+        "time_ns": _number(path, metrics[TIME], TIME, here),
+        "path": " / ".join(here),
+    }
     for key in DECLARED:
         value = metrics.get(key)
         if value is None:
@@ -199,8 +238,10 @@ def _kernel(path: Path, name: str, metrics: dict, here: tuple[str, ...], variant
             raise ParseError(path, f"kernel frame {' / '.join(here)!r}: {key} is {value!r}, not a number")
         elif value < 0:
             # a launch_metadata that overflowed (proton's viewer warns of the same): not a count
-            notes.append(f"kernel {row['kernel']} declares {key} {value:g} (an overflow in its launch_metadata?): "
-                         "left out")
+            notes.append(
+                f"kernel {row['kernel']} declares {key} {value:g} (an overflow in its launch_metadata?): "
+                "left out"
+            )
             row[key] = math.nan
         else:
             row[key] = float(value)
@@ -222,7 +263,11 @@ def _launches_below(path: Path, node: dict, here: tuple[str, ...]) -> int:
     while stack:
         n, at = stack.pop()
         m = n.get("metrics") if isinstance(n, dict) else None
-        if isinstance(m, dict) and isinstance(m.get(COUNT), (int, float)) and not isinstance(m.get(COUNT), bool):
+        if (
+            isinstance(m, dict)
+            and isinstance(m.get(COUNT), (int, float))
+            and not isinstance(m.get(COUNT), bool)
+        ):
             total += int(m[COUNT])
         for child in _children(path, n, at) if isinstance(n, dict) else []:
             stack.append((child, (*at, _frame_name(path, child, at))))
@@ -252,7 +297,11 @@ def demangle(name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _cxa_demangle():
-    for lib in (ctypes.util.find_library("stdc++"), ctypes.util.find_library("c++abi"), ctypes.util.find_library("c++")):
+    for lib in (
+        ctypes.util.find_library("stdc++"),
+        ctypes.util.find_library("c++abi"),
+        ctypes.util.find_library("c++"),
+    ):
         if not lib:
             continue
         try:
@@ -261,7 +310,12 @@ def _cxa_demangle():
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        fn.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_int),
+        ]
         free = ctypes.CDLL(None).free
         free.argtypes = [ctypes.c_void_p]
         return fn, free
@@ -269,6 +323,7 @@ def _cxa_demangle():
 
 
 # -- the unified rows (reports/schema.py) of a read profile, for the proton backend --------------
+
 
 def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]) -> pd.DataFrame:
     """The unified rows of a read proton profile (ProtonProfile, read_profile's).
@@ -296,14 +351,21 @@ def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]
             lost = NO_ACTIVITY if prof.variants else NO_RANGE
             rows.add(variant, NOT_IN_REPORT, lost, "flag")
             continue
-        seen = sorted(set(it.loc[it["variant"] == variant, "iteration"]) | set(mine.loc[mine["iteration"] >= 0,
-                                                                                        "iteration"]))
+        seen = sorted(
+            set(it.loc[it["variant"] == variant, "iteration"])
+            | set(mine.loc[mine["iteration"] >= 0, "iteration"])
+        )
         broken = False
         if iters and len(seen) != iters:
             rows.add(variant, ITERATIONS_IN_REPORT, float(len(seen)), "count")
             broken = True
         else:
-            per_iter = mine[mine["iteration"] >= 0].groupby("iteration")["launches"].sum().reindex(seen, fill_value=0)
+            per_iter = (
+                mine[mine["iteration"] >= 0]
+                .groupby("iteration")["launches"]
+                .sum()
+                .reindex(seen, fill_value=0)
+            )
             if (mine["iteration"] < 0).any() or per_iter.nunique() > 1:
                 rows.add(variant, UNEVEN_LAUNCHES, float(mine["launches"].sum()), "count")
                 broken = True
@@ -336,5 +398,10 @@ def kernel_rows(rows: RowMaker, variant: str, kernels: pd.DataFrame) -> None:
         for d in DECLARED:
             declared = g[d].dropna()
             if len(declared):
-                rows.add(variant, f"declared_{d}", float(declared.sum()), "bytes" if d == "bytes" else "count",
-                         kernel=name)
+                rows.add(
+                    variant,
+                    f"declared_{d}",
+                    float(declared.sum()),
+                    "bytes" if d == "bytes" else "count",
+                    kernel=name,
+                )

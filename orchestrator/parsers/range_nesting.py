@@ -1,5 +1,6 @@
 """Which range contains a point in time, on the same thread, where ranges nest: the innermost.
 Shared by the nsys attribution, torch.profiler's traces and orchestrator.capture."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,11 +13,12 @@ def shared_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(a) and len(b) and a.min() == a.max() == b.min() == b.max():
         return np.zeros(len(a), dtype=np.int64), np.zeros(len(b), dtype=np.int64)
     codes, _ = pd.factorize(np.concatenate([a, b]))
-    return codes[: len(a)].astype(np.int64), codes[len(a):].astype(np.int64)
+    return codes[: len(a)].astype(np.int64), codes[len(a) :].astype(np.int64)
 
 
-def innermost_containing(r_tid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
-                         q_tid: np.ndarray, q_t: np.ndarray) -> np.ndarray:
+def innermost_containing(
+    r_tid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
+) -> np.ndarray:
     """For each query (thread, time), the index of the latest-starting range on that thread
     with start <= t <= end, or -1.
 

@@ -9,6 +9,7 @@ the GPU runs behind the CPU.
 A trace without `variant:` annotations (a user's own torch.profiler trace) is grouped by its
 top-level operators instead (aten::mean, aten::square, ...), so any trace can be read.
 """
+
 from __future__ import annotations
 
 import gc
@@ -43,8 +44,9 @@ EVENT_COLUMNS = ["cat", "name", "pid", "tid", "start_ns", "end_ns", "correlation
 class TorchTrace:
     """A read Chrome trace: its complete events as a frame (see read_trace), the devices'
     properties and the trace's other top-level fields (`meta`)."""
+
     path: Path
-    events: pd.DataFrame                      # complete ('X') events, ns, sorted by start
+    events: pd.DataFrame  # complete ('X') events, ns, sorted by start
     device_properties: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
 
@@ -74,8 +76,11 @@ def read_trace(path: str | Path) -> TorchTrace:
         except FileNotFoundError:
             raise ParseError(path, "no such file") from None
         except OSError as exc:
-            raise ParseError(path, f"not a JSON Chrome trace ({exc})",
-                             hint="the profiler may have been stopped before it finished writing") from exc
+            raise ParseError(
+                path,
+                f"not a JSON Chrome trace ({exc})",
+                hint="the profiler may have been stopped before it finished writing",
+            ) from exc
     # The parse creates millions of Python objects, none of them in a cycle: the cyclic GC
     # would walk the growing heap again and again (half the time of a 200 MiB trace) and free
     # nothing.
@@ -113,8 +118,11 @@ def _loads(path: Path, raw: bytes) -> object:
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ParseError(path, f"not a JSON Chrome trace ({exc})",
-                         hint="the profiler may have been stopped before it finished writing") from exc
+        raise ParseError(
+            path,
+            f"not a JSON Chrome trace ({exc})",
+            hint="the profiler may have been stopped before it finished writing",
+        ) from exc
 
 
 def _is_number(v) -> bool:
@@ -142,20 +150,34 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     # torch.profiler writes ts and dur as JSON numbers: text or a bool in an event that is read is
     # damage (the fuzz turned the dur of event 706 into the text "1.0": a number moved, exit 0),
     # not a number to convert
-    bad = next((i for i, e in enumerate(x) if read[i] and not (_is_number(e["ts"]) and _is_number(e.get("dur", 0)))),
-               None)
+    bad = next(
+        (i for i, e in enumerate(x) if read[i] and not (_is_number(e["ts"]) and _is_number(e.get("dur", 0)))),
+        None,
+    )
     if bad is not None:
-        raise ParseError(path, f"the ts or dur of complete event {bad} ({x[bad].get('name', '')!r}) is not a "
-                               f"JSON number ({x[bad]['ts']!r}, {x[bad].get('dur')!r})")
+        raise ParseError(
+            path,
+            f"the ts or dur of complete event {bad} ({x[bad].get('name', '')!r}) is not a "
+            f"JSON number ({x[bad]['ts']!r}, {x[bad].get('dur')!r})",
+        )
     # pid and tid place an event on its thread (ranges contain the launches and ops of their own
     # tid): torch.profiler writes both on every complete event, as ints or text. One missing, or of
     # another type (null, a bool, a float would read as another thread), is damage, not a thread of
     # its own (the fuzz deleted the tid of torch_mean's range: the variant lost every kernel, exit 0)
-    bad = next((i for i, e in enumerate(x) if read[i] and not (type(e.get("pid")) in (int, str)
-                                                                and type(e.get("tid")) in (int, str))), None)
+    bad = next(
+        (
+            i
+            for i, e in enumerate(x)
+            if read[i] and not (type(e.get("pid")) in (int, str) and type(e.get("tid")) in (int, str))
+        ),
+        None,
+    )
     if bad is not None:
-        raise ParseError(path, f"complete event {bad} ({x[bad].get('name', '')!r}) has no pid or tid of its own "
-                               f"(pid {x[bad].get('pid')!r}, tid {x[bad].get('tid')!r})")
+        raise ParseError(
+            path,
+            f"complete event {bad} ({x[bad].get('name', '')!r}) has no pid or tid of its own "
+            f"(pid {x[bad].get('pid')!r}, tid {x[bad].get('tid')!r})",
+        )
     # "args": null is a trace with no args for that event (read as before); a list or a string is damage
     bad = next((i for i, e in enumerate(x) if not isinstance(e.get("args") or no_args, dict)), None)
     if bad is not None:
@@ -165,7 +187,9 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
     # "" joined the variant's kernels, exit 0)
     bad = next((i for i, e in enumerate(x) if read[i] and not isinstance(e.get("name"), str)), None)
     if bad is not None:
-        what = "has no name" if "name" not in x[bad] else f"has a name that is not a string ({x[bad]['name']!r})"
+        what = (
+            "has no name" if "name" not in x[bad] else f"has a name that is not a string ({x[bad]['name']!r})"
+        )
         raise ParseError(path, f"complete event {bad} {what}")
     return {
         "cat": [e.get("cat", "") for e in x],
@@ -196,9 +220,13 @@ def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Se
 
     out = np.full(len(points), None, dtype=object)
     if len(points) and len(ranges):
-        hit = _innermost_containing(ranges["tid"].to_numpy(dtype=object), ranges["start_ns"].to_numpy(dtype=np.int64),
-                                    ranges["end_ns"].to_numpy(dtype=np.int64), points["tid"].to_numpy(dtype=object),
-                                    points["t"].to_numpy(dtype=np.int64))
+        hit = _innermost_containing(
+            ranges["tid"].to_numpy(dtype=object),
+            ranges["start_ns"].to_numpy(dtype=np.int64),
+            ranges["end_ns"].to_numpy(dtype=np.int64),
+            points["tid"].to_numpy(dtype=object),
+            points["t"].to_numpy(dtype=np.int64),
+        )
         out[hit >= 0] = ranges[label].to_numpy(dtype=object)[hit[hit >= 0]]
     return pd.Series(out, index=points.index, dtype="object")
 
@@ -221,9 +249,12 @@ def attribute(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "
     early = gpu["t"].notna() & (gpu["start_ns"] < gpu["t"] - CLOCK_SKEW_NS)
     if early.any():
         bad = gpu[early].iloc[0]
-        raise ParseError(trace.path, f"{int(early.sum())} GPU activities start before the CUDA call that launched "
-                                     f"them (the first: {bad['name']!r}, correlation {int(bad['correlation'])}, "
-                                     f"{(bad['t'] - bad['start_ns']) / 1e3:.0f} us early): a damaged timestamp")
+        raise ParseError(
+            trace.path,
+            f"{int(early.sum())} GPU activities start before the CUDA call that launched "
+            f"them (the first: {bad['name']!r}, correlation {int(bad['correlation'])}, "
+            f"{(bad['t'] - bad['start_ns']) / 1e3:.0f} us early): a damaged timestamp",
+        )
     ranges, iters = variant_ranges(trace, prefix, iter_label)
     has = gpu["t"].notna()
     gpu["variant"] = None
@@ -236,12 +267,25 @@ def attribute(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "
     gpu["kind"] = gpu["cat"].map({"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"})
     gpu["duration_ns"] = gpu["end_ns"] - gpu["start_ns"]
     gpu = gpu.rename(columns={"name": "kernel"})
-    return gpu[["kind", "kernel", "start_ns", "end_ns", "duration_ns", "correlation", "tid", "launch_ns",
-                "variant", "iteration"]].reset_index(drop=True)
+    return gpu[
+        [
+            "kind",
+            "kernel",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "correlation",
+            "tid",
+            "launch_ns",
+            "variant",
+            "iteration",
+        ]
+    ].reset_index(drop=True)
 
 
-def variant_ranges(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter"
-                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def variant_ranges(
+    trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(variant ranges, iteration ranges) from record_function annotations.
 
     Without any `prefix` annotation, top-level CPU operators stand in as ranges, named by the
@@ -303,14 +347,26 @@ def cpu_time(trace: TorchTrace, ranges: pd.DataFrame, iters: pd.DataFrame) -> pd
     return per_iter, self_cpu
 
 
-def summarize(trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter") -> dict[str, pd.DataFrame]:
+def summarize(
+    trace: TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter"
+) -> dict[str, pd.DataFrame]:
     """Everything the report needs from one trace: attributed GPU activity, per-iteration
     GPU and host time, self CPU time per variant, the ranges themselves."""
     ranges, iters = variant_ranges(trace, prefix, iter_label)
     gpu = attribute(trace, prefix, iter_label)
     per_iter, self_cpu = cpu_time(trace, ranges, iters)
     inside = gpu.dropna(subset=["variant"])
-    gpu_iter = (inside[inside["iteration"] >= 0].groupby(["variant", "iteration"])["duration_ns"].sum()
-                .rename("gpu_ns").reset_index())
-    return {"ranges": ranges, "iterations": per_iter, "gpu": gpu, "gpu_per_iteration": gpu_iter,
-            "self_cpu_ns": self_cpu.rename("self_cpu_ns").reset_index()}
+    gpu_iter = (
+        inside[inside["iteration"] >= 0]
+        .groupby(["variant", "iteration"])["duration_ns"]
+        .sum()
+        .rename("gpu_ns")
+        .reset_index()
+    )
+    return {
+        "ranges": ranges,
+        "iterations": per_iter,
+        "gpu": gpu,
+        "gpu_per_iteration": gpu_iter,
+        "self_cpu_ns": self_cpu.rename("self_cpu_ns").reset_index(),
+    }

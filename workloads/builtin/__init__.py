@@ -2,12 +2,13 @@
 
 Importing this package registers them. Callables import torch and the kernels lazily.
 """
+
 from __future__ import annotations
 
 from workloads.registry import Variant, Workload, register
 
-
 # -- the operations --------------------------------------------------------------------------
+
 
 def _torch_square(a):
     import torch
@@ -20,7 +21,7 @@ def _mul(a):
 
 
 def _pow(a):
-    return a ** 2
+    return a**2
 
 
 def _torch_mean(a):
@@ -87,6 +88,7 @@ def _build_cuda_square():
 
 # -- references, inputs, bytes -----------------------------------------------------------------
 
+
 def _ref_square(x64):
     return x64 * x64
 
@@ -115,46 +117,122 @@ def _uniform_input(shape, dtype, device, seed):
 
 # -- the variants, shared between workloads ----------------------------------------------------
 
-TORCH_SQUARE = Variant("torch_square", _torch_square, label="torch.square",
-                       description="torch.square(a): aten::square -> aten::pow")
+TORCH_SQUARE = Variant(
+    "torch_square",
+    _torch_square,
+    label="torch.square",
+    description="torch.square(a): aten::square -> aten::pow",
+)
 MUL = Variant("mul", _mul, label="a*a", description="a * a: aten::mul")
 POW = Variant("pow", _pow, label="a**2", description="a ** 2: aten::pow")
-TRITON_SQUARE = Variant("triton", _triton_square, label="triton square", needs=frozenset({"triton"}),
-                        description="a Triton elementwise square (workloads/kernels/triton_square.py)")
-NUMBA_SQUARE = Variant("numba", _numba_square, label="numba square", needs=frozenset({"cuda", "numba"}),
-                       dtypes=("float32",),
-                       description="numba.cuda.jit square on torch's stream (workloads/kernels/numba_square.py)")
-CUDA_LECTURE = Variant("cuda_lecture", _cuda_lecture_square, label="load_inline (lecture)",
-                       needs=frozenset({"cuda", "compiler"}), setup=_build_cuda_square, dtypes=("float32",),
-                       description="the lecture's CUDA kernel: 16x16 blocks, one float a thread")
-CUDA_FAST = Variant("cuda_fast", _cuda_fast_square, label="load_inline (fast)",
-                    needs=frozenset({"cuda", "compiler"}), setup=_build_cuda_square, dtypes=("float32",),
-                    description="grid-stride loop, 16-byte vector loads/stores, grid from the SM count")
+TRITON_SQUARE = Variant(
+    "triton",
+    _triton_square,
+    label="triton square",
+    needs=frozenset({"triton"}),
+    description="a Triton elementwise square (workloads/kernels/triton_square.py)",
+)
+NUMBA_SQUARE = Variant(
+    "numba",
+    _numba_square,
+    label="numba square",
+    needs=frozenset({"cuda", "numba"}),
+    dtypes=("float32",),
+    description="numba.cuda.jit square on torch's stream (workloads/kernels/numba_square.py)",
+)
+CUDA_LECTURE = Variant(
+    "cuda_lecture",
+    _cuda_lecture_square,
+    label="load_inline (lecture)",
+    needs=frozenset({"cuda", "compiler"}),
+    setup=_build_cuda_square,
+    dtypes=("float32",),
+    description="the lecture's CUDA kernel: 16x16 blocks, one float a thread",
+)
+CUDA_FAST = Variant(
+    "cuda_fast",
+    _cuda_fast_square,
+    label="load_inline (fast)",
+    needs=frozenset({"cuda", "compiler"}),
+    setup=_build_cuda_square,
+    dtypes=("float32",),
+    description="grid-stride loop, 16-byte vector loads/stores, grid from the SM count",
+)
 
 TORCH_MEAN = Variant("torch_mean", _torch_mean, label="torch.mean", description="torch.mean(a)")
 TENSOR_MEAN = Variant("tensor_mean", _tensor_mean, label="tensor.mean", description="a.mean()")
-SUM_DIV_NUMEL = Variant("sum_div_numel", _sum_div_numel, label="sum/numel",
-                        description="a.sum() / a.numel(): a reduction, then a division kernel")
-TRITON_LECTURE_MEAN = Variant("triton_lecture", _triton_lecture_mean, label="triton mean (lecture)",
-                              needs=frozenset({"triton"}),
-                              description="the lecture's Triton mean: one program a row, a scalar loop")
-TRITON_FAST_MEAN = Variant("triton_fast", _triton_fast_mean, label="triton mean (fast)",
-                           needs=frozenset({"triton"}),
-                           description="wide coalesced loads, float32 tl.sum per program, partials combined")
+SUM_DIV_NUMEL = Variant(
+    "sum_div_numel",
+    _sum_div_numel,
+    label="sum/numel",
+    description="a.sum() / a.numel(): a reduction, then a division kernel",
+)
+TRITON_LECTURE_MEAN = Variant(
+    "triton_lecture",
+    _triton_lecture_mean,
+    label="triton mean (lecture)",
+    needs=frozenset({"triton"}),
+    description="the lecture's Triton mean: one program a row, a scalar loop",
+)
+TRITON_FAST_MEAN = Variant(
+    "triton_fast",
+    _triton_fast_mean,
+    label="triton mean (fast)",
+    needs=frozenset({"triton"}),
+    description="wide coalesced loads, float32 tl.sum per program, partials combined",
+)
 
 _SQUARE = dict(reference=_ref_square, bytes_moved=_bytes_square, baseline="torch_square")
-_MEAN = dict(reference=_ref_mean, bytes_moved=_bytes_mean, baseline="torch_mean",
-             make_input=_uniform_input, bytes_per_element=lambda itemsize: itemsize + 16)
+_MEAN = dict(
+    reference=_ref_mean,
+    bytes_moved=_bytes_mean,
+    baseline="torch_mean",
+    make_input=_uniform_input,
+    bytes_per_element=lambda itemsize: itemsize + 16,
+)
 
-register(Workload("square", "elementwise square: torch.square vs a*a vs a**2 (and Triton, Numba)",
-                  [TORCH_SQUARE, MUL, POW, TRITON_SQUARE, NUMBA_SQUARE], **_SQUARE))
-register(Workload("mean", "mean of all elements: torch.mean vs tensor.mean vs sum/numel",
-                  [TORCH_MEAN, TENSOR_MEAN, SUM_DIV_NUMEL], **_MEAN))
-register(Workload("triton-mean", "the lecture's Triton mean and a fast one, beside torch.mean",
-                  [TORCH_MEAN, TRITON_LECTURE_MEAN, TRITON_FAST_MEAN], **_MEAN))
-register(Workload("load-inline-square", "CUDA square kernels built with load_inline, beside torch.square",
-                  [TORCH_SQUARE, CUDA_LECTURE, CUDA_FAST], dtypes=("float32",), **_SQUARE))
-register(Workload("triton-square", "a Triton square beside torch.square",
-                  [TORCH_SQUARE, TRITON_SQUARE], **_SQUARE))
-register(Workload("numba-square", "a Numba CUDA square beside torch.square",
-                  [TORCH_SQUARE, NUMBA_SQUARE], dtypes=("float32",), **_SQUARE))
+register(
+    Workload(
+        "square",
+        "elementwise square: torch.square vs a*a vs a**2 (and Triton, Numba)",
+        [TORCH_SQUARE, MUL, POW, TRITON_SQUARE, NUMBA_SQUARE],
+        **_SQUARE,
+    )
+)
+register(
+    Workload(
+        "mean",
+        "mean of all elements: torch.mean vs tensor.mean vs sum/numel",
+        [TORCH_MEAN, TENSOR_MEAN, SUM_DIV_NUMEL],
+        **_MEAN,
+    )
+)
+register(
+    Workload(
+        "triton-mean",
+        "the lecture's Triton mean and a fast one, beside torch.mean",
+        [TORCH_MEAN, TRITON_LECTURE_MEAN, TRITON_FAST_MEAN],
+        **_MEAN,
+    )
+)
+register(
+    Workload(
+        "load-inline-square",
+        "CUDA square kernels built with load_inline, beside torch.square",
+        [TORCH_SQUARE, CUDA_LECTURE, CUDA_FAST],
+        dtypes=("float32",),
+        **_SQUARE,
+    )
+)
+register(
+    Workload("triton-square", "a Triton square beside torch.square", [TORCH_SQUARE, TRITON_SQUARE], **_SQUARE)
+)
+register(
+    Workload(
+        "numba-square",
+        "a Numba CUDA square beside torch.square",
+        [TORCH_SQUARE, NUMBA_SQUARE],
+        dtypes=("float32",),
+        **_SQUARE,
+    )
+)

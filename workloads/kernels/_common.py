@@ -2,6 +2,7 @@
 
 Everything imports torch lazily, inside functions: importing this module costs nothing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +28,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_props(index: int):
     import torch
 
@@ -128,4 +129,3 @@ def coerce_config(cls, value, from_name):
     if isinstance(value, str):
         return from_name(value)
     raise TypeError(f"cannot make a {cls.__name__} of {value!r}")
-

@@ -62,6 +62,7 @@ GPROF_ORCH_TRITON_LAUNCH=plain (or ``launch_mode("plain")``) forces the plain pa
 
 Imports neither torch nor triton at import time.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -77,6 +78,7 @@ MODE_ENV = "GPROF_ORCH_TRITON_LAUNCH"
 MODES = ("fast", "triton-c", "plain")
 # cached call shapes per kernel; a caller cycling through more sizes than this starts over
 MAX_CALLS = 1024
+
 
 class _State:
     """What every fast path reads per call: `enabled` and `where(x)`. Resolved on first use
@@ -153,8 +155,11 @@ def _resolve(state: _State) -> None:
         _install(state, state.injected)
         return
     if interpreting():
-        _disable(state, "TRITON_INTERPRET=1: the kernels run in Triton's interpreter, which has "
-                        "no compiled kernel to relaunch")
+        _disable(
+            state,
+            "TRITON_INTERPRET=1: the kernels run in Triton's interpreter, which has "
+            "no compiled kernel to relaunch",
+        )
         return
     try:
         backend = CudaBackend(own=_MODE == "fast")
@@ -213,7 +218,7 @@ class FastCalls:
             for part in table:
                 part.clear()
 
-    def learn(self, key, record: "Launch", stream: int, make) -> None:
+    def learn(self, key, record: Launch, stream: int, make) -> None:
         """Bind the plain launch `record` for `key` and store make(launch) (the tuple the
         caller's fast path unpacks)."""
         bind = STATE.bind
@@ -234,8 +239,11 @@ class FastCalls:
         self.how[key] = how
 
     def describe(self) -> dict:
-        return {"cached_calls": sum(v is not None for v in self.calls.values()), "tiers": dict(self.tiers),
-                "refused": dict(self.refused)}
+        return {
+            "cached_calls": sum(v is not None for v in self.calls.values()),
+            "tiers": dict(self.tiers),
+            "refused": dict(self.refused),
+        }
 
 
 _REGISTRY: dict[str, FastCalls] = {}

@@ -4,6 +4,7 @@ a tensor's launch would go, and a compiled kernel's launch bound with everything
 
 Imports neither torch nor triton at import time.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
 # JITFunction.run's own launch, whitespace removed: the contract the fast path relies on
 # (the CompiledKernel.run argument order: grid, stream, CUfunction, packed metadata, launch
 # metadata, the two hooks, then every kernel argument, constexprs included, in order).
-_RUN_CONTRACT = ("kernel.run(grid_0,grid_1,grid_2,stream,kernel.function,kernel.packed_metadata,"
-                 "launch_metadata,knobs.runtime.launch_enter_hook,knobs.runtime.launch_exit_hook,"
-                 "*bound_args.values())")
+_RUN_CONTRACT = (
+    "kernel.run(grid_0,grid_1,grid_2,stream,kernel.function,kernel.packed_metadata,"
+    "launch_metadata,knobs.runtime.launch_enter_hook,knobs.runtime.launch_exit_hook,"
+    "*bound_args.values())"
+)
 # Triton 3.6's generated C launch: grid x3, stream, function, cooperative, pdl, global and
 # profile scratch, kernel metadata, launch metadata, enter and exit hooks; then the arguments
 _DIRECT_FORMAT = "iiiKKppOOOOOO"
@@ -36,7 +39,7 @@ def run_contract_in(source: str) -> bool:
     return _RUN_CONTRACT in re.sub(r"\s+", "", source)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_contract_holds() -> tuple[bool, str]:
     try:
         from triton.runtime.jit import JITFunction
@@ -45,13 +48,15 @@ def _run_contract_holds() -> tuple[bool, str]:
     except (ImportError, OSError, TypeError) as exc:
         return False, f"cannot read triton's JITFunction.run ({type(exc).__name__}: {exc})"
     if not run_contract_in(src):
-        return False, ("this triton's JITFunction.run does not launch with kernel.run(grid_0, grid_1, "
-                       "grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, hooks, "
-                       "*args): its CompiledKernel API differs from the one relaunched here")
+        return False, (
+            "this triton's JITFunction.run does not launch with kernel.run(grid_0, grid_1, "
+            "grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, hooks, "
+            "*args): its CompiledKernel API differs from the one relaunched here"
+        )
     return True, ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _direct_launcher_class():
     """Triton 3.6's CudaLauncher class when its C launch has the layout called directly here
     (checked on the class and the module's format string), else None: then the launch goes
@@ -111,7 +116,9 @@ class CudaBackend:
 
     def describe(self) -> str:
         if self._own:
-            how = "our cuLaunchKernel launcher where the kernel allows, else Triton's C launch called directly"
+            how = (
+                "our cuLaunchKernel launcher where the kernel allows, else Triton's C launch called directly"
+            )
         elif self._direct_cls is not None:
             how = f"Triton's C launch called directly; {self._own_why}"
         else:
@@ -153,11 +160,11 @@ class CudaBackend:
             return None
         return dev, self._raw_stream(dev)
 
-    def bind(self, record: "Launch", stream: int):
+    def bind(self, record: Launch, stream: int):
         return bind_compiled(record, stream, self._direct_cls, own=self._own)
 
 
-def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = False, entry_points=None):
+def bind_compiled(record: Launch, stream: int, direct_cls=None, own: bool = False, entry_points=None):
     """(launch, how) where launch(*kernel_args) repeats `record`'s launch on `stream`, or
     (None, why not). kernel_args: every parameter in order, constexprs included, pointers as
     ints. how: 'own' (our cuLaunchKernel launcher, workloads/kernels/_launch_own.py: `own` asked
@@ -170,7 +177,7 @@ def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = Fa
         run = compiled.run  # the property loads the module (done by the plain launch already)
         function = compiled.function
         packed = compiled.packed_metadata
-    except Exception as exc:  # noqa: BLE001 - any CompiledKernel API difference means: plain
+    except Exception as exc:
         return None, f"not a relaunchable CompiledKernel ({type(exc).__name__}: {exc})"
     if function is None:
         return None, "the compiled kernel has no loaded CUfunction"
@@ -189,10 +196,28 @@ def bind_compiled(record: "Launch", stream: int, direct_cls=None, own: bool = Fa
         launch = getattr(run, "launch", None)
         # scratch memory is allocated per launch by CudaLauncher.__call__; a Python function
         # here is wrap_handle_tensordesc's wrapper: both need the full call
-        if (launch is not None and not isinstance(launch, types.FunctionType)
-                and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)):
-            return functools.partial(launch, gx, gy, gz, stream, function, run.launch_cooperative_grid,
-                                     run.launch_pdl, None, None, packed, None, None, None), "direct" + own_why
+        if (
+            launch is not None
+            and not isinstance(launch, types.FunctionType)
+            and not getattr(run, "global_scratch_size", 1)
+            and not getattr(run, "profile_scratch_size", 1)
+        ):
+            return functools.partial(
+                launch,
+                gx,
+                gy,
+                gz,
+                stream,
+                function,
+                run.launch_cooperative_grid,
+                run.launch_pdl,
+                None,
+                None,
+                packed,
+                None,
+                None,
+                None,
+            ), "direct" + own_why
     if not callable(run):
         return None, "CompiledKernel.run is not callable"
     return functools.partial(run, gx, gy, gz, stream, function, packed, None, None, None), "run"

@@ -22,6 +22,7 @@ cannot be built, ``load()`` says why and the launches stay on the 'direct' tier.
 
 Imports neither torch nor triton.
 """
+
 from __future__ import annotations
 
 import functools
@@ -220,14 +221,18 @@ def _build(so: Path) -> None:
         src = Path(tmp) / f"{MODULE}.c"
         src.write_text(SOURCE)
         out = Path(tmp) / so.name
-        res = subprocess.run([cc, str(src), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(out)],
-                             capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [cc, str(src), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if res.returncode != 0:
             raise OSError(f"{cc} failed: {res.stderr.strip()[-400:]}")
         os.replace(out, so)  # atomic: a concurrent build leaves one whole module
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load():
     """(module, "") or (None, why not): the launch module, built on first use."""
     so = _cache_dir() / f"{MODULE}{sysconfig.get_config_var('EXT_SUFFIX')}"
@@ -242,14 +247,16 @@ def load():
     return mod, ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_entry_points() -> tuple[int, int]:
     """Addresses of libcuda's cuLaunchKernel and cuGetErrorName (OSError where there is none)."""
     import ctypes
 
     lib = ctypes.CDLL("libcuda.so.1")
-    return (ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value,
-            ctypes.cast(lib.cuGetErrorName, ctypes.c_void_p).value)
+    return (
+        ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value,
+        ctypes.cast(lib.cuGetErrorName, ctypes.c_void_p).value,
+    )
 
 
 def kinds_of(signature) -> str | None:
@@ -280,11 +287,16 @@ def bind(compiled, grid: tuple[int, int, int], stream: int, entry_points=None):
         signature = list(compiled.src.signature.values())
         num_warps, num_ctas, shared = compiled.packed_metadata
         function = compiled.function
-    except Exception as exc:  # noqa: BLE001 - another CompiledKernel layout: Triton's launcher
+    except Exception as exc:
         return None, f"compiled kernel not read ({type(exc).__name__}: {exc})"
-    if (num_ctas != 1 or getattr(meta, "launch_cooperative_grid", True) or getattr(meta, "launch_pdl", True)
-            or getattr(meta, "global_scratch_size", 1) or getattr(meta, "profile_scratch_size", 1)
-            or getattr(meta, "tensordesc_meta", None)):
+    if (
+        num_ctas != 1
+        or getattr(meta, "launch_cooperative_grid", True)
+        or getattr(meta, "launch_pdl", True)
+        or getattr(meta, "global_scratch_size", 1)
+        or getattr(meta, "profile_scratch_size", 1)
+        or getattr(meta, "tensordesc_meta", None)
+    ):
         return None, "the kernel needs clusters, a cooperative or PDL launch, scratch memory or descriptors"
     kinds = kinds_of(signature)
     if kinds is None:
@@ -296,5 +308,6 @@ def bind(compiled, grid: tuple[int, int, int], stream: int, entry_points=None):
     except (OSError, AttributeError) as exc:
         return None, f"no libcuda entry points ({exc})"
     gx, gy, gz = grid
-    return mod.make(launch, error_name, function, gx, gy, gz, 32 * num_warps, shared, stream, kinds,
-                    SCRATCH_PARAMS), ""
+    return mod.make(
+        launch, error_name, function, gx, gy, gz, 32 * num_warps, shared, stream, kinds, SCRATCH_PARAMS
+    ), ""

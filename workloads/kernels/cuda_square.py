@@ -30,6 +30,7 @@ arch flags). The build goes to ``$GPROF_ORCH_CACHE/torch_extensions/<name>`` (de
 carries a hash of the sources, flags, torch and CUDA versions, so an edit rebuilds and an
 unchanged source loads the cached build.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,8 +68,16 @@ def extension_name(flags: list[str]) -> str:
     import torch
 
     h = hashlib.sha256()
-    for part in (CUDA_PRELUDE, LECTURE_CUDA_SRC, FAST_CUDA_SRC, CPP_SRC, " ".join(flags),
-                 torch.__version__, str(torch.version.cuda), sys.version.split()[0]):
+    for part in (
+        CUDA_PRELUDE,
+        LECTURE_CUDA_SRC,
+        FAST_CUDA_SRC,
+        CPP_SRC,
+        " ".join(flags),
+        torch.__version__,
+        str(torch.version.cuda),
+        sys.version.split()[0],
+    ):
         h.update(part.encode())
         h.update(b"\0")
     return f"{EXT_PREFIX}_{h.hexdigest()[:16]}"
@@ -88,8 +97,10 @@ def build_extensions(verbose: bool = False, device=None):
         import torch
 
         if not torch.cuda.is_available():
-            raise RuntimeError("cuda_square needs a CUDA build of torch and a GPU "
-                               f"(torch {torch.__version__}, cuda available: False)")
+            raise RuntimeError(
+                "cuda_square needs a CUDA build of torch and a GPU "
+                f"(torch {torch.__version__}, cuda available: False)"
+            )
         from torch.utils.cpp_extension import load_inline
 
         if device is None:
@@ -138,8 +149,8 @@ class CudaSquareConfig:
         return f"t{self.threads}_k{self.blocks_per_sm}_u{self.unroll}" + ("_cs" if self.streaming else "")
 
     @classmethod
-    def parse(cls, value) -> "CudaSquareConfig":
-        def from_name(text: str) -> "CudaSquareConfig":
+    def parse(cls, value) -> CudaSquareConfig:
+        def from_name(text: str) -> CudaSquareConfig:
             parts = text.split("_")
             kv = dict((p[0], int(p[1:])) for p in parts if p[0] in "tku" and p[1:].isdigit())
             return cls(kv["t"], kv["k"], kv["u"], "cs" in parts)
@@ -169,8 +180,11 @@ def sweep_configs() -> list[CudaSquareConfig]:
         for k in (4, 8, 32, 128, 1024):
             for unroll in (1, 2, 4):
                 out.append(CudaSquareConfig(threads, k, unroll, False))
-    out += [CudaSquareConfig(256, 2, 8, False), CudaSquareConfig(128, 1024, 1, True),
-            CudaSquareConfig(256, 1024, 1, True)]
+    out += [
+        CudaSquareConfig(256, 2, 8, False),
+        CudaSquareConfig(128, 1024, 1, True),
+        CudaSquareConfig(256, 1024, 1, True),
+    ]
     return out
 
 
@@ -244,8 +258,14 @@ def _fast_square_plain(x, config, key):
     cfg = choose_config(n) if config is None else CudaSquareConfig.parse(config)
     if n:
         ext = build_extensions(device=src.device)
-        args = (cfg.threads, cfg.blocks_per_sm, cfg.unroll, bool(cfg.streaming), num_sms(src.device),
-                _stream(src.device))
+        args = (
+            cfg.threads,
+            cfg.blocks_per_sm,
+            cfg.unroll,
+            bool(cfg.streaming),
+            num_sms(src.device),
+            _stream(src.device),
+        )
         with on_device(src.device):
             ext.fast_square(src.data_ptr(), out.data_ptr(), n, *args)
         if key is not None and n > 0:

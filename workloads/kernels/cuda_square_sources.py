@@ -1,6 +1,7 @@
 """The CUDA C++ and C++ texts of the cuda_square extension (workloads/kernels/cuda_square.py says
 what each kernel does and how the extension is built): GPU-MODE lecture 1's kernel, the float4
 grid-stride kernel, and the pybind11 bindings, which include no torch headers."""
+
 from __future__ import annotations
 
 LECTURE_CUDA_SRC = r"""

@@ -21,6 +21,7 @@ one Python thread per GPU thread, for tests on machines without a GPU.
 
 numba is imported on first call, never at module import.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,7 +49,7 @@ def sweep_configs() -> list[NumbaSquareConfig]:
     return [NumbaSquareConfig(t, k) for t in (128, 256, 512) for k in (0, 8)] + [NumbaSquareConfig(256, 16)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numba_cuda():
     import numpy as np
 
@@ -92,7 +93,7 @@ def _square_kernel_py(x, out, n):
         i += stride
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel():
     global cuda
     cuda = _numba_cuda()
@@ -147,7 +148,9 @@ def numba_square(x, config: NumbaSquareConfig | None = None):
     import torch
 
     if x.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"numba_square supports float32 and float64; got {str(x.dtype).replace('torch.', '')}")
+        raise TypeError(
+            f"numba_square supports float32 and float64; got {str(x.dtype).replace('torch.', '')}"
+        )
     if x.device.type != "cuda":
         raise RuntimeError(f"numba_square needs a CUDA tensor (or NUMBA_ENABLE_CUDASIM=1); got {x.device}")
     cuda = _numba_cuda()

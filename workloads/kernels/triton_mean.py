@@ -21,6 +21,7 @@ Integer and complex input raise TypeError (torch.mean raises for integers too).
 Triton is imported on first call, and the kernels are defined then: TRITON_INTERPRET=1 must be
 set before that (before ``import triton`` anywhere) for CPU tensors to run in the interpreter.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,13 +72,15 @@ class MeanConfig:
     @property
     def name(self) -> str:
         return f"b{self.block}_w{self.num_warps}_p{self.programs_per_sm}" + (
-            f"_s{self.stages}" if self.stages != 1 else "")
+            f"_s{self.stages}" if self.stages != 1 else ""
+        )
 
     @classmethod
-    def parse(cls, value) -> "MeanConfig":
+    def parse(cls, value) -> MeanConfig:
         """A MeanConfig from a MeanConfig, a dict, a (block, warps, pps[, stages]) tuple or a
         name like 'b4096_w8_p4' / 'b4096_w8_p4_s2'."""
-        def from_name(text: str) -> "MeanConfig":
+
+        def from_name(text: str) -> MeanConfig:
             parts = dict((p[0], int(p[1:])) for p in text.split("_"))
             return cls(parts["b"], parts["w"], parts["p"], parts.get("s", 1))
 
@@ -128,15 +131,14 @@ def _kernels():
     return _lecture_kernel(), _fast_kernel()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lecture_kernel():
     """The lecture's kernel: one program per row (see ``lecture_mean``)."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def lecture_row_mean_kernel(x_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr,
-                                ACC_FP64: tl.constexpr):
+    def lecture_row_mean_kernel(x_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr, ACC_FP64: tl.constexpr):
         # The lecture's shape: one program per row, one scalar loop over the row's elements.
         # Every load is a single 4-byte element and each iteration waits on the previous add,
         # which is why it ran at 0.18 TB/s on the H200 (shared/NSIGHT.md): the gap the report
@@ -154,16 +156,24 @@ def _lecture_kernel():
     return lecture_row_mean_kernel
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fast_kernel():
     """The fast kernel: a persistent grid-stride sum, one launch in all (see ``fast_mean``)."""
     import triton
     import triton.language as tl
 
     @triton.jit(do_not_specialize=["n"])
-    def fast_mean_kernel(x_ptr, partial_ptr, counter_ptr, out_ptr, n,
-                         BLOCK: tl.constexpr, P_BLOCK: tl.constexpr, ACC_FP64: tl.constexpr,
-                         STAGES: tl.constexpr):
+    def fast_mean_kernel(
+        x_ptr,
+        partial_ptr,
+        counter_ptr,
+        out_ptr,
+        n,
+        BLOCK: tl.constexpr,
+        P_BLOCK: tl.constexpr,
+        ACC_FP64: tl.constexpr,
+        STAGES: tl.constexpr,
+    ):
         """Persistent grid-stride sum; the last program to finish reduces the partials.
 
         Each program walks tiles pid, pid + G, pid + 2G, ... (G programs) with BLOCK-wide
@@ -197,8 +207,9 @@ def _fast_kernel():
         count = tl.atomic_add(counter_ptr, 1, sem="acq_rel")
         is_last = count == nprog - 1
         p_offs = tl.arange(0, P_BLOCK)
-        parts = tl.load(partial_ptr + p_offs, mask=p_offs < tl.where(is_last, nprog, 0), other=0.0,
-                        cache_modifier=".cg")
+        parts = tl.load(
+            partial_ptr + p_offs, mask=p_offs < tl.where(is_last, nprog, 0), other=0.0, cache_modifier=".cg"
+        )
         mean = tl.sum(parts, axis=0) / n
         if ACC_FP64:
             tl.store(out_ptr, mean, mask=is_last)
@@ -235,8 +246,7 @@ def lecture_mean(x, block_size: int = 1024, num_warps: int = 4):
     row_means = torch.empty(rows, dtype=torch.float64 if acc_fp64 else torch.float32, device=x.device)
     kernel, _ = _kernels()
     with on_device(x.device):
-        kernel[(rows,)](x2, row_means, cols, BLOCK_SIZE=block_size, ACC_FP64=acc_fp64,
-                        num_warps=num_warps)
+        kernel[(rows,)](x2, row_means, cols, BLOCK_SIZE=block_size, ACC_FP64=acc_fp64, num_warps=num_warps)
     return row_means.mean().to(x.dtype)
 
 
@@ -282,8 +292,11 @@ def _plan(n: int, cfg: MeanConfig, dtype, device) -> tuple[int, int, tuple]:
     import torch
 
     sms = num_sms(device)
-    dev_index = device.index if device.index is not None else (
-        torch.cuda.current_device() if device.type == "cuda" else 0)
+    dev_index = (
+        device.index
+        if device.index is not None
+        else (torch.cuda.current_device() if device.type == "cuda" else 0)
+    )
     occ_key = (device.type, dev_index, cfg, dtype)
     pps = min(cfg.programs_per_sm, _occupancy.get(occ_key, cfg.programs_per_sm))
     grid = max(1, min(cdiv(n, cfg.block), sms * pps))
@@ -346,9 +359,18 @@ def _fast_mean_plain(x, config, key):
     _, kernel = _kernels()
     acc_fp64 = x.dtype == torch.float64
     with on_device(device):
-        record = launch_plain(kernel, (grid,), (flat, partials, counter, out, n),
-                              dict(BLOCK=cfg.block, P_BLOCK=p_block, ACC_FP64=acc_fp64, STAGES=cfg.stages,
-                                   num_warps=cfg.num_warps))
+        record = launch_plain(
+            kernel,
+            (grid,),
+            (flat, partials, counter, out, n),
+            dict(
+                BLOCK=cfg.block,
+                P_BLOCK=p_block,
+                ACC_FP64=acc_fp64,
+                STAGES=cfg.stages,
+                num_warps=cfg.num_warps,
+            ),
+        )
     compiled = record.compiled
     if occ_key not in _occupancy and device.type == "cuda":
         props = device_props(device)
@@ -358,9 +380,27 @@ def _fast_mean_plain(x, config, key):
             _occupancy[occ_key] = max_programs_per_sm(n_regs, shared, cfg.num_warps, props)
     # learned only when the next plain call would launch the same grid: the first compile of
     # a config caps the grid by occupancy from then on
-    if key is not None and not out.data_ptr() & 15 and _plan(n, cfg, flat.dtype, device)[:2] == (grid, p_block):
+    if (
+        key is not None
+        and not out.data_ptr() & 15
+        and _plan(n, cfg, flat.dtype, device)[:2] == (grid, p_block)
+    ):
         template = torch.empty((), dtype=x.dtype, device=device)
-        _fast.learn(key, record, key[3][1], lambda launch: (
-            launch, torch.empty_like, template, partials.data_ptr(), counter.data_ptr(), cfg.block, p_block,
-            acc_fp64, cfg.stages, (partials, counter)))  # the last keeps the workspace alive
+        _fast.learn(
+            key,
+            record,
+            key[3][1],
+            lambda launch: (
+                launch,
+                torch.empty_like,
+                template,
+                partials.data_ptr(),
+                counter.data_ptr(),
+                cfg.block,
+                p_block,
+                acc_fp64,
+                cfg.stages,
+                (partials, counter),
+            ),
+        )  # the last keeps the workspace alive
     return out

@@ -14,6 +14,7 @@ copied to a contiguous tensor first; the result is contiguous. Offsets are 64-bi
 
 Triton is imported on first call; for CPU tensors set TRITON_INTERPRET=1 before that.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,8 @@ class SquareConfig:
         return f"b{self.block}_w{self.num_warps}" + ("" if self.hints else "_nohint")
 
     @classmethod
-    def parse(cls, value) -> "SquareConfig":
-        def from_name(text: str) -> "SquareConfig":
+    def parse(cls, value) -> SquareConfig:
+        def from_name(text: str) -> SquareConfig:
             parts = text.split("_")
             kv = dict((p[0], int(p[1:])) for p in parts if p[0] in "bw" and p[1:].isdigit())
             return cls(kv["b"], kv["w"], "nohint" not in parts)
@@ -76,14 +77,13 @@ def sweep_configs() -> list[SquareConfig]:
 _fast = fast_calls("triton_square")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel():
     import triton
     import triton.language as tl
 
     @triton.jit(do_not_specialize=["n"])
-    def square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, UPCAST: tl.constexpr,
-                      HINTS: tl.constexpr):
+    def square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, UPCAST: tl.constexpr, HINTS: tl.constexpr):
         pid = tl.program_id(0)
         start = pid.to(tl.int64) * BLOCK
         offs = tl.arange(0, BLOCK)
@@ -147,8 +147,7 @@ def _triton_square_plain(x, config, key):
     """triton_square through Triton's own launch; learns the launch for `key` (None: don't)."""
     import torch
 
-    float_dtype_or_raise(x, (torch.float32, torch.float16, torch.bfloat16, torch.float64),
-                         "triton_square")
+    float_dtype_or_raise(x, (torch.float32, torch.float16, torch.bfloat16, torch.float64), "triton_square")
     src = x if x.is_contiguous() else x.contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
     n = src.numel()
@@ -157,9 +156,17 @@ def _triton_square_plain(x, config, key):
     cfg = choose_config(n) if config is None else SquareConfig.parse(config)
     upcast = x.dtype in (torch.float16, torch.bfloat16)
     with on_device(src.device):
-        record = launch_plain(_kernel(), (cdiv(n, cfg.block),), (src, out, n),
-                              dict(BLOCK=cfg.block, UPCAST=upcast, HINTS=cfg.hints, num_warps=cfg.num_warps))
+        record = launch_plain(
+            _kernel(),
+            (cdiv(n, cfg.block),),
+            (src, out, n),
+            dict(BLOCK=cfg.block, UPCAST=upcast, HINTS=cfg.hints, num_warps=cfg.num_warps),
+        )
     if key is not None and not out.data_ptr() & 15:
-        _fast.learn(key, record, key[3][1], lambda launch: (
-            launch, torch.empty_like, torch.contiguous_format, cfg.block, upcast, cfg.hints))
+        _fast.learn(
+            key,
+            record,
+            key[3][1],
+            lambda launch: (launch, torch.empty_like, torch.contiguous_format, cfg.block, upcast, cfg.hints),
+        )
     return out
