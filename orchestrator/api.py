@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> Run | Multi
     Raises a GprofError subclass on failure; the run folder is kept, marked failed or
     interrupted, with whatever was collected, and the exception carries `.run` when a
     partial report could be built."""
-    if backend == "all":
+    if backends.is_all(backend):
         raise UsageError("profile() runs one backend: every backend is profile_all(workload, ...)")
     if "," in str(options.get("size") or "") + str(options.get("dtype") or ""):
         raise UsageError(
@@ -77,7 +78,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> Run | Multi
             "sizes, dtypes, ...)"
         )
     argv = options.pop("argv", None)
-    req = Request(workload=workload, backend=backend, **options).validate()
+    req = backends.request(workload, backend, **options).validate()
     if req.each_gpu:
         return each_gpu(req, argv)
     if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
@@ -197,13 +198,14 @@ def run_point(point: Any, out: Path) -> Run | MultiRun | str:
     return profile(point.workload, point.backend, out=out, **point.options)
 
 
-def _point_options(req: Request, *drop: str) -> dict[str, Any]:
-    """A point's own profile() options: the parent request's, less where and how the parent runs."""
+def _point_options(req: Request, *drop: str, backend: str | None = None) -> dict[str, Any]:
+    """A point's own profile() options: the parent request's (of `backend`'s own options, those it
+    takes), less where and how the parent runs."""
     from orchestrator.request import CLUSTER_FIELDS
 
     opts = {
         k: v
-        for k, v in req.to_json().items()
+        for k, v in backends.point_options(req, backend or req.backend).items()
         if k not in ("workload", "backend", "out", "root", *CLUSTER_FIELDS, *drop)
     }
     if opts.get("workload_file"):  # a worker's working folder is not ours
@@ -295,7 +297,7 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
     from orchestrator.cluster import Point
 
     argv = options.pop("argv", None)
-    req = Request(workload=workload, backend="all", **options).validate()
+    req = backends.request(workload, backends.ALL, **options).validate()
     if req.each_gpu:
         raise UsageError("--each-gpu runs one point on every GPU: not with `all` (run one backend)")
 
@@ -305,10 +307,8 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
         return rf
 
     names = backends_ or backends.of_all()
-    opts = _point_options(req)
-    return _run_points(
-        create, [Point(n, workload, n, opts, check=True) for n in names], "backends' results", req
-    )
+    points = [Point(n, workload, n, _point_options(req, backend=n), check=True) for n in names]
+    return _run_points(create, points, "backends' results", req)
 
 
 def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
@@ -319,9 +319,9 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
 
     argv = options.pop("argv", None)
     sizes, dtypes = sweep_axes(sizes, dtypes)
-    base = Request(workload=workload, backend=backend, size=sizes[0], dtype=dtypes[0], **options)
+    base = backends.request(workload, backend, size=sizes[0], dtype=dtypes[0], **options)
     for d in dtypes:
-        Request(**{**base.__dict__, "dtype": d}).validate()
+        replace(base, dtype=d).validate()
     if base.each_gpu:
         raise UsageError("--each-gpu runs one point on every GPU: give one --size and one --dtype")
 

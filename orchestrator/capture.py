@@ -479,9 +479,10 @@ def _capture_report(rf, manifest, error: GprofError | None, located: Path | None
     if _stopped_inside(wman, error):
         rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
     write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-    frame = None
+    parsed = None
     if handed:  # the rows from the export already in memory, by workload.json as written
-        from orchestrator.backends.program import frame_from_capture
+        from orchestrator.backends.program import ProgramBackend, frame_from_capture
 
         frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
-    return build_report(rf, frame, write=False)
+        parsed = ProgramBackend().with_frame(rf, frame)
+    return build_report(rf, parsed, write=False)

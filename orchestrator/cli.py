@@ -243,7 +243,7 @@ def cluster_options() -> list:
 
 def _request_kwargs(kw: dict) -> dict:
     from orchestrator.errors import UsageError
-    from orchestrator.request import Request, parse_list
+    from orchestrator.request import parse_list
 
     as_json, fmt = kw.pop("as_json"), kw.pop("fmt")
     fmt = "json" if as_json else fmt
@@ -251,24 +251,21 @@ def _request_kwargs(kw: dict) -> dict:
     kw["variants"] = parse_list(given)
     if given and not kw["variants"]:
         raise UsageError(f"--variants {','.join(given)!r} names no variant; leave it out to run them all")
-    # a repeatable option's values as a list; a backend's own option not among the Request's
-    # fields goes to Request.options under its name
+    # a repeatable option's values as a list; the backend's own options reach its Options by name
+    # (orchestrator.backends.request)
     kw = {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()}
-    fields = Request.__dataclass_fields__
-    own = {k: kw.pop(k) for k in [k for k in kw if k not in fields]}
-    if own:
-        kw["options"] = own
     return {"fmt": fmt, **kw}
 
 
-def _entry(workload: str, backend: str, kw: dict):
+def _entry(workload: str, command: str, kw: dict):
     """The library call a command means: every backend (`all`), a sweep (a list of sizes or
     dtypes), or one run."""
-    from orchestrator import api
+    from orchestrator import api, backends
     from orchestrator.request import parse_list
 
+    backend = command
     sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
-    if backend == "all":
+    if backends.is_all(command):
         return lambda: api.profile_all(workload, argv=sys.argv, **kw)
     if len(sizes) > 1 or len(dtypes) > 1:
         rest = {k: v for k, v in kw.items() if k not in ("size", "dtype")}
@@ -292,16 +289,19 @@ def _dry_run(workload: str, backend: str, kw: dict) -> None:
     each point of a sweep, under a `# <folder>` line), and each runner's spec; nothing runs."""
     from orchestrator import api, backends
     from orchestrator.proc import format_argv
-    from orchestrator.request import Request, parse_list
+    from orchestrator.request import parse_list
 
-    names = backends.of_all() if backend == "all" else [backend]
+    every = backends.is_all(backend)
+    names = backends.of_all() if every else [backend]
     sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
     if len(sizes) > 1 or len(dtypes) > 1:  # a sweep: its points, as api.sweep names their folders
         sizes, dtypes = api.sweep_axes(sizes, dtypes)
     runs = [(n, s, d) for n in names for d in dtypes or [kw.get("dtype")] for s in sizes or [kw.get("size")]]
+    parent = backends.request(workload, backend, **kw)
     for i, (name, size, dtype) in enumerate(runs):
-        sub = name if backend == "all" else api.point_name(size, dtype) if len(runs) > 1 else None
-        req = Request(workload=workload, backend=name, **{**kw, "size": size, "dtype": dtype})
+        sub = name if every else api.point_name(size, dtype) if len(runs) > 1 else None
+        own = backends.point_options(parent, name)
+        req = backends.request(workload, name, **{**own, "size": size, "dtype": dtype})
         spec = req.cluster_spec()
         if i == 0 and spec is not None:
             from orchestrator import cluster
@@ -450,9 +450,9 @@ class BackendCommand(click.Command):
         from orchestrator import backends
 
         epilog = EPILOG_RUN
-        if self.name == "all":
+        if backends.is_all(self.name):
             classes = [backends.backend_class(n) for n in backends.of_all()]
-            extra = list({c.tool: c.tool_option() for c in classes if getattr(c, "tool", "")}.values())
+            extra = [o for c in classes for o in c.Options.click_options(tool_paths_only=True)]
             text = (
                 f"Run every backend available here ({', '.join(backends.of_all())}) into one folder and write "
                 "the merged table: each backend's median per variant, ncu's DRAM/SM %, and a flag where "
@@ -478,9 +478,14 @@ class BackendCommand(click.Command):
 def _backend_commands() -> dict[str, str]:
     from orchestrator import backends
 
+    try:
+        listed = backends.commands()
+    except GprofError as exc:  # a bad GPROF_ORCH_BACKENDS line: before any command could catch it
+        click.echo(f"gprof-orch: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
     return {
-        **backends.commands(),
-        "all": "Every backend available here into one folder, and the merged table.",
+        **listed,
+        backends.ALL: "Every backend available here into one folder, and the merged table.",
     }
 
 

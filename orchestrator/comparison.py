@@ -179,9 +179,17 @@ def _pair_points(
 
 
 def _single(run: Run | MultiRun) -> Run:
-    """A run's own measurement: for an `all` folder its time run (else the first one)."""
+    """A run's own measurement: for an `all` folder the run of the backend that compares medians
+    (Backend.compares_medians: time's), else its first one."""
     if isinstance(run, MultiRun):
         if not run.runs:
             raise ParseError(run.path, "holds no completed run")
-        return run.runs.get("time") or next(iter(run.runs.values()))
+        from orchestrator import backends
+
+        own = [
+            r
+            for n, r in run.runs.items()
+            if n in backends.BACKENDS and backends.backend_class(n).compares_medians
+        ]
+        return own[0] if own else next(iter(run.runs.values()))
     return run

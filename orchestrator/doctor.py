@@ -100,14 +100,14 @@ def _tool_backends() -> list[type]:
     out, seen = [], set()
     for name in backends.BACKENDS:
         cls = backends.backend_class(name)
-        tool = getattr(cls, "tool", "")
+        tool = cls.tool
         if tool and tool not in seen:
             seen.add(tool)
             out.append(cls)
     return out
 
 
-def _find_tool(tool: str, explicit: str | None) -> dict[str, Any]:
+def _find_tool(tool: tools.ToolSpec, explicit: str | None) -> dict[str, Any]:
     """A tool's doctor row: where it was found, its version and how; else why not and the fix."""
     try:
         t = tools.find(tool, explicit)
@@ -151,9 +151,9 @@ def collect(**explicit: str | None) -> dict[str, Any]:
     pk = report["machine"]["packages"]
     report.update(_package_rows(pk))
     for cls in _tool_backends():
-        report[cls.tool] = _find_tool(cls.tool, explicit.get(cls.tool))
-        if hasattr(cls, "doctor_items"):  # e.g. nsys: whether it records the nvtx package's ranges
-            report.update(cls.doctor_items(report[cls.tool], pk))
+        report[cls.tool] = _find_tool(cls.tool_spec(), explicit.get(cls.tool))
+        # e.g. nsys: whether it records the nvtx package's ranges (Backend.doctor_items)
+        report.update(cls.doctor_items(report[cls.tool], pk))
     report["clocks"] = _clock_info(report["torch"])
     report["cupti"] = _kernel_clock_info(report["torch"])
     report["compiler"] = {
@@ -274,12 +274,12 @@ def check_tools(
         out.append(_torch_check(tmp, timeout))
         has_cuda = out[-1]["detail"].startswith("recorded")
         for cls in _tool_backends():
-            if not hasattr(cls, "self_test"):
-                continue
             if cls.needs_gpu and not has_cuda:
                 out.append(check_row(cls.tool, None, f"skipped: {cls.tool} needs a CUDA GPU"))
-            else:
-                out.append(cls.self_test(tmp, timeout, explicit.get(cls.tool)))
+                continue
+            row = cls.self_test(tmp, timeout, explicit.get(cls.tool))  # None: no check of its own
+            if row is not None:
+                out.append(row)
     finally:
         # each call left about 700 KB of reports behind; kept only where a message sends the reader
         pointed = any(str(tmp) in f"{c['detail']} {c.get('fix') or ''}" for c in out if c["ok"] is False)

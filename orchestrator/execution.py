@@ -223,7 +223,7 @@ def execute_point(point: Any, out: Path) -> RunFolder | str:
     reason = point_unavailable(point)
     if reason:
         return reason
-    req = Request(workload=point.workload, backend=point.backend, out=str(out), **point.options).validate()
+    req = backends.request(point.workload, point.backend, **{**point.options, "out": str(out)}).validate()
     rf, error = execute(req, None)
     workload = None
     if error is None:
@@ -265,9 +265,7 @@ def point_unavailable(point: Any) -> str | None:
     """Why a point that asks to be checked (`all`'s backends) cannot run here, or None."""
     if not point.check:
         return None
-    return unavailable(
-        point.backend, Request(workload=point.workload, backend=point.backend, **point.options)
-    )
+    return unavailable(point.backend, backends.request(point.workload, point.backend, **point.options))
 
 
 def unavailable(name: str, req: Request) -> str | None:

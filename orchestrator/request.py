@@ -1,18 +1,14 @@
-"""A profiling request: every option a backend takes, as plain values, checked before anything
-starts (so a bad name or size never costs a profiler launch)."""
+"""A profiling request: what every run takes, as plain values, and its backend's own options,
+checked before anything starts (so a bad name or size never costs a profiler launch)."""
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError, check_seconds
-from workloads import timers
 from workloads.shapes import parse_size
-from workloads.stopping import StopRule
 
 if TYPE_CHECKING:
     from orchestrator.cluster import ClusterSpec
@@ -102,6 +98,11 @@ def _list_in_child(path: Path, timeout: float | None) -> list[dict[str, Any]]:
 
 @dataclass
 class Request:
+    """What every run takes, whatever its backend, plus the backend's own options (`options`:
+    the frozen dataclass its backend declares, orchestrator/backends/options.py). Built from
+    flat keyword arguments by orchestrator.backends.request(), which gives each key to its
+    owner; read back from a run folder's request record by backends.request_from_record()."""
+
     workload: str
     backend: str = "time"
     variants: list[str] = field(default_factory=list)
@@ -111,50 +112,22 @@ class Request:
     iters: int | None = None
     warmup: int | None = None
     seed: int = 0
-    flush_l2: bool = True
-    # `time` on a GPU: what holds the stream while the host queues the call (workloads/timers.py);
-    # the GPU sleep is the `sleep` timer's, and the blocking timer's fallback
-    timer: str = timers.DEFAULT_TIMER
-    gpu_sleep_us: float = timers.DEFAULT_GPU_SLEEP_US
-    # `time` without --iters: sample until the median's noise is this low (workloads/stopping.py)
-    max_noise: float = StopRule.max_noise_pct
-    min_samples: int = StopRule.min_samples
-    min_time: float = StopRule.min_time_s
-    max_time: float = StopRule.max_time_s
-    cuda_graph: bool = False  # `time` on a GPU: capture each variant once, time the replays
-    # `time` on a GPU: the median from each call's own kernels (CUPTI, workloads/kernel_clock.py);
-    # None: wherever it can be (cupti-python, no profiler holding CUPTI), True: asked for, False: off
-    kernel_clock: bool | None = None
     workload_file: str | None = None
     triton_interpret: bool = False
     timeout: float | None = None
     out: Path | None = None
     root: Path | None = None
     dry_run: bool = False
-    # backend options
-    nsys: str | None = None
-    nsys_args: list[str] = field(default_factory=list)
-    trace_osrt: bool = False
-    ncu: str | None = None
-    ncu_set: str | None = None
-    ncu_sections: list[str] = field(default_factory=list)
-    ncu_metrics: list[str] = field(default_factory=list)
-    clock_control: str = "none"
-    cache_control: str = "all"
-    ncu_args: list[str] = field(default_factory=list)
     fail_variant: str | None = None  # testing aid: the runner makes this variant raise
-    # a backend's own options (Backend.cli_options) that are not fields above, by name
-    options: dict[str, Any] = field(default_factory=dict)
+    # the backend's own options (Backend.Options, a BackendOptions); `all`: every one of its
+    # backends' options by name, as a dict
+    options: Any = None
     # scale-out (orchestrator/cluster.py): where the points run; none of these reach a point's own run
     cluster: str | None = None  # local:N, local-cuda, tcp://HOST:PORT
     scheduler_file: str | None = None  # a running scheduler's file (dask scheduler --scheduler-file)
     retries: int = 2  # resubmissions of a point whose worker was lost
     each_gpu: bool = False  # the one point once on every worker's GPU
     connect_timeout: float = 10.0  # seconds a scheduler has to answer
-
-    def __post_init__(self) -> None:
-        # --metrics comma-separated or repeated: one list of names from the start
-        self.ncu_metrics = parse_list(self.ncu_metrics)
 
     def cluster_spec(self) -> ClusterSpec | None:
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
@@ -221,56 +194,36 @@ class Request:
             v = getattr(self, name)
             if v is not None and (v < (1 if name == "iters" else 0)):
                 raise UsageError(f"--{name} must be {'>= 1' if name == 'iters' else '>= 0'}, not {v}")
-        if self.timer not in timers.TIMERS:
-            raise UsageError(f"--timer {self.timer!r} unknown; valid: {', '.join(timers.TIMERS)}")
-        if not (math.isfinite(self.max_noise) and 0 < self.max_noise <= 100):
-            raise UsageError(
-                f"--max-noise must be a percentage above 0 and at most 100, not {self.max_noise:g}"
-            )
-        if self.min_samples < 5:
-            raise UsageError(
-                f"--min-samples must be at least 5 (the noise needs 5 samples), not {self.min_samples}"
-            )
-        if not (
-            math.isfinite(self.min_time)
-            and math.isfinite(self.max_time)
-            and 0 <= self.min_time <= self.max_time
-            and self.max_time > 0
-        ):
-            raise UsageError(
-                f"--min-time and --max-time must be seconds with 0 <= min <= max and max > 0, not "
-                f"{self.min_time:g} and {self.max_time:g}"
-            )
-        if not 0 <= self.gpu_sleep_us <= 10_000:
-            raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
-        for m in self.ncu_metrics:
-            if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
-                raise UsageError(
-                    f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "
-                    "list them with `ncu --query-metrics`"
-                )
-        for s in self.ncu_sections + ([self.ncu_set] if self.ncu_set else []):
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", s):
-                raise UsageError(
-                    f"section/set {s!r} is not a name; list them with `ncu --list-sections` / `--list-sets`"
-                )
+        if self.options is not None and not isinstance(self.options, dict):
+            self.options.validate()
         return self
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The request record (manifest.json's "request"): the generic fields, and the backend's
+        options under "options"."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         for k in ("out", "root"):
             d[k] = str(d[k]) if d[k] is not None else None
+        opts = self.options
+        d["options"] = dict(opts) if isinstance(opts, dict) else opts.to_json() if opts is not None else {}
         return d
 
 
 def resolve_spec(
-    req: Request, *, mode: str, default_iters: int | None, default_warmup: int, out: Path | None = None
+    req: Request,
+    *,
+    mode: str,
+    default_iters: int | None,
+    default_warmup: int,
+    out: Path | None = None,
+    **backend_fields: Any,
 ) -> RunSpec:
     """Everything the runner child needs for `req`, settled here once, as a new frozen RunSpec
     (workloads/spec.py; `req` is not changed): the variants that run (the baseline among them),
     the shape (--size, else the workload's default for the device), the device (auto:
     auto_device()), the backend's `mode`, its `default_iters` and `default_warmup` where the
-    request has none, the stop rule, an absolute --workload-file. Imports no torch: it reads the
+    request has none, an absolute --workload-file, and the RunSpec fields the backend sets from its
+    own options (`backend_fields`: time's timer and stop rule). Imports no torch: it reads the
     workload catalog and, for --device auto, nvidia-smi. Raises as validate() does.
 
     Example:
@@ -282,12 +235,6 @@ def resolve_spec(
 
     entry = req.catalog_entry()
     shape = tuple(int(d) for d in parse_size(req.size).split("x")) if req.size else None
-    stop = StopRule(
-        max_noise_pct=req.max_noise,
-        min_samples=req.min_samples,
-        min_time_s=req.min_time,
-        max_time_s=req.max_time,
-    )
     spec = RunSpec(
         workload=req.workload,
         variants=tuple(req.selected_variants()),
@@ -298,16 +245,11 @@ def resolve_spec(
         warmup=req.warmup if req.warmup is not None else default_warmup,
         seed=req.seed,
         mode=mode,
-        flush_l2=req.flush_l2,
-        timer=req.timer,
-        gpu_sleep_us=req.gpu_sleep_us,
-        stop=stop,
-        cuda_graph=req.cuda_graph,
-        kernel_clock=req.kernel_clock,
         triton_interpret=req.triton_interpret,
         fail_variant=req.fail_variant,
         workload_file=str(Path(req.workload_file).resolve()) if req.workload_file else None,
         out=out,
+        **backend_fields,
     )
     return resolve(spec, entry, auto_device)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from orchestrator import backends
+from orchestrator.backends.base import Backend, Parsed
 from orchestrator.errors import EXIT_INCOMPLETE, ParseError
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
 
@@ -52,6 +53,10 @@ class Run:
     def backend(self) -> str:
         """The name of the backend that made the run ("" if unrecorded)."""
         return self.manifest.get("backend", "")
+
+    def _backend(self) -> Backend:
+        """The backend that made the run: its hooks say what only it knows (its footer lines)."""
+        return backends.get(self.backend) if self.backend in backends.BACKENDS else Backend()
 
     @property
     def exit_code(self) -> int:
@@ -120,29 +125,7 @@ class Run:
         ]
         if unsized and w.get("device") != "cpu":
             lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")
-        if self.backend == "time" and w.get("timer"):
-            hold = w.get("hold")
-            held = {
-                "blocking": ", the stream held by a blocking kernel until the call was queued (no host "
-                "time inside the events)",
-                "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
-                f"longer than that is timed)",
-                "none": ", nothing held: the host's launch is timed too",
-            }.get(hold, "")
-            if hold is None and w.get("gpu_sleep_us"):  # runs before --timer
-                held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
-            lines.append(
-                f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
-                + (f" ({w['hold_note']})" if w.get("hold_note") else "")
-            )
-            if w.get("cuda_graph"):
-                lines.append(
-                    "each variant captured once in a CUDA graph; the replays are timed (no launch cost)"
-                )
-            lines += _kernel_clock_lines(w)
-            clk = w.get("clocks") or {}
-            if clk.get("note"):
-                lines.append(clk["note"])
+        lines += self._backend().footer(w)
         weighted = _weighting_legend(self)
         if weighted:
             lines.append(weighted)
@@ -183,22 +166,24 @@ def _words(*words: Any) -> str:
     return " ".join(str(w) for w in words if w)
 
 
-def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
-    """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
+def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = True) -> Run:
+    """The Run of a folder, from what its backend read of it, once (Backend.parse; `parsed`: a
+    reading already made, an import's); with `write`, its reports saved into it (with the
+    manifest's status)."""
     from reports import kernels, summary, why
 
     _pause_for_test("build")
     backend = backends.get(rf.manifest["backend"])
-    if frame is None:
+    if parsed is None:
         backend.complete(rf, write=write)
     wman = rf.workload_manifest()
-    if frame is None:
-        frame = backend.parse(rf)
-    lost = backend.lost_events(rf)
+    if parsed is None:
+        parsed = backend.parse(rf)
+    frame, lost = parsed.frame, parsed.lost
     if lost:
         frame = summary.mark_lost_events(frame, wman)
     table = summary.variant_table(frame, wman)
-    findings = why.findings_table(backend.rules(rf), frame)
+    findings = why.findings_table(parsed.findings, frame)
     table["why"] = why.explain(table, frame, wman, findings)
     run = Run(
         rf.path,
@@ -207,7 +192,7 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
         frame,
         table,
         summary.outside_activity(frame),
-        summary.warnings_for(table) + backend.warnings(rf) + ([lost] if lost else []),
+        summary.warnings_for(table) + parsed.warnings + ([lost] if lost else []),
         saved=False,
         kernels=kernels.kernel_table(frame, wman),
         findings=findings,
@@ -318,11 +303,7 @@ def _what_ran_lines(run: Run) -> list[str]:
         lines.append(replaced_builtin(w))
     once = run.table.loc[run.table.get("samples", pd.Series(dtype=float)) == 1, "variant"].tolist()
     if once:
-        how = (
-            " (nsys on the CPU times each variant's range once: its wall time over the iterations)"
-            if run.backend == "nsys" and w.get("device") == "cpu"
-            else ""
-        )
+        how = run._backend().once_note(w)
         lines.append(
             f"no speedup for a variant timed once, nor over a baseline timed once: {', '.join(once)} "
             f"had one sample{how}; one reading has no spread to tell a difference from noise"
@@ -337,28 +318,6 @@ def replaced_builtin(w: dict) -> str:
         f"workload {w.get('workload')} is the one in {w.get('workload_source')}, which replaces the "
         f"built-in {w.get('workload')}"
     )
-
-
-def _kernel_clock_lines(w: dict) -> list[str]:
-    """What `time`'s median is: the kernel clock's, or the events' and why the clock was off."""
-    kc = w.get("kernel_clock")
-    # run folders from before the kernel clock was the default: set only when asked for
-    asked = w.get("kernel_clock_asked", True if kc else None)
-    if kc == "cupti":
-        return [
-            "median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads them (the "
-            "kernel clock); events us: the CUDA events around the same calls, which also hold the GPU's "
-            "processing of each launch; CPU us holds CUPTI's cost per CUDA call too (--no-kernel-clock: the "
-            "events' median and the bare host time)"
-        ]
-    if kc and asked:
-        return [f"--kernel-clock asked for, but off: {kc}"]
-    if kc and w.get("device") == "cuda":
-        return [
-            f"median from the CUDA events, which also hold the GPU's processing of each launch (about 2.5 us); "
-            f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"
-        ]
-    return []
 
 
 def _weighting_legend(run: Any) -> str | None:

@@ -1,5 +1,7 @@
-"""Finding nsys and ncu: an explicit path, then $GPROF_NSYS / $GPROF_NCU, then PATH, then the
-places NVIDIA and the project's own installer put them."""
+"""Finding a backend's tool: an explicit path, then its variable ($GPROF_NSYS, $GPROF_NCU), then
+PATH, then the places NVIDIA and the project's own installer put them. nsys and ncu are known
+here; any other tool is looked for by its name alone (--<name>, $GPROF_<NAME>, PATH), or by the
+ToolSpec its backend declares."""
 
 from __future__ import annotations
 
@@ -40,6 +42,29 @@ HOW_TO_GET = {
 }
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """Where a tool is looked for: its variable, the install places (glob patterns), and what
+    to do when it is missing."""
+
+    name: str
+    env: str
+    search: tuple[str, ...] = ()
+    how_to_get: str = ""
+
+
+def spec_for(name: str) -> ToolSpec:
+    """The ToolSpec of `name`: nsys's and ncu's from the tables above, else by its name alone."""
+    return ToolSpec(
+        name,
+        ENV.get(name, f"GPROF_{name.upper()}"),
+        tuple(SEARCH.get(name, ())),
+        HOW_TO_GET.get(
+            name, f"install {name}, or point --{name} / ${ENV.get(name, 'GPROF_' + name.upper())} at it"
+        ),
+    )
+
+
 @dataclass
 class Tool:
     name: str
@@ -78,24 +103,30 @@ def version_of(path: Path, timeout: float | None = None) -> str:
 
 
 def find(
-    name: str, explicit: str | Path | None = None, *, with_version: bool = True, timeout: float | None = None
+    tool: str | ToolSpec,
+    explicit: str | Path | None = None,
+    *,
+    with_version: bool = True,
+    timeout: float | None = None,
 ) -> Tool:
-    """Locate `name` ('nsys' or 'ncu'); ToolNotFoundError says how to get it. Its version probe
-    is bounded by `timeout` (the run's --timeout) and VERSION_TIMEOUT_S."""
+    """Locate `tool` (a name, or the ToolSpec a backend declares); ToolNotFoundError says how
+    to get it. Its version probe is bounded by `timeout` (the run's --timeout) and VERSION_TIMEOUT_S."""
+    spec = spec_for(tool) if isinstance(tool, str) else tool
+    name = spec.name
     candidates: list[tuple[str, str]] = []
     if explicit:
         if not _executable(explicit):
-            raise ToolNotFoundError(f"--{name} {explicit} is not an executable file", hint=HOW_TO_GET[name])
+            raise ToolNotFoundError(f"--{name} {explicit} is not an executable file", hint=spec.how_to_get)
         candidates.append((str(explicit), f"--{name}"))
-    env = os.environ.get(ENV[name])
+    env = os.environ.get(spec.env)
     if env and not explicit:
         if not _executable(env):
-            raise ToolNotFoundError(f"${ENV[name]}={env} is not an executable file", hint=HOW_TO_GET[name])
-        candidates.append((env, f"${ENV[name]}"))
+            raise ToolNotFoundError(f"${spec.env}={env} is not an executable file", hint=spec.how_to_get)
+        candidates.append((env, f"${spec.env}"))
     on_path = shutil.which(name)
     if on_path:
         candidates.append((on_path, "PATH"))
-    for pattern in SEARCH[name]:
+    for pattern in spec.search:
         for p in sorted(glob.glob(pattern), reverse=True):  # newest version first
             candidates.append((p, "install location"))
     for path, via in candidates:
@@ -103,6 +134,7 @@ def find(
             p = Path(os.path.abspath(path))  # Path("./nsys") would be "nsys", looked up on PATH
             return Tool(name, p, version_of(p, timeout) if with_version else "", via)
     raise ToolNotFoundError(
-        f"{name} not found (looked at --{name}, ${ENV[name]}, PATH and {', '.join(SEARCH[name])})",
-        hint=HOW_TO_GET[name],
+        f"{name} not found (looked at --{name}, ${spec.env}, PATH"
+        + (f" and {', '.join(spec.search)})" if spec.search else ")"),
+        hint=spec.how_to_get,
     )

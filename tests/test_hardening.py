@@ -499,16 +499,16 @@ def test_nsys_analysis_failure_is_named(tmp_path):
 def test_nsys_flush_interval_and_launch_warning(capsys):
     from types import SimpleNamespace
 
+    from orchestrator.backends import request
     from orchestrator.backends.nsys import NsysBackend
-    from orchestrator.request import Request
 
     be = NsysBackend()
     be._found = SimpleNamespace(version="2023.4.4.54", path="/opt/nsys")
     zero = ["--cuda-flush-interval=0"]
     be._warn_if_too_many_launches(
-        Request(
-            workload="square",
-            backend="nsys",
+        request(
+            "square",
+            "nsys",
             device="cuda",
             iters=4000,
             variants=["mul", "pow"],
@@ -525,19 +525,13 @@ def test_nsys_flush_interval_and_launch_warning(capsys):
         dict(iters=20000),
         dict(iters=20000, nsys_args=["--cuda-flush-interval", "500"]),
     ):
-        be._warn_if_too_many_launches(
-            Request(workload="square", backend="nsys", **{"device": "cuda", **quiet})
-        )
+        be._warn_if_too_many_launches(request("square", "nsys", **{"device": "cuda", **quiet}))
         assert capsys.readouterr().err == ""
     be._found = SimpleNamespace(version="2025.1.1", path="/opt/nsys")
-    be._warn_if_too_many_launches(
-        Request(workload="square", backend="nsys", device="cuda", iters=20000, nsys_args=zero)
-    )
+    be._warn_if_too_many_launches(request("square", "nsys", device="cuda", iters=20000, nsys_args=zero))
     assert capsys.readouterr().err == ""
     # the flag gprof-orch sets by default, unless the user sets it
-    argv = be.commands(Request(workload="square", backend="nsys", device="cuda"), Path("/r"))[0].argv
+    argv = be.commands(request("square", "nsys", device="cuda"), Path("/r"))[0].argv
     assert "--cuda-flush-interval=1000" in argv
-    argv = be.commands(Request(workload="square", backend="nsys", device="cuda", nsys_args=zero), Path("/r"))[
-        0
-    ].argv
+    argv = be.commands(request("square", "nsys", device="cuda", nsys_args=zero), Path("/r"))[0].argv
     assert "--cuda-flush-interval=1000" not in argv and zero[0] in argv

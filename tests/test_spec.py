@@ -10,14 +10,14 @@ import pytest
 from conftest import REPO
 
 from orchestrator import backends, envinfo
-from orchestrator.request import Request, resolve_spec
+from orchestrator.request import resolve_spec
 from workloads.spec import SPEC_FILE, RunSpec
 
 H200 = {"gpu": "NVIDIA H200", "driver": "580", "memory": "143771 MiB"}
 
 
 def _spec(**kw):
-    return backends.get(kw.pop("backend", "time")).run_spec(Request(**kw))
+    return backends.get(kw.get("backend", "time")).run_spec(backends.request(**kw))
 
 
 def _dry_spec(output: str) -> dict:
@@ -64,10 +64,8 @@ def test_each_backend_puts_its_own_defaults_in_the_spec():
 
 
 def test_nothing_mutates_the_request():
-    req = Request(
-        workload="square", backend="ncu", device="cpu", size="1e6", ncu_metrics=["a.sum,b.sum", "c.sum"]
-    )
-    assert req.ncu_metrics == ["a.sum", "b.sum", "c.sum"]  # one list of names from the start
+    req = backends.request("square", "ncu", device="cpu", size="1e6", ncu_metrics=["a.sum,b.sum", "c.sum"])
+    assert req.options.ncu_metrics == ("a.sum", "b.sum", "c.sum")  # one list of names from the start
     before = req.to_json()
     assert req.validate() is req and req.to_json() == before
     spec = resolve_spec(req, mode="profile", default_iters=3, default_warmup=3)

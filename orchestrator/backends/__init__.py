@@ -1,14 +1,22 @@
 """The backends, by the name the CLI uses: one line each. A backend module is loaded on first
 use: the CLI lists the commands from these lines alone, so `--help` imports no backend (and no
 pandas). Everything else about a backend (its help, options, tool, merged column, whether it
-needs a GPU) is declared on its class (orchestrator/backends/base.py)."""
+needs a GPU) is declared on its class (orchestrator/backends/base.py).
+
+A backend from outside this package is one more line, given by the environment:
+GPROF_ORCH_BACKENDS="name=module:Class[:summary];..." adds each to the registry (the summary makes
+it a command, `gprof-orch name WORKLOAD`), so a project or a test registers its own without
+editing this file."""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, fields
+from typing import Any
 
-from orchestrator.errors import UnknownNameError
+from orchestrator.errors import UnknownNameError, UsageError
+from orchestrator.request import Request
 
 
 @dataclass(frozen=True)
@@ -46,14 +54,56 @@ BACKENDS: dict[str, Entry] = {
 }
 
 
+# the variable that adds backends from outside this package (see the module's docstring)
+EXTRA_ENV = "GPROF_ORCH_BACKENDS"
+# the pseudo-backend that runs every backend of `of_all()` into one folder
+ALL = "all"
+
+
+def _extra(text: str) -> dict[str, Entry]:
+    """The registry lines of GPROF_ORCH_BACKENDS: `name=module:Class[:summary]`, `;` between them
+    (a summary may hold commas)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(";"))):
+        name, _, spec = item.partition("=")
+        module, _, rest = spec.partition(":")
+        cls, _, summary = rest.partition(":")
+        if not (name.strip() and module.strip() and cls.strip()):
+            raise UsageError(f"${EXTRA_ENV}: {item!r} is not name=module:Class[:summary]")
+        out[name.strip()] = Entry(f"{module.strip()}:{cls.strip()}", summary.strip())
+    return out
+
+
+def _register_extra() -> UsageError | None:
+    """BACKENDS plus GPROF_ORCH_BACKENDS' lines; a bad line is kept, raised at the first use of the
+    registry (an import raises nothing)."""
+    try:
+        BACKENDS.update(_extra(os.environ.get(EXTRA_ENV, "")))
+    except UsageError as exc:
+        return exc
+    return None
+
+
+_BAD_EXTRA = _register_extra()
+
+
+def is_all(name: str) -> bool:
+    """Whether `name` is `all`, every backend of of_all() into one folder, not one backend."""
+    return name == ALL
+
+
 def commands() -> dict[str, str]:
     """name -> summary of the backends that are CLI commands (`gprof-orch NAME WORKLOAD`)."""
+    if _BAD_EXTRA is not None:
+        raise _BAD_EXTRA
     return {n: e.summary for n, e in BACKENDS.items() if e.summary}
 
 
 def backend_class(name: str) -> type:
     """The backend class registered as `name`, its module imported now; UnknownNameError
     naming the valid ones for any other name."""
+    if _BAD_EXTRA is not None:
+        raise _BAD_EXTRA
     if name not in BACKENDS:
         raise UnknownNameError("backend", name, list(BACKENDS))
     module, cls = BACKENDS[name].path.split(":")
@@ -75,3 +125,53 @@ def merged_sources(names) -> dict:
     return {
         n: backend_class(n).merged for n in names if n in BACKENDS and backend_class(n).merged is not None
     }
+
+
+def request(workload: str, backend: str = "time", **options: Any) -> Request:
+    """A Request from flat keyword arguments (a command's options, profile()'s): each generic one
+    to its field, the backend's own to its Options (`all`: every one of its backends' options, as
+    a dict). A name neither takes is a UsageError naming the valid ones."""
+    generic = {f.name for f in fields(Request)} - {"workload", "backend", "options"}
+    own = {k: options.pop(k) for k in [k for k in options if k not in generic]}
+    own.update(own.pop("options", None) or {})
+    if is_all(backend):
+        known = {n for b in of_all() for n in backend_class(b).Options.names()}
+        opts: Any = own
+    else:
+        cls = backend_class(backend).Options
+        known, opts = set(cls.names()), None
+    unknown = sorted(set(own) - known)
+    if unknown:
+        raise UsageError(
+            f"{backend} takes no option {', '.join(unknown)}; its own: {', '.join(sorted(known)) or 'none'}"
+        )
+    if opts is None:
+        opts = cls.build(own)
+    return Request(workload=workload, backend=backend, options=opts, **options)
+
+
+def request_from_record(record: dict[str, Any]) -> Request:
+    """The Request a run folder's request record (manifest.json's "request") holds: "options"
+    nested (this version), or the flat keys of older records, where every backend's options were
+    fields of the Request (those of other backends are dropped)."""
+    rec = dict(record)
+    backend = rec.pop("backend", "time")
+    generic = {f.name for f in fields(Request)} - {"options"}
+    own = {**{k: v for k, v in rec.items() if k not in generic}, **(rec.get("options") or {})}
+    own.pop("options", None)
+    names = (
+        {n for b in of_all() for n in backend_class(b).Options.names()}
+        if is_all(backend)
+        else set(backend_class(backend).Options.names())
+    )
+    kw = {k: v for k, v in rec.items() if k in generic - {"workload"}}
+    return request(rec.get("workload", ""), backend, **kw, **{k: v for k, v in own.items() if k in names})
+
+
+def point_options(req: Request, backend: str) -> dict[str, Any]:
+    """The flat options of `req` a point of `backend` takes: the generic ones and that backend's own
+    (a backend of `all` takes only its own of the parent's)."""
+    d = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend")}
+    opts = d.pop("options") or {}
+    names = set(backend_class(backend).Options.names())
+    return {**d, **{k: v for k, v in opts.items() if k in names}}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import proc
+from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import GprofError, InterruptedRunError, SamplesLostError, ToolFailedError, UsageError
 from orchestrator.request import Request, resolve_spec
 from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
@@ -46,6 +47,21 @@ class Availability:
 
 
 @dataclass
+class Parsed:
+    """What a backend read from a run folder, once (Backend.parse): the unified long-form `frame`
+    (reports/schema.py), the profiler's own `findings` (ncu's rule results; None where the tool
+    has none), the `warnings` the reader of the table must see (the tool's own log lines), `lost`:
+    why the tool's report may lack part of what ran (nsys's lost events) or None, and `meta`:
+    anything else the backend read beside them."""
+
+    frame: pd.DataFrame
+    findings: pd.DataFrame | None = None
+    warnings: list[str] = field(default_factory=list)
+    lost: str | None = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
 class Plan:
     """What a request would run (--dry-run): the runner's resolved spec, as spec.json would
     hold it, and the exact commands."""
@@ -59,6 +75,7 @@ class Backend:
     and overrides the hooks it needs; each hook's docstring says what a backend overrides it for."""
 
     name = ""  # its command and registry name (orchestrator/backends/__init__.py)
+    tool = ""  # the external profiler it wraps (ToolBackend), "" for none
     mode = "profile"  # the runner's mode (workloads/spec.py MODES)
     default_iters = 10  # measured iterations without --iters (None: time's stop rule)
     default_warmup = 3  # warm-up iterations without --warmup
@@ -74,8 +91,13 @@ class Backend:
     host_measure = "host"
     # the help of its command, `gprof-orch NAME WORKLOAD` (the registry holds the one-line summary)
     help = ""
+    # its own options, declared once (orchestrator/backends/options.py): its command's click
+    # options are built from it and the Request carries an instance
+    Options: type[BackendOptions] = BackendOptions
     # set by plan() while it builds the commands: runner_argv() writes no spec.json then
     planning = False
+    # `all` and `compare` take this backend's run as a parent folder's own measurement
+    compares_medians = False
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
         """variant -> what its median times (reports.schema.MEASURES), from its run's workload.json
@@ -87,10 +109,41 @@ class Backend:
     @classmethod
     def cli_options(cls) -> list:
         """The click options of its own command, beside those every backend shares
-        (orchestrator/cli.py run_options). A value reaches the Request by its name: a Request
-        field of that name, else `Request.options[name]`. Override to add the tool's own flags
-        (ncu's --section, nsys's --nsys-arg, time's stop rule)."""
+        (orchestrator/cli.py run_options): built from its Options declaration, whose fields they
+        fill (Request.options). Not overridden: declare the options in Options."""
+        return cls.Options.click_options()
+
+    def opts(self, req: Request) -> BackendOptions:
+        """The request's options as this backend's Options: the Request's own, else (a Request
+        built without them, `all`'s dict of every backend's) built from them, defaults elsewhere."""
+        o = req.options
+        return o if isinstance(o, self.Options) else self.Options.build(o if isinstance(o, dict) else {})
+
+    def spec_fields(self, req: Request) -> dict:
+        """The runner spec's fields its own options set (workloads/spec.py RunSpec: time's timer
+        and stop rule); none by default, the spec's defaults."""
+        return {}
+
+    def footer(self, workload: dict) -> list[str]:
+        """Lines under its run's table on how it measured (time's timer and clock), from the run's
+        workload.json; none by default."""
         return []
+
+    def once_note(self, workload: dict) -> str:
+        """Why a variant of its run may be timed once (the footer's no-speedup line); "" by default."""
+        return ""
+
+    @classmethod
+    def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict | None:
+        """`gprof-orch doctor --check`'s proof that its tool works here: a tiny real run, and its
+        check row (orchestrator.doctor.check_row); None (the default): no check of its own."""
+        return None
+
+    @classmethod
+    def doctor_items(cls, found: dict, packages: dict) -> dict[str, dict]:
+        """`gprof-orch doctor`'s rows below its tool's own (`found`: that row; `packages`: name ->
+        version); none by default."""
+        return {}
 
     def check(self, req: Request | None = None) -> Availability:
         """Whether it can run here, and where its tool is or why not; cheap, raises nothing
@@ -114,6 +167,7 @@ class Backend:
             default_iters=self.default_iters,
             default_warmup=self.default_warmup,
             out=run_dir,
+            **self.spec_fields(req),
         )
 
     def runner_argv(self, req: Request, run_dir: Path) -> list[str]:
@@ -215,10 +269,10 @@ class Backend:
             log=res.stderr,
         )
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
-        """The unified long-form frame (reports/schema.py) of what a run left in the folder: pure,
-        reads files only, needs no GPU. Every backend overrides it, through its reader in
-        orchestrator/parsers."""
+    def parse(self, rf: RunFolder) -> Parsed:
+        """What a run left in the folder, read once: the unified frame and the findings, warnings
+        and lost events that go with it (Parsed). Pure, reads files only, needs no GPU. Every
+        backend overrides it, through its reader in orchestrator/parsers."""
         raise NotImplementedError
 
     def complete(self, rf: RunFolder, *, write: bool) -> None:
@@ -227,23 +281,6 @@ class Backend:
         run was interrupted. `write` False (a reading that writes nothing, `compare`): raise
         ParseError saying how instead. Override where a tool's step can be made after the run
         (nsys's export); nothing by default."""
-
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """What the tool's own logs say that the reader of the table must know (lost events,
-        proton's messages). Override where the tool logs such things; none by default."""
-        return []
-
-    def lost_events(self, rf: RunFolder) -> str | None:
-        """Why the tool's report may lack part of what ran (its own log says it lost events), or
-        None. The report reads it once (results.build_report): a warning line under the table,
-        every variant's row `incomplete`, and the run exits EXIT_INCOMPLETE. Override where the
-        tool says so; None by default."""
-        return None
-
-    def rules(self, rf: RunFolder) -> pd.DataFrame | None:
-        """The profiler's own findings (ncu's rule results, `NcuReport.rules`); None where the
-        tool has none. Override where the tool judges its kernels itself."""
-        return None
 
 
 def traceback_summary(text: str) -> str:
@@ -289,29 +326,22 @@ def _is_runner(pid: int, run_dir: Path) -> bool:
 
 
 class ToolBackend(Backend):
-    """A backend that wraps an external profiler (`tool`: 'nsys' or 'ncu'), found by
-    orchestrator.tools from the request's explicit path (`req.<tool>`), its variable, PATH."""
+    """A backend that wraps an external profiler (`tool`: its name, 'nsys' or 'ncu'), found by
+    orchestrator.tools from the path its Options declare with tool_path() (--<tool>), its
+    variable, PATH, its install places (`tool_spec()`)."""
 
     tool = ""
 
     @classmethod
-    def tool_option(cls):
-        """--<tool> PATH: the profiler to use (also on `all`)."""
-        import click
+    def tool_spec(cls):
+        """Where orchestrator.tools looks for the tool: nsys's and ncu's places, else by its name
+        ($GPROF_<TOOL>, PATH). Override to name a tool's own variable and install places."""
+        from orchestrator import tools
 
-        return click.option(
-            f"--{cls.tool}",
-            default=None,
-            help=f"Path to {cls.tool} (else $GPROF_{cls.tool.upper()}, PATH, install places).",
-        )
-
-    @classmethod
-    def cli_options(cls) -> list:
-        """--<tool> PATH, for every tool backend."""
-        return [cls.tool_option()]
+        return tools.spec_for(cls.tool)
 
     def _explicit(self, req: Request | None) -> str | None:
-        return getattr(req, self.tool) if req is not None else None
+        return self.opts(req).tool_path() if req is not None else None
 
     def check(self, req: Request | None = None) -> Availability:
         """The tool found (path and version), or why not with how to get it."""
@@ -319,7 +349,9 @@ class ToolBackend(Backend):
         from orchestrator.errors import ToolNotFoundError
 
         try:
-            t = tools.find(self.tool, self._explicit(req), timeout=req.timeout if req is not None else None)
+            t = tools.find(
+                self.tool_spec(), self._explicit(req), timeout=req.timeout if req is not None else None
+            )
         except ToolNotFoundError as exc:
             return Availability(False, exc.render())
         return Availability(True, f"{t.path} ({t.version})")
@@ -328,7 +360,7 @@ class ToolBackend(Backend):
         """The tool's path, version and how it was found; ToolNotFoundError without it."""
         from orchestrator import tools
 
-        t = tools.find(self.tool, self._explicit(req), timeout=req.timeout)
+        t = tools.find(self.tool_spec(), self._explicit(req), timeout=req.timeout)
         self._found = t
         return {
             self.tool: str(t.path),
@@ -344,7 +376,7 @@ class ToolBackend(Backend):
         t = getattr(self, "_found", None)
         if t is None:
             try:
-                t = tools.find(self.tool, self._explicit(req), with_version=False)
+                t = tools.find(self.tool_spec(), self._explicit(req), with_version=False)
             except ToolNotFoundError:
                 return self._explicit(req) or self.tool
         return str(t.path)

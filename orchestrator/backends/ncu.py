@@ -7,17 +7,20 @@ once per pass, so its time grows with kernels x passes)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import click
 import pandas as pd
 
 from orchestrator import proc
-from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from orchestrator.backends.base import Parsed, Step, ToolBackend, stop_workload_first
+from orchestrator.backends.options import BackendOptions, option, tool_path
 from orchestrator.errors import GprofError, ParseError, PermissionDeniedError, ToolFailedError, UsageError
 from orchestrator.parsers import ncu_rep
-from orchestrator.request import Request
+from orchestrator.request import Request, parse_list
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_RANGE, NOT_IN_REPORT, MergedTime
 from reports.unify import RowMaker, variant_facts
@@ -81,6 +84,62 @@ _SELF_TEST_PROGRAM = "import torch; x = torch.ones(1 << 20, device='cuda'); prin
 NCU_SOURCE = "ncu:"
 
 
+@dataclass(frozen=True)
+class NcuOptions(BackendOptions):
+    """--ncu and ncu's own options: section set, sections, metrics, clock and cache control, extra
+    flags."""
+
+    ncu: str | None = tool_path("ncu")
+    ncu_set: str | None = option(
+        None, "--set", help="ncu section set (e.g. full) instead of the small default."
+    )
+    ncu_sections: tuple[str, ...] = option(
+        (), "--section", multiple=True, help="ncu section (repeatable), e.g. SpeedOfLight."
+    )
+    ncu_metrics: tuple[str, ...] = option(
+        (), "--metrics", multiple=True, help="Extra metrics, comma-separated or repeated."
+    )
+    clock_control: str = option(
+        "none",
+        "--clock-control",
+        show_default=True,
+        type=click.Choice(["none", "base"]),
+        help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them.",
+    )
+    cache_control: str = option(
+        "all",
+        "--cache-control",
+        show_default=True,
+        type=click.Choice(["all", "none"]),
+        help="ncu's --cache-control: all flushes caches before each replay pass.",
+    )
+    ncu_args: tuple[str, ...] = option(
+        (), "--ncu-arg", multiple=True, help="Extra flag passed to ncu (repeatable)."
+    )
+
+    def __post_init__(self) -> None:
+        # --metrics comma-separated or repeated: one list of names from the start
+        object.__setattr__(self, "ncu_metrics", tuple(parse_list(self.ncu_metrics)))
+
+    def validate(self) -> None:
+        """Metric, section and set names: letters, digits and a few signs, never a flag."""
+        for m in self.ncu_metrics:
+            if not re.fullmatch(r"[A-Za-z0-9_.:@]+", m):
+                raise UsageError(
+                    f"--metrics {m!r} is not a metric name (letters, digits, _ . : only); "
+                    "list them with `ncu --query-metrics`"
+                )
+        for s in self.ncu_sections + ((self.ncu_set,) if self.ncu_set else ()):
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", s):
+                raise UsageError(
+                    f"section/set {s!r} is not a name; list them with `ncu --list-sections` / `--list-sets`"
+                )
+
+    def sections(self) -> list[str]:
+        """The sections collected: --section's, else none under --set, else the small default."""
+        return list(self.ncu_sections) or ([] if self.ncu_set else list(DEFAULT_SECTIONS))
+
+
 class NcuBackend(ToolBackend):
     """`gprof-orch ncu`: the workload under Nsight Compute, filtered to the variants' NVTX ranges."""
 
@@ -113,47 +172,7 @@ class NcuBackend(ToolBackend):
         memory roof: ncu's peak is one no kernel reaches."""
         return replace(super().run_spec(req, run_dir), measure_roof=True)
 
-    @classmethod
-    def cli_options(cls) -> list:
-        """--ncu and ncu's own options: section set, sections, metrics, clock and cache control,
-        extra flags."""
-        import click
-
-        return [
-            cls.tool_option(),
-            click.option(
-                "--set",
-                "ncu_set",
-                default=None,
-                help="ncu section set (e.g. full) instead of the small default.",
-            ),
-            click.option(
-                "--section",
-                "ncu_sections",
-                multiple=True,
-                help="ncu section (repeatable), e.g. SpeedOfLight.",
-            ),
-            click.option(
-                "--metrics", "ncu_metrics", multiple=True, help="Extra metrics, comma-separated or repeated."
-            ),
-            click.option(
-                "--clock-control",
-                default="none",
-                show_default=True,
-                type=click.Choice(["none", "base"]),
-                help="ncu's --clock-control: none leaves the GPU's clocks as they are; base locks them.",
-            ),
-            click.option(
-                "--cache-control",
-                default="all",
-                show_default=True,
-                type=click.Choice(["all", "none"]),
-                help="ncu's --cache-control: all flushes caches before each replay pass.",
-            ),
-            click.option(
-                "--ncu-arg", "ncu_args", multiple=True, help="Extra flag passed to ncu (repeatable)."
-            ),
-        ]
+    Options = NcuOptions
 
     description = "Nsight Compute: per-kernel DRAM/SM throughput vs peak, occupancy, registers, bytes"
 
@@ -170,16 +189,16 @@ class NcuBackend(ToolBackend):
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
         """The one ncu command (pure): the runner under `ncu --nvtx`, the default sections and
         metrics unless --set/--section/--metrics replace them, plus every metric a table column reads."""
+        o: NcuOptions = self.opts(req)  # type: ignore[assignment]
         argv = [self.exe(req), "--nvtx", *self.nvtx_filters(req)]
-        if req.ncu_set:
-            argv += ["--set", req.ncu_set]
-        sections = req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS))
-        for s in sections:
+        if o.ncu_set:
+            argv += ["--set", o.ncu_set]
+        for s in o.sections():
             argv += ["--section", s]
         metrics = list(
             dict.fromkeys(
-                list(req.ncu_metrics)
-                + ([] if req.ncu_set or req.ncu_sections else list(DEFAULT_METRICS))
+                list(o.ncu_metrics)
+                + ([] if o.ncu_set or o.ncu_sections else list(DEFAULT_METRICS))
                 + table_metrics()
             )
         )
@@ -187,15 +206,15 @@ class NcuBackend(ToolBackend):
             argv += ["--metrics", ",".join(metrics)]
         argv += [
             "--clock-control",
-            req.clock_control,
+            o.clock_control,
             "--cache-control",
-            req.cache_control,
+            o.cache_control,
             "--export",
             str(run_dir / REPORT),
             "--force-overwrite",
             "--log-file",
             str(run_dir / "logs" / LOG),
-            *req.ncu_args,
+            *o.ncu_args,
             *self.runner_argv(req, run_dir),
         ]
         return [Step("ncu", argv, ok_codes=(0, 1))]
@@ -205,12 +224,13 @@ class NcuBackend(ToolBackend):
         says went wrong (check_result)."""
         (step,) = self.commands(req, rf.path.resolve())
         rf.add_command(step.name, step.argv)
+        o: NcuOptions = self.opts(req)  # type: ignore[assignment]
         rf.update(
             ncu_settings={
-                "clock_control": req.clock_control,
-                "cache_control": req.cache_control,
-                "set": req.ncu_set,
-                "sections": req.ncu_sections or ([] if req.ncu_set else list(DEFAULT_SECTIONS)),
+                "clock_control": o.clock_control,
+                "cache_control": o.cache_control,
+                "set": o.ncu_set,
+                "sections": o.sections(),
             }
         )
         res = proc.run(
@@ -293,14 +313,17 @@ class NcuBackend(ToolBackend):
             if v.get("status") == "ok"
         )
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
-        """The unified frame of the run's report (read once per process, shared with `rules`)."""
+    def parse(self, rf: RunFolder) -> Parsed:
+        """The run's report, read once: its unified frame, ncu's rule results as the findings, and
+        the warnings (_warnings); `meta["report"]`: the ncu_rep.NcuReport read."""
         wman = rf.workload_manifest()
-        return frame_from_ncu_report(_load_report(rf), wman, run=rf.path.name)
-
-    def rules(self, rf: RunFolder) -> pd.DataFrame:
-        """ncu's rule results of the report (read once per process with `parse`)."""
-        return _load_report(rf).rules
+        rep = _load_report(rf)
+        return Parsed(
+            frame_from_ncu_report(rep, wman, run=rf.path.name),
+            findings=rep.rules,
+            warnings=_warnings(rf, rep),
+            meta={"report": rep},
+        )
 
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
@@ -365,17 +388,17 @@ class NcuBackend(ToolBackend):
         except GprofError as exc:  # not found, hangs on --version, or a run that failed to start
             return check_row("ncu", False, exc.message, exc.hint)
 
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """Says so when the report holds no roofline metrics (the roofline and `% of roof` are
-        then left out rather than guessed), and when ncu's findings could not be read."""
-        rep = _load_report(rf)
-        out = [rep.rules_note] if rep.rules_note else []
-        k = rep.kernels[rep.kernels["variant"].notna()]
-        if k.empty or k["peak_dram_bytes_per_s"].notna().any():
-            return out
-        from reports.roofline import missing_note
 
-        return out + [missing_note(_collected(rf))]
+def _warnings(rf: RunFolder, rep) -> list[str]:
+    """Says so when the report `rep` holds no roofline metrics (the roofline and `% of roof` are
+    then left out rather than guessed), and when ncu's findings could not be read."""
+    out = [rep.rules_note] if rep.rules_note else []
+    k = rep.kernels[rep.kernels["variant"].notna()]
+    if k.empty or k["peak_dram_bytes_per_s"].notna().any():
+        return out
+    from reports.roofline import missing_note
+
+    return out + [missing_note(_collected(rf))]
 
 
 def _collected(rf: RunFolder) -> list[str]:
@@ -388,11 +411,6 @@ def _collected(rf: RunFolder) -> list[str]:
     return out
 
 
-# the report last read, by (file, size, mtime, ranges): parse, rules and an import's manifest
-# (orchestrator/capture_ncu.py) read it once between them
-_LAST_READ: dict[tuple, object] = {}
-
-
 def _load_report(rf: RunFolder):
     from orchestrator.parsers import compressed
 
@@ -401,22 +419,15 @@ def _load_report(rf: RunFolder):
 
 
 def read_report(located: Path, domain: str | None, prefix: str):
-    """The ncu_rep.NcuReport of the report at `located` (.xz/.gz too), read once per process for
-    these ranges."""
+    """The ncu_rep.NcuReport of the report at `located` (.xz/.gz too), for these ranges."""
     from orchestrator.backends import ncu_tool
     from orchestrator.parsers import compressed
 
     if not located.is_file():
         raise ParseError(located, "no such file (ncu wrote no report)")
-    st = located.stat()
-    key = (str(located.resolve()), st.st_size, st.st_mtime_ns, domain, prefix)
-    if key not in _LAST_READ:
-        # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
-        with compressed.plain_file(located) as path:
-            rep = ncu_tool.load(path, domain=domain, prefix=prefix)
-        _LAST_READ.clear()
-        _LAST_READ[key] = rep
-    return _LAST_READ[key]
+    # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
+    with compressed.plain_file(located) as path:
+        return ncu_tool.load(path, domain=domain, prefix=prefix)
 
 
 def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:

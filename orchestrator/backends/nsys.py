@@ -4,11 +4,12 @@ through the runtime call that launched it."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import proc
-from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
+from orchestrator.backends.base import Parsed, Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import (
     ANALYSIS_FAILED_AT,
@@ -17,6 +18,7 @@ from orchestrator.backends.nsys_failures import (
     SAFE_LAUNCHES,
     no_report,
 )
+from orchestrator.backends.options import BackendOptions, option, tool_path
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -36,6 +38,22 @@ import time, nvtx
 with nvtx.annotate("{RANGE_PREFIX}doctor-check", domain="{NVTX_DOMAIN}"):
     time.sleep(0.01)
 """
+
+
+@dataclass(frozen=True)
+class NsysOptions(BackendOptions):
+    """--nsys, --nsys-arg (extra `nsys profile` flags) and --osrt."""
+
+    nsys: str | None = tool_path("nsys")
+    nsys_args: tuple[str, ...] = option(
+        (), "--nsys-arg", multiple=True, help="Extra flag passed to `nsys profile` (repeatable)."
+    )
+    trace_osrt: bool = option(
+        False,
+        "--osrt",
+        is_flag=True,
+        help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or auto without a GPU).",
+    )
 
 
 class NsysBackend(ToolBackend):
@@ -62,29 +80,15 @@ class NsysBackend(ToolBackend):
         "runtime call that launched it."
     )
 
-    @classmethod
-    def cli_options(cls) -> list:
-        """--nsys, --nsys-arg (extra `nsys profile` flags) and --osrt."""
-        import click
-
-        return [
-            cls.tool_option(),
-            click.option(
-                "--nsys-arg",
-                "nsys_args",
-                multiple=True,
-                help="Extra flag passed to `nsys profile` (repeatable).",
-            ),
-            click.option(
-                "--osrt",
-                "trace_osrt",
-                is_flag=True,
-                help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
-                "auto without a GPU).",
-            ),
-        ]
+    Options = NsysOptions
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
+
+    def once_note(self, workload: dict) -> str:
+        """On the CPU nsys times each variant's range once."""
+        if workload.get("device") != "cpu":
+            return ""
+        return " (nsys on the CPU times each variant's range once: its wall time over the iterations)"
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
         """`nsys profile` of the runner and `nsys export` to SQLite (pure). A CUDA flush interval is
@@ -92,13 +96,13 @@ class NsysBackend(ToolBackend):
         exe = self.exe(req)
         cpu = req.on_cpu()
         trace = ["nvtx"] if cpu else ["cuda", "nvtx"]
-        if req.trace_osrt or cpu:
+        if self.opts(req).trace_osrt or cpu:
             trace.append("osrt")
         # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
         # otherwise fails to order the events (see SAFE_LAUNCHES)
         flush = (
             [f"--cuda-flush-interval={CUDA_FLUSH_MS}"]
-            if "cuda" in trace and not _sets_flush(req.nsys_args)
+            if "cuda" in trace and not _sets_flush(self.opts(req).nsys_args)
             else []
         )
         profile = [
@@ -110,7 +114,7 @@ class NsysBackend(ToolBackend):
             *flush,
             f"--output={run_dir / 'report'}",
             "--force-overwrite=true",
-            *req.nsys_args,
+            *self.opts(req).nsys_args,
             *self.runner_argv(req, run_dir),
         ]
         return [Step("nsys-profile", profile, ok_codes=(0, 1)), export_step(exe, run_dir)]
@@ -157,7 +161,7 @@ class NsysBackend(ToolBackend):
             req.on_cpu()
             or found is None
             or not str(found.version).startswith("2023.")
-            or not _sets_flush(req.nsys_args, to_zero=True)
+            or not _sets_flush(self.opts(req).nsys_args, to_zero=True)
         ):
             return
         n = len(req.selected_variants())
@@ -187,9 +191,9 @@ class NsysBackend(ToolBackend):
         # the timeline in the Chrome-trace format torch.profiler writes: Perfetto opens both
         nsys_chrome.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
+    def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the run's SQLite export (a compressed one read through a temporary
-        copy); a parse error carries what nsys's log said about lost events."""
+        copy) and what nsys's log says about lost events; a parse error carries the latter too."""
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
         from orchestrator.parsers import compressed
@@ -197,7 +201,7 @@ class NsysBackend(ToolBackend):
         try:
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
             with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
-                return frame_from_export(
+                frame = frame_from_export(
                     sqlite,
                     wman,
                     run=rf.path.name,
@@ -209,6 +213,7 @@ class NsysBackend(ToolBackend):
             if said:
                 exc.hint = said + (f"; {exc.hint}" if exc.hint else "")
             raise
+        return Parsed(frame, lost=self.lost_events(rf))
 
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator import proc
-from orchestrator.backends.base import Step, ToolBackend
+from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
@@ -173,22 +173,25 @@ class ProgramBackend(ToolBackend):
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
         proc.check(res, "nsys export")
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
-        """The unified frame of the capture's SQLite export (frame_from_capture)."""
+    def _explicit(self, req: ProgramRequest | None) -> str | None:  # type: ignore[override]
+        # exec's and import's request (orchestrator/capture.py ProgramRequest) carries --nsys itself
+        return req.nsys if req is not None else None
+
+    def parse(self, rf: RunFolder) -> Parsed:
+        """The unified frame of the capture's SQLite export (frame_from_capture), with_frame's."""
         from orchestrator.parsers import compressed
 
         wman = rf.workload_manifest()
         with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
-            return frame_from_capture(sqlite, wman, run=rf.path.name)
+            return self.with_frame(rf, frame_from_capture(sqlite, wman, run=rf.path.name))
 
-    def lost_events(self, rf: RunFolder) -> str | None:
-        """What nsys's log said about lost events, as for a workload run (NsysBackend.lost_events)."""
-        return NsysBackend().lost_events(rf)
-
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """The capture's own notes (from the manifest); what nsys's log said about lost events is
-        lost_events's, which every report shows."""
-        return list(rf.manifest.get("notes") or [])
+    def with_frame(self, rf: RunFolder, frame: pd.DataFrame) -> Parsed:
+        """A capture's Parsed around its frame (read from the folder, or from the export a run
+        already holds in memory): the capture's own notes (from the manifest) as warnings, and
+        what nsys's log said about lost events, as for a workload run (NsysBackend.lost_events)."""
+        return Parsed(
+            frame, warnings=list(rf.manifest.get("notes") or []), lost=NsysBackend().lost_events(rf)
+        )
 
 
 def _last_lines(log: Path, lines: int = 10) -> str:

@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from orchestrator import proc
-from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Step
-from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError, UsageError
+from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Parsed, Step
+from orchestrator.errors import ToolFailedError, ToolNotFoundError, UsageError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
-    import pandas as pd
+    pass
 
 SESSION = "proton"  # proton.start's name: it writes <name>.hatchet
 HATCHET = SESSION + ".hatchet"
@@ -72,11 +72,6 @@ class ProtonBackend(Backend):
         "between kernels, no L2 flush), as nsys does",
         rank=4,
     ).declare()
-
-    @classmethod
-    def cli_options(cls) -> list:
-        """Proton's own CLI options: none; every backend's (--iters, --size, ...) apply."""
-        return []
 
     def check(self, req: Request | None = None) -> Availability:
         """Whether proton can run here: triton ships it, and the request can run it (an NVIDIA GPU,
@@ -132,8 +127,9 @@ class ProtonBackend(Backend):
                 hint="TRITON_PROTON_DISABLE set, or proton.finalize() failed: see the log",
             )
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
-        """The unified frame of proton's hatchet profile (a compressed one read the same)."""
+    def parse(self, rf: RunFolder) -> Parsed:
+        """The unified frame of proton's hatchet profile (a compressed one read the same, read
+        once) and its warnings (_warnings)."""
         from orchestrator.parsers import compressed
         from orchestrator.parsers import proton as reader
         from reports.unify import RowMaker, variant_facts
@@ -143,30 +139,24 @@ class ProtonBackend(Backend):
         prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), prefix=prefix, iter_prefix=ITER_SCOPE)
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
-        return reader.frame_from_profile(prof, rows, wman)
+        return Parsed(reader.frame_from_profile(prof, rows, wman), warnings=_warnings(rf, prof))
 
-    def warnings(self, rf: RunFolder) -> list[str]:
-        """proton's own [PROTON] log lines and the launches left out as launch-metadata work (five
-        at most), then the reader's notes on the profile."""
-        from orchestrator.parsers import compressed
-        from orchestrator.parsers import proton as reader
 
-        said: list[str] = []
-        for name in ("workload.stderr.log", "workload.stdout.log"):
-            for line in proc.log_tail(rf.logs / name, 200).splitlines():
-                line = line.strip()
-                if line.startswith(PROTON_LOG_TAG) and f"proton: {line}" not in said:
-                    said.append(f"proton: {line}")
-        try:
-            prof = reader.read_profile(compressed.locate(rf.file(HATCHET)), iter_prefix=ITER_SCOPE)
-        except ParseError:
-            return said[:5]  # parse() says what is wrong with the file
-        if prof.metadata_launches:
-            said.append(
-                f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
-                "left out (as proton's viewer leaves them out)"
-            )
-        return said[:5] + prof.notes
+def _warnings(rf: RunFolder, prof) -> list[str]:
+    """proton's own [PROTON] log lines and the launches left out as launch-metadata work (five at
+    most), then the reader's notes on the profile `prof`."""
+    said: list[str] = []
+    for name in ("workload.stderr.log", "workload.stdout.log"):
+        for line in proc.log_tail(rf.logs / name, 200).splitlines():
+            line = line.strip()
+            if line.startswith(PROTON_LOG_TAG) and f"proton: {line}" not in said:
+                said.append(f"proton: {line}")
+    if prof.metadata_launches:
+        said.append(
+            f"{prof.metadata_launches} launch(es) made while computing Triton launch metadata are "
+            "left out (as proton's viewer leaves them out)"
+        )
+    return said[:5] + prof.notes
 
 
 def find_proton() -> tuple[str | None, str]:

@@ -3,14 +3,128 @@ CUDA events around it (the CPU clock on a CPU run)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.backends.base import Backend
+import click
+
+from orchestrator.backends.base import Backend, Parsed
+from orchestrator.backends.options import BackendOptions, option
+from orchestrator.errors import UsageError
+from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import EVENT_CALL, SAMPLED, MergedTime
+from workloads import timers
+from workloads.stopping import StopRule
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
     import pandas as pd
+
+
+_STOP = StopRule()
+
+
+@dataclass(frozen=True)
+class TimeOptions(BackendOptions):
+    """`time`'s options: the L2 flush, the timer that holds the GPU while the host queues the call,
+    the GPU sleep, CUDA graphs, the kernel clock and the stop rule (--max-noise, --min-samples,
+    --min-time, --max-time)."""
+
+    flush_l2: bool = option(
+        True,
+        "--flush-l2/--no-flush-l2",
+        show_default=True,
+        help="Write a buffer twice the L2 before every iteration.",
+    )
+    # what holds the stream while the host queues the call (workloads/timers.py); the GPU sleep is
+    # the `sleep` timer's, and the blocking timer's fallback
+    timer: str = option(
+        timers.DEFAULT_TIMER,
+        "--timer",
+        type=click.Choice(timers.TIMERS),
+        show_default=True,
+        help="What holds the GPU while the host queues the call: blocking (a kernel spins until "
+        "the call is queued; falls back to sleep, said in the note, when the host side outlasts "
+        f"{timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), sleep (--gpu-sleep), none "
+        "(the host's launch is timed too).",
+    )
+    gpu_sleep_us: float = option(
+        timers.DEFAULT_GPU_SLEEP_US,
+        "--gpu-sleep",
+        type=float,
+        show_default=True,
+        metavar="US",
+        help="The sleep timer's GPU sleep after each flush (0: none).",
+    )
+    cuda_graph: bool = option(
+        False,
+        "--cuda-graph",
+        is_flag=True,
+        help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
+        "all); a variant that cannot be captured is skipped with the reason.",
+    )
+    # the median from each call's own kernels (CUPTI, workloads/kernel_clock.py); None: wherever it
+    # can be (cupti-python, no profiler holding CUPTI), True: asked for, False: off
+    kernel_clock: bool | None = option(
+        None,
+        "--kernel-clock/--no-kernel-clock",
+        help="The median from each call's own kernels, memsets and copies, read from CUPTI's "
+        "records as nsys reads them, the events kept as `events us` (default: on a GPU wherever "
+        "cupti-python is installed, see doctor). CUPTI adds about 1 to 3 us of host time to each "
+        "call, which `CPU us` holds; --no-kernel-clock: the events' median and the bare host time.",
+    )
+    # without --iters: sample until the median's noise is this low (workloads/stopping.py)
+    max_noise: float = option(
+        _STOP.max_noise_pct,
+        "--max-noise",
+        type=float,
+        show_default=True,
+        metavar="PCT",
+        help="Sample until the median's 95% confidence half-width is at most PCT % of it (without --iters).",
+    )
+    min_samples: int = option(_STOP.min_samples, "--min-samples", type=int, show_default=True)
+    min_time: float = option(
+        _STOP.min_time_s,
+        "--min-time",
+        type=float,
+        show_default=True,
+        metavar="S",
+        help="Seconds of sampling per variant at least.",
+    )
+    max_time: float = option(
+        _STOP.max_time_s,
+        "--max-time",
+        type=float,
+        show_default=True,
+        metavar="S",
+        help="Seconds of sampling per variant at most; a variant not at --max-noise by then is marked noisy.",
+    )
+
+    def validate(self) -> None:
+        """The timer by name, the stop rule's bounds, the GPU sleep's range."""
+        if self.timer not in timers.TIMERS:
+            raise UsageError(f"--timer {self.timer!r} unknown; valid: {', '.join(timers.TIMERS)}")
+        if not (math.isfinite(self.max_noise) and 0 < self.max_noise <= 100):
+            raise UsageError(
+                f"--max-noise must be a percentage above 0 and at most 100, not {self.max_noise:g}"
+            )
+        if self.min_samples < 5:
+            raise UsageError(
+                f"--min-samples must be at least 5 (the noise needs 5 samples), not {self.min_samples}"
+            )
+        if not (
+            math.isfinite(self.min_time)
+            and math.isfinite(self.max_time)
+            and 0 <= self.min_time <= self.max_time
+            and self.max_time > 0
+        ):
+            raise UsageError(
+                f"--min-time and --max-time must be seconds with 0 <= min <= max and max > 0, not "
+                f"{self.min_time:g} and {self.max_time:g}"
+            )
+        if not 0 <= self.gpu_sleep_us <= 10_000:
+            raise UsageError(f"--gpu-sleep must be between 0 and 10000 us, not {self.gpu_sleep_us:g}")
 
 
 class TimeBackend(Backend):
@@ -35,6 +149,7 @@ class TimeBackend(Backend):
         # the events, kept beside it, are what this column means
         medians=("events_median_us", "time_median_us"),
     ).declare()
+    compares_medians = True  # `compare` of an `all` folder compares its time run
     measure = "stream"  # the events; a variant on the kernel clock times its kernels (measures())
     description = (
         "every call timed with the stream held until it is queued: its own kernels from CUPTI's "
@@ -48,84 +163,50 @@ class TimeBackend(Backend):
         "sample until the median is known to --max-noise (median, IQR, min, samples, noise)."
     )
 
-    @classmethod
-    def cli_options(cls) -> list:
-        """The timing options: L2 flush, the timer that holds the GPU while the host queues the call,
-        the GPU sleep, CUDA graphs and the stop rule (--max-noise, --min-samples, --min-time, --max-time)."""
-        import click
+    Options = TimeOptions
 
-        from workloads import timers
-        from workloads.stopping import StopRule
+    def spec_fields(self, req: Request) -> dict[str, Any]:
+        """The timing options, as the runner's spec holds them (the stop rule from its four)."""
+        o: TimeOptions = self.opts(req)  # type: ignore[assignment]
+        stop = StopRule(
+            max_noise_pct=o.max_noise, min_samples=o.min_samples, min_time_s=o.min_time, max_time_s=o.max_time
+        )
+        return {
+            "flush_l2": o.flush_l2,
+            "timer": o.timer,
+            "gpu_sleep_us": o.gpu_sleep_us,
+            "stop": stop,
+            "cuda_graph": o.cuda_graph,
+            "kernel_clock": o.kernel_clock,
+        }
 
-        stop = StopRule()
-        return [
-            click.option(
-                "--flush-l2/--no-flush-l2",
-                default=True,
-                show_default=True,
-                help="Write a buffer twice the L2 before every iteration.",
-            ),
-            click.option(
-                "--timer",
-                type=click.Choice(timers.TIMERS),
-                default=timers.DEFAULT_TIMER,
-                show_default=True,
-                help="What holds the GPU while the host queues the call: blocking (a kernel spins until "
-                "the call is queued; falls back to sleep, said in the note, when the host side outlasts "
-                f"{timers.BLOCK_TIMEOUT_MS:g} ms or the call waits for the GPU), sleep (--gpu-sleep), none "
-                "(the host's launch is timed too).",
-            ),
-            click.option(
-                "--gpu-sleep",
-                "gpu_sleep_us",
-                type=float,
-                default=timers.DEFAULT_GPU_SLEEP_US,
-                show_default=True,
-                metavar="US",
-                help="The sleep timer's GPU sleep after each flush (0: none).",
-            ),
-            click.option(
-                "--cuda-graph",
-                is_flag=True,
-                help="Capture each variant once in a CUDA graph and time its replays (no launch cost at "
-                "all); a variant that cannot be captured is skipped with the reason.",
-            ),
-            click.option(
-                "--kernel-clock/--no-kernel-clock",
-                default=None,
-                help="The median from each call's own kernels, memsets and copies, read from CUPTI's "
-                "records as nsys reads them, the events kept as `events us` (default: on a GPU wherever "
-                "cupti-python is installed, see doctor). CUPTI adds about 1 to 3 us of host time to each "
-                "call, which `CPU us` holds; --no-kernel-clock: the events' median and the bare host time.",
-            ),
-            click.option(
-                "--max-noise",
-                type=float,
-                default=stop.max_noise_pct,
-                show_default=True,
-                metavar="PCT",
-                help="Sample until the median's 95% confidence half-width is at most PCT % of it (without "
-                "--iters).",
-            ),
-            click.option("--min-samples", type=int, default=stop.min_samples, show_default=True),
-            click.option(
-                "--min-time",
-                type=float,
-                default=stop.min_time_s,
-                show_default=True,
-                metavar="S",
-                help="Seconds of sampling per variant at least.",
-            ),
-            click.option(
-                "--max-time",
-                type=float,
-                default=stop.max_time_s,
-                show_default=True,
-                metavar="S",
-                help="Seconds of sampling per variant at most; a variant not at --max-noise by then is "
-                "marked noisy.",
-            ),
+    def footer(self, workload: dict) -> list[str]:
+        """How the calls were timed: the timer and what held the stream, the L2 flush, CUDA graphs,
+        which clock the median is (kernels or events) and the GPU clocks' note."""
+        w = workload
+        if not w.get("timer"):
+            return []
+        hold = w.get("hold")
+        held = {
+            "blocking": ", the stream held by a blocking kernel until the call was queued (no host "
+            "time inside the events)",
+            "sleep": f", GPU slept {w.get('gpu_sleep_us', 0):g} us before each call (a host side "
+            f"longer than that is timed)",
+            "none": ", nothing held: the host's launch is timed too",
+        }.get(hold, "")
+        if hold is None and w.get("gpu_sleep_us"):  # runs before --timer
+            held = f", GPU slept {w['gpu_sleep_us']:g} us before each call (its launch not timed)"
+        lines = [
+            f"timer: {w['timer']}, L2 flushed before each iteration: {w.get('flush_l2')}{held}"
+            + (f" ({w['hold_note']})" if w.get("hold_note") else "")
         ]
+        if w.get("cuda_graph"):
+            lines.append("each variant captured once in a CUDA graph; the replays are timed (no launch cost)")
+        lines += _kernel_clock_lines(w)
+        clk = w.get("clocks") or {}
+        if clk.get("note"):
+            lines.append(clk["note"])
+        return lines
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
         """The events' stream time, or the kernels' where the variant's median is the kernel clock's
@@ -136,7 +217,7 @@ class TimeBackend(Backend):
                 out[v["name"]] = "kernels"
         return out
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
+    def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the runner's own samples in workload.json: time and host time per
         call, also for a variant stopped part-way (its status says so)."""
         from reports.unify import RowMaker, variant_facts
@@ -154,4 +235,26 @@ class TimeBackend(Backend):
                 # the median is the kernel clock's (CUPTI, workloads/kernel_clock.py); the CUDA
                 # events around the same calls, beside it
                 rows.samples(v["name"], EVENT_CALL, v.get("event_samples_ns", []), "ns")
-        return rows.frame()
+        return Parsed(rows.frame())
+
+
+def _kernel_clock_lines(w: dict) -> list[str]:
+    """What `time`'s median is: the kernel clock's, or the events' and why the clock was off."""
+    kc = w.get("kernel_clock")
+    # run folders from before the kernel clock was the default: set only when asked for
+    asked = w.get("kernel_clock_asked", True if kc else None)
+    if kc == "cupti":
+        return [
+            "median: each call's own kernels, memsets and copies, from CUPTI's records as nsys reads them (the "
+            "kernel clock); events us: the CUDA events around the same calls, which also hold the GPU's "
+            "processing of each launch; CPU us holds CUPTI's cost per CUDA call too (--no-kernel-clock: the "
+            "events' median and the bare host time)"
+        ]
+    if kc and asked:
+        return [f"--kernel-clock asked for, but off: {kc}"]
+    if kc and w.get("device") == "cuda":
+        return [
+            f"median from the CUDA events, which also hold the GPU's processing of each launch (about 2.5 us); "
+            f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"
+        ]
+    return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.backends.base import Backend
+from orchestrator.backends.base import Backend, Parsed
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -40,7 +40,7 @@ class TorchTraceBackend(Backend):
     )
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
 
-    def parse(self, rf: RunFolder) -> pd.DataFrame:
+    def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
         from orchestrator.parsers import torch_trace as tt
@@ -55,14 +55,18 @@ class TorchTraceBackend(Backend):
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
         imported = wman.get("mode") == "capture"  # `gprof-orch import trace.json --ranges PREFIX`
-        return frame_from_trace(
-            trace,
-            rows,
-            ok,
-            on_gpu=wman.get("device") == "cuda",
-            iters=wman.get("iters") or None,
-            prefix=(wman.get("ranges") or {}).get("prefix", RANGE_PREFIX),
-            holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")} if imported else None,
+        return Parsed(
+            frame_from_trace(
+                trace,
+                rows,
+                ok,
+                on_gpu=wman.get("device") == "cuda",
+                iters=wman.get("iters") or None,
+                prefix=(wman.get("ranges") or {}).get("prefix", RANGE_PREFIX),
+                holds={v["name"]: v["holds"] for v in wman["variants"] if v.get("holds")}
+                if imported
+                else None,
+            )
         )
 
 

@@ -1,0 +1,98 @@
+"""The Request and its run folder's request record (manifest.json's "request"): the generic fields
+beside the backend's own options, which each backend declares (orchestrator/backends/options.py).
+Records of older versions, where every backend's options were flat fields of the Request, still
+load: the committed run folders under tests/fixtures/runs are read back here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+from conftest import FIXTURES
+
+from orchestrator import backends
+from orchestrator.errors import UsageError
+from orchestrator.request import Request
+
+RECORDS = sorted(
+    p
+    for p in (FIXTURES / "runs").rglob("manifest.json")
+    if "workload" in (json.loads(p.read_text()).get("request") or {})  # exec/import: ProgramRequest's
+)
+
+
+def test_the_request_holds_only_what_every_backend_takes():
+    names = [f.name for f in fields(Request)]
+    assert len(names) == 22 and "options" in names
+    for own in ("nsys_args", "ncu_set", "clock_control", "timer", "kernel_clock", "max_noise", "flush_l2"):
+        assert own not in names
+    assert backends.backend_class("ncu").Options.names() == [
+        "ncu",
+        "ncu_set",
+        "ncu_sections",
+        "ncu_metrics",
+        "clock_control",
+        "cache_control",
+        "ncu_args",
+    ]
+    assert backends.backend_class("nsys").Options.names() == ["nsys", "nsys_args", "trace_osrt"]
+    assert backends.backend_class("time").Options.names() == [
+        "flush_l2",
+        "timer",
+        "gpu_sleep_us",
+        "cuda_graph",
+        "kernel_clock",
+        "max_noise",
+        "min_samples",
+        "min_time",
+        "max_time",
+    ]
+    assert backends.backend_class("torch-trace").Options.names() == []
+    assert backends.backend_class("proton").Options.names() == []
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: str(p.parent.relative_to(FIXTURES / "runs")))
+def test_an_old_flat_record_loads_and_round_trips(path):
+    old = json.loads(path.read_text())["request"]
+    req = backends.request_from_record(old)
+    assert (req.workload, req.backend, req.size, req.dtype, req.device, req.iters) == (
+        old["workload"],
+        old["backend"],
+        old["size"],
+        old["dtype"],
+        old["device"],
+        old["iters"],
+    )
+    opts = req.options if isinstance(req.options, dict) else req.options.to_json()
+    # every option of its backend that the old record held, as it held it
+    assert {k: v for k, v in old.items() if k in opts} == {k: v for k, v in opts.items() if k in old}
+    assert backends.request_from_record(req.to_json()) == req
+    assert json.loads(json.dumps(req.to_json())) == req.to_json()
+
+
+def test_a_record_names_its_backends_options_apart(fixture_runs=FIXTURES / "runs"):
+    old = json.loads((fixture_runs / "h100" / "time-square-kernel-clock" / "manifest.json").read_text())
+    req = backends.request_from_record(old["request"])
+    assert (req.options.timer, req.options.gpu_sleep_us, req.options.max_time) == ("blocking", 100.0, 1.0)
+    rec = req.to_json()
+    assert rec["options"]["timer"] == "blocking" and "timer" not in rec and "ncu_set" not in rec
+    ncu = backends.request("square", "ncu", ncu_sections=["SpeedOfLight"], clock_control="base")
+    assert ncu.to_json()["options"] == {
+        "ncu": None,
+        "ncu_set": None,
+        "ncu_sections": ["SpeedOfLight"],
+        "ncu_metrics": [],
+        "clock_control": "base",
+        "cache_control": "all",
+        "ncu_args": [],
+    }
+
+
+def test_an_option_of_another_backend_is_refused_by_name():
+    with pytest.raises(UsageError, match="time takes no option ncu_set; its own: cuda_graph, flush_l2"):
+        backends.request("square", "time", ncu_set="full")
+    with pytest.raises(UsageError, match="--timer 'fast' unknown"):
+        backends.request("square", "time", timer="fast").validate()
+    with pytest.raises(UsageError, match="--metrics 'a b' is not a metric name"):
+        backends.request("square", "ncu", ncu_metrics=["a b"]).validate()
