@@ -63,7 +63,8 @@ def plan(req: Request, sub: str | None = None) -> Any:
 
 
 def profile(workload: str, backend: str = "time", **options: Any) -> Run | MultiRun:
-    """Run `workload` under `backend` once and return the Run (see Request for the options).
+    """Run `workload` under `backend` once and return the Run (the options: Request's fields, and
+    the backend's own, its Options' fields, e.g. ncu_set="full").
     Every backend into one folder is `profile_all`; every size or dtype, `sweep`. (With
     --each-gpu the one point runs on every worker's GPU: a MultiRun.)
 

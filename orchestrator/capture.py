@@ -410,11 +410,13 @@ def _finish_run(
     borrowed: dict[str, Any] | None = None,
     manifest=None,
     copy: Path | None = None,
+    parsed=None,
 ):
     """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
     final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
-    imported capture, which an error reading it names as the user's file (`source`)."""
+    imported capture, which an error reading it names as the user's file (`source`). `parsed()`:
+    the backend's Parsed of what `manifest()` already read (ncu's report), read once."""
     from orchestrator.execution import conclude, reporting_error
 
     t0 = time.monotonic()
@@ -455,7 +457,7 @@ def _finish_run(
         manifest = nsys_manifest
     if manifest is not None and (error is None or located is not None):
         try:
-            run = _capture_report(rf, manifest, error, located, handed)
+            run = _capture_report(rf, manifest, error, located, handed, parsed)
         except BaseException as raised:
             exc = _as_given(raised, copy, source) if isinstance(raised, GprofError) else raised
             if error is None and isinstance(exc, GprofError):
@@ -469,7 +471,7 @@ def _finish_run(
     return conclude(rf, run, status, error, unreadable_input=unreadable)
 
 
-def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list):
+def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list, given=None):
     """The capture's workload.json written (`manifest()`'s), its Run built (not written). pandas is
     imported here, inside the caller's guard: a Ctrl-C during its import ends the run as any other."""
     from orchestrator.results import build_report
@@ -479,7 +481,7 @@ def _capture_report(rf, manifest, error: GprofError | None, located: Path | None
     if _stopped_inside(wman, error):
         rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
     write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-    parsed = None
+    parsed = given() if given is not None else None
     if handed:  # the rows from the export already in memory, by workload.json as written
         from orchestrator.backends.program import ProgramBackend, frame_from_capture
 

@@ -71,11 +71,13 @@ def import_ncu(
         shutil.copyfile(src, dest)
         rf.add_command("import", ["cp", str(src), str(dest)])
 
+    read: list = []  # the report manifest() read, which the report is built from
+
     def manifest() -> dict[str, Any]:
         from orchestrator.backends import ncu, ncu_tool
 
-        # the backend's own read, which its parse then finds already done
         rep = ncu.read_report(dest, domain, prefix)
+        read.append(rep)
         held = None
         if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
             held = list(
@@ -93,7 +95,7 @@ def import_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
+    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
 
 
 def ncu_manifest(
@@ -257,10 +259,13 @@ def profile_program_ncu(
                 log=res.stderr,
             )
 
+    read: list = []  # the report manifest() read, which the report is built from
+
     def manifest() -> dict[str, Any]:
         from orchestrator.backends import ncu
 
         rep = ncu.read_report(rf.path / REPORT, domain, prefix)
+        read.append(rep)
         return ncu_manifest(
             rep,
             domain,
@@ -271,4 +276,15 @@ def profile_program_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)
+    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest, parsed=_parsed(rf, read))
+
+
+def _parsed(rf, read: list):
+    """The ncu backend's Parsed of the report manifest() read (into `read`): the file read once."""
+
+    def parsed():
+        from orchestrator import backends
+
+        return backends.get("ncu").parsed_from(rf, read.pop()) if read else None
+
+    return parsed

@@ -257,15 +257,14 @@ def _request_kwargs(kw: dict) -> dict:
     return {"fmt": fmt, **kw}
 
 
-def _entry(workload: str, command: str, kw: dict):
+def _entry(workload: str, backend: str, kw: dict):
     """The library call a command means: every backend (`all`), a sweep (a list of sizes or
     dtypes), or one run."""
     from orchestrator import api, backends
     from orchestrator.request import parse_list
 
-    backend = command
     sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
-    if backends.is_all(command):
+    if backends.is_all(backend):
         return lambda: api.profile_all(workload, argv=sys.argv, **kw)
     if len(sizes) > 1 or len(dtypes) > 1:
         rest = {k: v for k, v in kw.items() if k not in ("size", "dtype")}

@@ -57,3 +57,15 @@ def test_nsys_hands_its_lost_events_with_the_frame(h200_run):
     parsed = backends.get("nsys").parse(RunFolder.open(h200_run("nsys-sigint-lost", "h200-faults")))
     assert parsed.lost.startswith("nsys reported errors while processing the raw events")
     assert parsed.findings is None and parsed.warnings == []
+
+
+def test_an_imported_ncu_report_is_read_once_for_its_workload_json_and_its_table(tmp_path, monkeypatch):
+    from conftest import FIXTURES
+
+    from orchestrator import import_capture
+    from orchestrator.backends import ncu_tool
+
+    loads = _counting(monkeypatch, ncu_tool, "load")
+    run = import_capture(FIXTURES / "runs" / "h200" / "ncu-square" / "report.ncu-rep.xz", out=tmp_path / "i")
+    assert len(loads) == 1 and run.status == "ok"
+    assert list(run.table["variant"]) == ["torch_square", "mul", "pow", "triton", "numba"]

@@ -316,10 +316,12 @@ class NcuBackend(ToolBackend):
     def parse(self, rf: RunFolder) -> Parsed:
         """The run's report, read once: its unified frame, ncu's rule results as the findings, and
         the warnings (_warnings); `meta["report"]`: the ncu_rep.NcuReport read."""
-        wman = rf.workload_manifest()
-        rep = _load_report(rf)
+        return self.parsed_from(rf, _load_report(rf))
+
+    def parsed_from(self, rf: RunFolder, rep) -> Parsed:
+        """The Parsed of a report already read (an import's, read for its workload.json)."""
         return Parsed(
-            frame_from_ncu_report(rep, wman, run=rf.path.name),
+            frame_from_ncu_report(rep, rf.workload_manifest(), run=rf.path.name),
             findings=rep.rules,
             warnings=_warnings(rf, rep),
             meta={"report": rep},
