@@ -187,28 +187,6 @@ def range_instances(variant: pd.Series) -> dict[str, int]:
     return {str(v): int(n) for v, n in variant[starts].value_counts(sort=False).items()}
 
 
-def ncu_program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
-    """`ncu` over the whole program: every kernel with its NVTX stack (`--nvtx`), the sections
-    and metrics `gprof-orch ncu` collects (so the table has the same columns), one report."""
-    from orchestrator.backends.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, LOG, table_metrics
-
-    metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
-    return [
-        exe,
-        "--nvtx",
-        *[a for s in DEFAULT_SECTIONS for a in ("--section", s)],
-        "--metrics",
-        metrics,
-        "--export",
-        str(run_dir / REPORT),
-        "--force-overwrite",
-        "--log-file",
-        str(run_dir / "logs" / LOG),
-        *ncu_args,
-        *argv,
-    ]
-
-
 def profile_program_ncu(
     argv: list[str],
     *,
@@ -223,14 +201,15 @@ def profile_program_ncu(
     it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
     any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
     the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
-    from orchestrator import envinfo, proc, tools
+    from orchestrator import backends, envinfo, proc, tools
     from orchestrator.capture import ProgramRequest, _finish_run
     from orchestrator.errors import ToolFailedError
     from orchestrator.runfolder import RunFolder
 
     req = ProgramRequest(argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
     domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
-    found = tools.find("ncu", ncu, timeout=req.timeout)  # a missing ncu fails here, before a folder exists
+    be = backends.get("ncu")  # the registry's ncu backend builds the command, as `exec nsys`'s does
+    found = tools.find(be.tool_spec(), ncu, timeout=req.timeout)  # missing: fails before a folder exists
     name = req.workload_name()
     rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
     rf.update(
@@ -240,7 +219,7 @@ def profile_program_ncu(
         notes=[],
         program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"},
     )
-    cmd = ncu_program_argv(str(found.path), req.argv, rf.path.resolve(), list(ncu_args or []))
+    cmd = be.program_argv(str(found.path), req.argv, rf.path.resolve(), list(ncu_args or []))
 
     def step() -> None:
         rf.add_command("ncu", cmd)

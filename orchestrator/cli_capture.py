@@ -243,12 +243,13 @@ def exec_ncu(
     from orchestrator import capture_ncu
 
     if dry_run:
-        from orchestrator import tools
+        from orchestrator import backends, tools
         from orchestrator.proc import format_argv
 
-        exe = str(tools.find("ncu", ncu, with_version=False).path)
+        be = backends.get("ncu")
+        exe = str(tools.find(be.tool_spec(), ncu, with_version=False).path)
         where = Path(out).resolve() if out else Path("<run-folder>")
-        click.echo(format_argv(capture_ncu.ncu_program_argv(exe, list(cmd), where, list(ncu_args))))
+        click.echo(format_argv(be.program_argv(exe, list(cmd), where, list(ncu_args))))
         return
     _run_and_print(
         lambda: capture_ncu.profile_program_ncu(

@@ -219,6 +219,27 @@ class NcuBackend(ToolBackend):
         ]
         return [Step("ncu", argv, ok_codes=(0, 1))]
 
+    @staticmethod
+    def program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
+        """`exec ncu`'s command (pure): ncu over a whole program, every kernel with its NVTX stack
+        (`--nvtx`), the sections and metrics `gprof-orch ncu` collects (so the table has the same
+        columns), one report."""
+        metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
+        return [
+            exe,
+            "--nvtx",
+            *[a for s in DEFAULT_SECTIONS for a in ("--section", s)],
+            "--metrics",
+            metrics,
+            "--export",
+            str(run_dir / REPORT),
+            "--force-overwrite",
+            "--log-file",
+            str(run_dir / "logs" / LOG),
+            *ncu_args,
+            *argv,
+        ]
+
     def execute(self, req: Request, rf: RunFolder) -> None:
         """Run ncu once, record its command and settings in the manifest, then raise what its log
         says went wrong (check_result)."""
