@@ -144,3 +144,20 @@ def test_a_bad_registry_line_is_a_usage_error(tmp_path):
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert "$GPROF_ORCH_BACKENDS: 'fake=nomodule' is not name=module:Class[:summary]" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_no_backend_is_named_in_a_test_outside_its_package():
+    """What only one backend does is a hook it declares (Backend.footer, once_note,
+    compares_medians, self_test, doctor_items): the rest of the tree never tests a backend's name
+    nor probes a backend for a hook, so a new backend needs no edit there."""
+    import re
+
+    found = []
+    for pkg in ("orchestrator", "reports"):
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            if path.parent.name == "backends":
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"backend ==|backend !=|backend in \(|hasattr\(cls", line):
+                    found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert found == []

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from orchestrator.backends.options import BackendOptions
 from orchestrator.errors import UnknownNameError, UsageError
 from orchestrator.request import Request
 
@@ -127,26 +128,28 @@ def merged_sources(names) -> dict:
     }
 
 
+def option_names(backend: str) -> set[str]:
+    """The names of `backend`'s own options (its Options' fields); `all`: every one of its backends'."""
+    names = of_all() if is_all(backend) else [backend]
+    return {n for b in names for n in backend_class(b).Options.names()}
+
+
 def request(workload: str, backend: str = "time", **options: Any) -> Request:
     """A Request from flat keyword arguments (a command's options, profile()'s): each generic one
     to its field, the backend's own to its Options (`all`: every one of its backends' options, as
-    a dict). A name neither takes is a UsageError naming the valid ones."""
+    a dict; `options=` may also give them). A name neither takes is a UsageError naming the valid
+    ones."""
     generic = {f.name for f in fields(Request)} - {"workload", "backend", "options"}
     own = {k: options.pop(k) for k in [k for k in options if k not in generic]}
-    own.update(own.pop("options", None) or {})
-    if is_all(backend):
-        known = {n for b in of_all() for n in backend_class(b).Options.names()}
-        opts: Any = own
-    else:
-        cls = backend_class(backend).Options
-        known, opts = set(cls.names()), None
+    given = own.pop("options", None)
+    own.update(given.to_json() if isinstance(given, BackendOptions) else given or {})
+    known = option_names(backend)
     unknown = sorted(set(own) - known)
     if unknown:
         raise UsageError(
             f"{backend} takes no option {', '.join(unknown)}; its own: {', '.join(sorted(known)) or 'none'}"
         )
-    if opts is None:
-        opts = cls.build(own)
+    opts = own if is_all(backend) else backend_class(backend).Options.build(own)
     return Request(workload=workload, backend=backend, options=opts, **options)
 
 
@@ -154,18 +157,13 @@ def request_from_record(record: dict[str, Any]) -> Request:
     """The Request a run folder's request record (manifest.json's "request") holds: "options"
     nested (this version), or the flat keys of older records, where every backend's options were
     fields of the Request (those of other backends are dropped)."""
-    rec = dict(record)
-    backend = rec.pop("backend", "time")
-    generic = {f.name for f in fields(Request)} - {"options"}
-    own = {**{k: v for k, v in rec.items() if k not in generic}, **(rec.get("options") or {})}
-    own.pop("options", None)
-    names = (
-        {n for b in of_all() for n in backend_class(b).Options.names()}
-        if is_all(backend)
-        else set(backend_class(backend).Options.names())
-    )
-    kw = {k: v for k, v in rec.items() if k in generic - {"workload"}}
-    return request(rec.get("workload", ""), backend, **kw, **{k: v for k, v in own.items() if k in names})
+    generic = {f.name for f in fields(Request)} - {"workload", "backend", "options"}
+    backend = record.get("backend", "time")
+    names = option_names(backend)
+    flat = {k: v for k, v in record.items() if k in names}  # an older record's
+    own = {**flat, **{k: v for k, v in (record.get("options") or {}).items() if k in names}}
+    kw = {k: v for k, v in record.items() if k in generic}
+    return request(record.get("workload", ""), backend, **kw, **own)
 
 
 def point_options(req: Request, backend: str) -> dict[str, Any]:
@@ -173,5 +171,5 @@ def point_options(req: Request, backend: str) -> dict[str, Any]:
     (a backend of `all` takes only its own of the parent's)."""
     d = {k: v for k, v in req.to_json().items() if k not in ("workload", "backend")}
     opts = d.pop("options") or {}
-    names = set(backend_class(backend).Options.names())
+    names = option_names(backend)
     return {**d, **{k: v for k, v in opts.items() if k in names}}

@@ -96,7 +96,7 @@ class Backend:
     Options: type[BackendOptions] = BackendOptions
     # set by plan() while it builds the commands: runner_argv() writes no spec.json then
     planning = False
-    # `all` and `compare` take this backend's run as a parent folder's own measurement
+    # `compare` of an `all` folder sets this backend's run against the other side (time's)
     compares_medians = False
 
     def measures(self, workload: dict, frame: pd.DataFrame) -> dict[str, str]:
