@@ -41,7 +41,7 @@ class Run:
     kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
     # ncu's rule results per variant (reports.why.findings_table); empty for other backends
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # why the profiler's report may lack part of what ran (Backend.lost_events, read once), or None
+    # why the profiler's report may lack part of what ran (Parsed.lost, read once), or None
     lost: str | None = None
 
     @property

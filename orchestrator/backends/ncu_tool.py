@@ -177,7 +177,7 @@ def _read_with_ncu_import(
     except ParseError as exc:
         raise ParseError(path, f"ncu --import gave no usable CSV: {exc.reason}", hint=exc.hint) from exc
     # the findings are read apart: a details page this reader cannot read costs the findings (the
-    # report says why, NcuBackend.warnings), not the measurements of the raw page
+    # report says why, its warnings in NcuBackend.parse), not the measurements of the raw page
     try:
         text = _export_page(path, details_argv(ncu, path), "ncu-import-details", log_dir, timeout)
         rules = ncu_rep.read_csv_details(text, domain=domain, prefix=prefix)
