@@ -86,8 +86,11 @@ def columns(
         return ""
     row["tflop_s"] = flops / median_ns / 1e3  # FLOPs per ns / 1e3 = TFLOP/s
     row["flops_source"] = source
-    peak = (env.get("peak_flops") or {}).get(v.get("flop_unit"))
-    roof = ((env.get("compute_roof") or {}).get(v.get("flop_unit")) or {}).get("flop_per_s")
+    unit = v.get("flop_unit")
+    peak = _rate(_dict(env.get("peak_flops")).get(unit) if isinstance(unit, str) else None)
+    roof = _rate(
+        _dict(_dict(env.get("compute_roof")).get(unit)).get("flop_per_s") if isinstance(unit, str) else None
+    )
     row["pct_of_peak_flops"] = row["tflop_s"] * 1e14 / peak if peak else np.nan
     row["pct_of_measured_flops"] = row["tflop_s"] * 1e14 / roof if roof else np.nan
     moved = g.loc[g["metric"] == "bytes_moved", "value"]
@@ -101,6 +104,17 @@ def columns(
     if verdict and not (isinstance(row.get("bound"), str) and row["bound"]):
         row["bound"] = verdict
     return source
+
+
+def _dict(x: Any) -> dict:
+    """x where it is a mapping, else {}: workload.json's env as written, or left out by an older run."""
+    return x if isinstance(x, dict) else {}
+
+
+def _rate(x: Any) -> float | None:
+    """A rate as workload.json holds it: a finite number above 0, else None (no peak)."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+    return float(x) if ok else None
 
 
 def why_lead(r: pd.Series) -> str:
@@ -140,13 +154,15 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
     measured = set(table.loc[table["tflop_s"].notna(), "variant"])
     units = list(
         dict.fromkeys(
-            v["flop_unit"] for v in w.get("variants", []) if v.get("flop_unit") and v["name"] in measured
+            v["flop_unit"]
+            for v in w.get("variants", [])
+            if isinstance(v.get("flop_unit"), str) and v["name"] in measured
         )
     )
-    names, peaks = env.get("flop_units") or {}, env.get("peak_flops") or {}
+    names, peaks = _dict(env.get("flop_units")), _dict(env.get("peak_flops"))
     source = env.get("peak_flops_source", "")
     lines = []
-    known = [u for u in units if peaks.get(u)]
+    known = [u for u in units if _rate(peaks.get(u))]
     if known:
         against = ", ".join(f"{peaks[u] / 1e12:,.0f} TFLOP/s ({source}: {names.get(u, u)})" for u in known)
         lines.append(f"% peak FLOP/s against {against}; TFLOP/s counts the FLOPs each variant declares")
@@ -164,8 +180,8 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
             f"TFLOP/s of {', '.join(meta)} from the FLOPs its Triton kernels' launch_metadata declares "
             "(the workload declares none)"
         )
-    roofs = env.get("compute_roof") or {}
-    shown = [u for u in units if (roofs.get(u) or {}).get("flop_per_s")]
+    roofs = _dict(env.get("compute_roof"))
+    shown = [u for u in units if _rate(_dict(roofs.get(u)).get("flop_per_s"))]
     if shown and table.get("pct_of_measured_flops", pd.Series(dtype=float)).notna().any():
         lines.append(
             "% of measured FLOP roof against "

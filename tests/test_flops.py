@@ -294,3 +294,47 @@ def test_report_of_a_folder_whose_flops_is_not_a_count_says_so(tmp_path):
     assert res.returncode == 4, res.stdout + res.stderr
     assert '"flops" is -1, not a count of FLOPs' in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_proton_fills_tflops_from_the_triton_kernels_launch_metadata(h200_run):
+    """The H200 proton run of proton-axpy (tests/fixtures/runs/h200-proton): its workload declares
+    no FLOPs, its Triton kernel's launch_metadata does (2 an element): that fills TFLOP/s."""
+    from orchestrator import load_run
+
+    run = load_run(h200_run("proton-axpy", "h200-proton"), write=False)
+    t = run.table.set_index("variant")
+    numel = int(run.workload["numel"])
+    assert t.loc["triton_axpy", "tflop_s"] == pytest.approx(
+        2.0 * numel / (t.loc["triton_axpy", "time_median_us"] * 1e6)
+    )
+    assert t.loc["triton_axpy", "flops_source"] == "launch_metadata"
+    assert math.isnan(t.loc["torch_two_ops", "tflop_s"]) and math.isnan(
+        t.loc["triton_axpy", "pct_of_peak_flops"]
+    )
+    assert (
+        "TFLOP/s of triton_axpy from the FLOPs its Triton kernels' launch_metadata declares (the workload "
+        "declares none)" in run.footer()
+    )
+
+
+def test_the_measured_flop_roof_fills_its_column_and_its_line():
+    frame, wman = _h200_bf16_matmul(1.37)
+    method = "torch.matmul of two 8192x8192 bfloat16 matrices, median of 10 calls by CUDA events"
+    wman["env"]["compute_roof"] = {"bf16": {"flop_per_s": 850e12, "method": method}}
+    table = variant_table(frame, wman)
+    assert table.iloc[0]["pct_of_measured_flops"] == pytest.approx(2 * N**3 / 1.37e-3 / 850e12 * 100)
+    assert (
+        flops.footer_lines(table, wman)[-1]
+        == f"% of measured FLOP roof against 850 TFLOP/s for bf16 ({method})"
+    )
+    assert "94% of the measured FLOP roof" in why.explain(table, frame, wman).iloc[0]
+
+
+def test_a_damaged_env_leaves_the_peak_empty_without_a_traceback():
+    frame, wman = _h200_bf16_matmul(1.37)
+    wman["env"].update(peak_flops=5, compute_roof=["x"], flop_units=None)
+    table = variant_table(frame, wman)
+    assert math.isnan(table.iloc[0]["pct_of_peak_flops"]) and table.iloc[0]["tflop_s"] > 800
+    assert flops.footer_lines(table, wman) == [
+        "no peak FLOP/s for bf16 (NVIDIA H200 datasheet): % peak FLOP/s left empty"
+    ]
