@@ -339,3 +339,29 @@ def test_a_damaged_env_leaves_the_peak_empty_without_a_traceback():
     assert flops.footer_lines(table, wman) == [
         "no peak FLOP/s for bf16 (NVIDIA H200 datasheet): % peak FLOP/s left empty"
     ]
+
+
+# -- the Triton matmul kernel (the interpreter on the CPU; conftest sets TRITON_INTERPRET=1) ------
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("float16", 1e-3), ("bfloat16", 1e-2)])
+def test_triton_matmul_matches_torch_at_sizes_that_are_no_multiple_of_its_tiles(dtype, tol):
+    import torch
+
+    from workloads.kernels.triton_matmul import declared, triton_matmul
+
+    g = torch.Generator().manual_seed(0)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(70, 50, generator=g).to(dev, getattr(torch, dtype))
+    b = torch.randn(50, 90, generator=g).to(dev, getattr(torch, dtype))
+    ref = a.double() @ b.double()
+    got = triton_matmul(a, b)
+    assert got.shape == (70, 90) and got.dtype == a.dtype
+    assert float((got.double() - ref).norm() / ref.norm()) < tol
+    # what proton reads at each launch: 2 M N K FLOPs at the inputs' width, a, b and c once
+    size = a.element_size()
+    args = {"a_ptr": a, "M": 70, "N": 90, "K": 50}
+    assert declared(None, None, args) == {
+        f"flops{8 * size}": 2.0 * 70 * 90 * 50,
+        "bytes": size * (70 * 50 + 50 * 90 + 70 * 90),
+    }
