@@ -17,6 +17,7 @@ import pandas as pd
 from orchestrator import backends
 from orchestrator.errors import EXIT_INCOMPLETE, ParseError
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
+from reports import flops
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -113,6 +114,7 @@ class Run:
                 f"probe's on this GPU ({roof.get('method', '')}); the events hold a few us a call that "
                 f"ncu's kernel times leave out, so a kernel may show a few % over 100"
             )
+        lines += flops.footer_lines(self.table, w)
         unsized = [
             v["name"]
             for v in w.get("variants", [])

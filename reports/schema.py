@@ -134,6 +134,8 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 INT_OR_3G = "int-or-3g"
 # a percentage: one decimal, and 2 significant digits below 0.1 (a 0.048% DRAM reading is not "0.0")
 PCT = "pct"
+# a rate: 3 significant digits, never an exponent (989, 12.3, 0.0412; 1,979 for FP8)
+SIG3 = "sig3"
 # how a variant's launches combine for a metric read per kernel: each launch weighted by its duration
 TIME_WEIGHTED = "time-weighted"
 
@@ -225,6 +227,15 @@ REPORT_COLUMNS: list[Column] = [
     Column("cpu_median_us", "CPU us", "{:.1f}"),
     Column("launch_cpu_us", "launch CPU us", "{:.1f}"),
     Column("gpu_busy_pct", "GPU busy %", "{:.0f}", source="gpu_busy_fraction", agg="median", scale=100.0),
+    # reports/flops.py: the FLOPs a variant declares (its workload's `flops`, or its Triton kernels'
+    # launch_metadata under proton) over its median, against the datasheet's peak for its unit and
+    # the measured compute roof (workloads/compute_roof.py); empty for a workload that declares none
+    Column("tflop_s", "TFLOP/s", SIG3),
+    Column("pct_of_peak_flops", "% peak FLOP/s", PCT),
+    Column("pct_of_measured_flops", "% of measured FLOP roof", PCT),
+    Column("flops_per_byte", "declared FLOP/byte", "{:.3g}", shown=False),
+    Column("ridge_flops_per_byte", "ridge FLOP/byte", "{:.3g}", shown=False),
+    Column("flops_source", "FLOPs from", shown=False, blank=""),
     Column("achieved_gb_s", "GB/s", "{:.0f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
     Column("pct_of_peak_bw", "% peak BW", "{:.1f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
     # ncu's readings are time-weighted over the variant's launches (reports/kernels.py): a median

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import schema
+from reports import flops, schema
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import point as roofline_point
@@ -130,6 +130,7 @@ def _variant_row(
         t, kernel_sets[name] = _measured_columns(
             row, g, iters, env.get("peak_bandwidth_bytes_per_s"), roof.get("bytes_per_s")
         )
+        flops.columns(row, g, v, env, t["median"], iters)
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workloads.devices import MATH
 from workloads.errors import UnknownNameError, UsageError
 
 # What a variant may need. Each has a probe in workloads.environment.
@@ -58,6 +59,9 @@ class Variant:
     setup: Callable[[], Any] | None = None
     dtypes: tuple[str, ...] | None = None  # None: every dtype of the workload
     tolerance: float | None = None  # overrides the workload's, for this variant
+    # which unit its FLOPs run on (workloads/devices.py MATH): "tensor", "tf32", "fp8" or "simt";
+    # None: inferred from the dtype (half types on tensor cores, float32/float64 off them)
+    math: str | None = None
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
@@ -65,6 +69,8 @@ class Variant:
         unknown = set(self.needs) - set(NEEDS)
         if unknown:
             raise ValueError(f"variant {self.name!r} needs unknown {sorted(unknown)}; known: {sorted(NEEDS)}")
+        if self.math is not None and self.math not in MATH:
+            raise ValueError(f"variant {self.name!r}: math {self.math!r} is not one of {', '.join(MATH)}")
         if not self.label:
             object.__setattr__(self, "label", self.name)
 
@@ -86,6 +92,9 @@ class Workload:
     bytes_moved: the fewest bytes a variant must move through memory for an input of `numel`
     elements of `itemsize` bytes (each input read once, each output written once); achieved GB/s
     and % of peak are computed from it.
+    flops: the floating-point operations one call does for an input of `shape` and `dtype` (a
+    dtype name: "bfloat16"), e.g. 2 n^3 for an n x n matmul; TFLOP/s and % of peak FLOP/s are
+    computed from it. None: the workload declares none (the columns stay empty).
     """
 
     name: str
@@ -107,6 +116,7 @@ class Workload:
     # a --workload-file workload named like a built-in replaces it (the user's wins), and says so
     replaces_builtin: bool = False
     tags: tuple[str, ...] = field(default_factory=tuple)
+    flops: Callable[[tuple[int, ...], str], float] | None = None
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):
