@@ -140,6 +140,11 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
                 kernels=run.kernels if per_kernel else None,
             )
         )
+    ops = getattr(run, "ops", None)
+    if click.get_current_context().meta.get("gprof.ops") and ops is not None and fmt in ("table", "markdown"):
+        from reports import operators
+
+        click.echo("\n" + operators.render_tree(ops, fmt))
     if fmt == "table" and run.saved:
         csv = (
             ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""

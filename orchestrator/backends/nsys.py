@@ -17,6 +17,7 @@ from orchestrator.backends.nsys_failures import (
     SAFE_LAUNCHES,
     no_report,
 )
+from orchestrator.backends.ops_option import ops_option
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -82,7 +83,16 @@ class NsysBackend(ToolBackend):
                 help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
                 "auto without a GPU).",
             ),
+            ops_option(),
         ]
+
+    def run_spec(self, req: Request, run_dir: Path | None = None):
+        """The runner's spec, with `ops` (--ops): the measured iterations under emit_nvtx, an NVTX
+        range per aten operator for the operator view."""
+        from dataclasses import replace
+
+        spec = super().run_spec(req, run_dir)
+        return replace(spec, ops=True) if req.options.get("ops") else spec
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
