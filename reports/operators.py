@@ -102,12 +102,14 @@ def _order(path: str, ops: set[str], first: dict[str, int]) -> tuple:
     return (path.startswith(OUTSIDE_OPS), key)
 
 
-def render_tree(table: pd.DataFrame, fmt: str = "table") -> str:
-    """The operator table under its title (text or Markdown); a line saying so when it is empty."""
+def render_tree(table: pd.DataFrame, fmt: str = "table", why: str = "") -> str:
+    """The operator table under its title (text or Markdown); a line saying so when it is empty
+    (`why`: the runner's reason, workload.json's `ops`)."""
     from reports import render
 
     if table.empty:
         empty = "no operators: this run recorded none (torch-trace, or nsys with --ops, records them)"
+        empty = f"no operators: {why}" if why else empty
         return f"### {TITLE}\n\n{empty}\n" if fmt == "markdown" else f"{TITLE}\n{empty}"
     shown = table.drop(columns=["path"])
     return render.to_markdown(shown, TITLE) if fmt == "markdown" else render.to_text(shown, TITLE)

@@ -337,6 +337,16 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
     return False
 
 
+def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dict) -> pd.DataFrame | None:
+    """The operator table of a run made with --ops whose runner could emit the operators' NVTX
+    ranges (workload.json's `ops`); None otherwise."""
+    if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
+        return None
+    from orchestrator.parsers import nsys_ops
+
+    return nsys_ops.operators(export, ranges, attributed)
+
+
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     from orchestrator.parsers import nsys_sqlite as ns
@@ -367,11 +377,16 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         attributed, ranges
     )  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
+    ops = _operators(export, ranges, attributed, wman)
     del export  # the export's frames are no longer needed: free them before the rows are built
     rows = RowMaker(run, "nsys", wman["workload"])
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
+    if ops is not None:
+        from reports import operators
+
+        operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
     for variant in missing:
         # the workload ran it, the report lost it (nsys lost events):
         # the table says so on its row and keeps the variants that are there

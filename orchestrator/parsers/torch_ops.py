@@ -57,17 +57,27 @@ def nest(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def operators(trace: tt.TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str = "iter") -> pd.DataFrame:
-    """Per variant, one row per operator path (kind "op": calls, Self CPU and Self CUDA ns per
-    iteration) and one per GPU activity under it (kind kernel/memset/memcpy: launches and GPU ns
-    per iteration, `operator` its name), plus OUTSIDE_OPS for GPU work inside an iteration that
-    no operator launched. Empty (COLUMNS) when the trace has no variant iterations."""
+    """The operator table (aggregate()) of a torch.profiler trace; empty when the trace has no
+    variant iterations."""
     _, iters = tt.variant_ranges(trace, prefix, iter_label)
     if iters.empty:
         return pd.DataFrame(columns=COLUMNS)
-    counts = iters.groupby("variant")["iteration"].nunique()
     ops = nest(trace.events)
+    gpu = tt.attribute(trace, prefix, iter_label)
+    return aggregate(ops, iters, gpu[gpu["variant"].notna() & (gpu["iteration"] >= 0)])
+
+
+def aggregate(ops: pd.DataFrame, iters: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, one row per operator path (kind "op": calls, Self CPU and Self CUDA ns per
+    iteration) and one per GPU activity under it (kind kernel/memset/memcpy: launches and GPU ns
+    per iteration, `operator` its name), plus OUTSIDE_OPS for GPU work inside an iteration that
+    no operator launched. `ops`: nest()'s; `iters`: the iteration ranges (tid, start_ns, end_ns,
+    variant, iteration); `gpu`: the GPU activities launched inside them (variant, correlation,
+    kind, kernel, duration_ns)."""
+    counts = iters.groupby("variant")["iteration"].nunique()
+    iters = iters.reset_index(drop=True)
     where = tt._containing(ops.assign(t=ops["start_ns"]), iters.assign(key=iters.index), "key")
-    ops["variant"] = where.map(lambda k: iters.at[k, "variant"] if k is not None else None)
+    ops = ops.assign(variant=where.map(lambda k: iters.at[k, "variant"] if k is not None else None))
     cpu = ops[(ops["cat"] == "cpu_op") & ops["variant"].notna()]
     parts = [
         cpu.groupby(["variant", "path"], sort=False)
@@ -75,7 +85,7 @@ def operators(trace: tt.TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str 
         .reset_index()
         .assign(kind="op", self_cuda_ns=0.0)
     ]
-    gpu = _launched(trace, ops, prefix, iter_label)
+    gpu = _owned(gpu, ops)
     if len(gpu):
         own = gpu.groupby(["variant", "path"], sort=False)["duration_ns"].sum()
         key = pd.MultiIndex.from_frame(parts[0][["variant", "path"]])
@@ -99,11 +109,9 @@ def operators(trace: tt.TorchTrace, prefix: str = RANGE_PREFIX, iter_label: str 
     return out
 
 
-def _launched(trace: tt.TorchTrace, ops: pd.DataFrame, prefix: str, iter_label: str) -> pd.DataFrame:
-    """The GPU activities launched inside a variant's iterations, each with the path of the
-    operator whose runtime call launched it (OUTSIDE_OPS where none encloses that call)."""
-    gpu = tt.attribute(trace, prefix, iter_label)
-    gpu = gpu[gpu["variant"].notna() & (gpu["iteration"] >= 0)]
+def _owned(gpu: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The GPU activities, each with the path of the operator whose runtime call launched it
+    (OUTSIDE_OPS where none encloses that call)."""
     rt = ops[ops["cat"].isin(tt.RUNTIME_CATS) & (ops["correlation"] >= 0)]
     rt = rt.drop_duplicates("correlation").set_index("correlation")
     paths = ops["path"].to_numpy(dtype=object)

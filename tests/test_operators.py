@@ -1,0 +1,156 @@
+"""The operator view (--ops, reports/operators.py): each variant's aten operators as a tree with
+the GPU work they launched, calls, Self CPU and Self CUDA per iteration (key_averages()'s numbers).
+Through the real CLI on the CPU (real torch.profiler, real nsys), the committed H200 traces (real
+GPU kernels under their operators), and a live GPU run where there is one."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import run_cli
+from test_nsys_parser import NSYS, needs_nsys
+
+ENV = {"GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"}
+RUNS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200"
+
+
+def _ops(doc: dict, variant: str) -> dict[str, float]:
+    """path -> calls/iter of one variant's operators in report.json."""
+    return {r["path"]: r["op_calls_per_iter"] for r in doc["operators"] if r["variant"] == variant}
+
+
+def _run(tmp_path: Path, backend: str, workload: str, *more: str):
+    out = tmp_path / f"{backend}-{workload}"
+    res = run_cli(
+        backend,
+        workload,
+        "--device",
+        "cpu",
+        "--size",
+        "10000",
+        "--iters",
+        "4",
+        "--ops",
+        "-o",
+        str(out),
+        *more,
+        env=ENV,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res, json.loads((out / "report.json").read_text()), out
+
+
+def test_torch_trace_square_ops_tree_on_the_cpu(tmp_path):
+    res, doc, out = _run(tmp_path, "torch-trace", "square")
+    sq, mul, pw = _ops(doc, "torch_square"), _ops(doc, "mul"), _ops(doc, "pow")
+    assert sq["aten::square"] == 1 and sq["aten::square > aten::pow"] == 1
+    assert mul == {"aten::mul": 1.0}
+    assert pw["aten::pow"] == 1 and "aten::square" not in pw
+    # the tree under the table: aten::pow indented under aten::square
+    text = res.stdout.split("operators per variant")[1]
+    lines = [ln for ln in text.splitlines() if ln.startswith("torch_square")]
+    assert lines[0].split()[1] == "aten::square" and lines[1].startswith("torch_square    aten::pow ")
+    assert "Self CPU us/iter" in text and "Self CUDA us/iter" not in text  # no GPU: no Self CUDA column
+    same = {v["variant"]: v["same_ops_as"] for v in doc["variants"]}
+    assert same["torch_square"] == "pow" and same["pow"] == "torch_square" and same["mul"] == ""
+    assert "same operators as" in res.stdout.splitlines()[1]
+    assert doc["operator_chains"]["mul"] == ["aten::mul"]
+    frame = pd.read_parquet(out / "frame.parquet")
+    rows = frame[(frame["metric"] == "op_calls_per_iter") & (frame["variant"] == "torch_square")]
+    assert set(rows["kernel"]) >= {"aten::square", "aten::square > aten::pow"}
+    assert (rows["unit"] == "count").all()
+    page = (out / "report.html").read_text()
+    assert 'id="operators"' in page and 'data-plot="time_vs_memory"' in page
+
+
+def test_torch_trace_mean_sum_div_numel_on_the_cpu(tmp_path):
+    _, doc, _ = _run(tmp_path, "torch-trace", "mean")
+    ops = _ops(doc, "sum_div_numel")
+    assert ops["aten::sum"] == 1 and ops["aten::div"] == 1
+    tops = [r["operator"] for r in doc["operators"] if r["variant"] == "sum_div_numel" and r["depth"] == 0]
+    assert tops == ["aten::sum", "aten::div"]  # in call order
+
+
+def test_report_ops_of_the_committed_h200_square_trace(tmp_path):
+    """A real GPU trace: each kernel under the operator that launched it, and the variant's GPU
+    time split over its operators (plus what no operator launched) within 1%."""
+    folder = tmp_path / "torch-trace-square"
+    shutil.copytree(RUNS / "torch-trace-square", folder)
+    res = run_cli("report", str(folder), "--ops")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((folder / "report.json").read_text())
+    chains = doc["operator_chains"]
+    assert (
+        "aten::square > aten::pow > vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>"
+        in chains["torch_square"]
+    )
+    assert "aten::mul > vectorized_elementwise_kernel<MulFunctor>" in chains["mul"]
+    assert chains["triton"][-1] == "(outside operators) > square_kernel"
+    _assert_self_cuda_sums(doc, folder)
+    assert "Self CUDA us/iter" in res.stdout
+
+
+def _assert_self_cuda_sums(doc: dict, folder: Path) -> None:
+    """Per variant, Self CUDA over its operators and `(outside operators)` (GPU work rows, which
+    have no Self CPU, repeat their operator's) is the mean GPU time of its iterations, within 1%."""
+    frame = pd.read_parquet(folder / "frame.parquet")
+    for v in (v["variant"] for v in doc["variants"] if v["status"] == "ok"):
+        ops = [
+            r
+            for r in doc["operators"]
+            if r["variant"] == v and (r["self_cpu_us"] is not None or r["path"] == "(outside operators)")
+        ]
+        cuda = sum(r["self_cuda_us"] for r in ops)
+        t = frame[(frame["variant"] == v) & (frame["metric"] == "time_ns")]["value"].mean() / 1e3
+        assert t > 0 and abs(cuda - t) <= 0.01 * t, (v, cuda, t)
+
+
+@pytest.mark.nsys
+@needs_nsys
+def test_nsys_ops_on_the_cpu_agrees_with_torch_trace(tmp_path):
+    """nsys --ops: the runner runs the iterations under emit_nvtx. A CPU-only PyTorch has no NVTX
+    (emit_nvtx refuses: "compiled without CUDA"): the run still ends ok, workload.json and the
+    tree say why. With NVTX, the same operators and counts as torch-trace."""
+    res, doc, out = _run(tmp_path, "nsys", "square")
+    said = json.loads((out / "workload.json").read_text())["ops"]
+    import torch
+
+    if torch.version.cuda is None:
+        assert said["nvtx"] is False and "compiled without CUDA" in said["reason"]
+        assert "no operators: the runner could not emit the operators' NVTX ranges" in res.stdout
+        assert "operators" not in doc
+        return
+    assert said == {"nvtx": True}
+    _, tt_doc, _ = _run(tmp_path, "torch-trace", "square")
+    for v in ("torch_square", "mul", "pow"):
+        assert _ops(doc, v) == _ops(tt_doc, v)
+
+
+@pytest.mark.gpu
+@pytest.mark.nsys
+@needs_nsys
+def test_gpu_ops_lecture_statements(tmp_path):
+    """On a GPU: torch.square dispatches aten::square > aten::pow > pow's kernel, as a**2 does;
+    nsys --ops and torch-trace see the same operators, counts and kernels; Self CUDA sums to the
+    variant's GPU time within 1%."""
+    docs = {}
+    for backend in ("torch-trace", "nsys"):
+        out = tmp_path / backend
+        res = run_cli(backend, "square", "--size", "1e6", "--iters", "10", "--ops", "-o", str(out), env=ENV)
+        assert res.returncode == 0, res.stdout + res.stderr
+        docs[backend] = json.loads((out / "report.json").read_text())
+        chains = docs[backend]["operator_chains"]
+        assert any(
+            c.startswith("aten::square > aten::pow > vectorized_elementwise_kernel<pow")
+            for c in chains["torch_square"]
+        )
+        assert any(c.startswith("aten::pow > vectorized_elementwise_kernel<pow") for c in chains["pow"])
+        assert any(c.startswith("aten::mul > vectorized_elementwise_kernel<") for c in chains["mul"])
+        same = {v["variant"]: v["same_ops_as"] for v in docs[backend]["variants"]}
+        assert "pow" in same["torch_square"].split(", ")
+        _assert_self_cuda_sums(docs[backend], out)
+    for v in ("torch_square", "mul", "pow"):
+        assert _ops(docs["nsys"], v) == _ops(docs["torch-trace"], v)
+        assert docs["nsys"]["operator_chains"][v] == docs["torch-trace"]["operator_chains"][v]
