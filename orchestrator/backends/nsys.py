@@ -347,6 +347,13 @@ def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dic
     return nsys_ops.operators(export, ranges, attributed)
 
 
+def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
+    if ops is not None:
+        from reports import operators
+
+        operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
+
+
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     from orchestrator.parsers import nsys_sqlite as ns
@@ -383,10 +390,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
-    if ops is not None:
-        from reports import operators
-
-        operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
+    _operator_rows(rows, ops, ran, on_gpu)
     for variant in missing:
         # the workload ran it, the report lost it (nsys lost events):
         # the table says so on its row and keeps the variants that are there
