@@ -109,23 +109,24 @@ def _assert_self_cuda_sums(doc: dict, folder: Path) -> None:
 
 @pytest.mark.nsys
 @needs_nsys
-def test_nsys_ops_on_the_cpu_agrees_with_torch_trace(tmp_path):
-    """nsys --ops: the runner runs the iterations under emit_nvtx. A CPU-only PyTorch has no NVTX
-    (emit_nvtx refuses: "compiled without CUDA"): the run still ends ok, workload.json and the
-    tree say why. With NVTX, the same operators and counts as torch-trace."""
-    res, doc, out = _run(tmp_path, "nsys", "square")
-    said = json.loads((out / "workload.json").read_text())["ops"]
+@pytest.mark.parametrize("workload", ["square", "mean"])
+def test_nsys_ops_on_the_cpu_agrees_with_torch_trace(tmp_path, workload):
+    """nsys --ops: the measured iterations run with an NVTX range per operator (emit_nvtx; on a
+    CPU-only PyTorch, which has none, workloads/op_nvtx.py's observer), and the nsys reader finds
+    the same operators, in the same tree, with the same calls per iteration as torch-trace."""
+    res, doc, out = _run(tmp_path, "nsys", workload)
     import torch
 
-    if torch.version.cuda is None:
-        assert said["nvtx"] is False and "compiled without CUDA" in said["reason"]
-        assert "no operators: the runner could not emit the operators' NVTX ranges" in res.stdout
-        assert "operators" not in doc
-        return
-    assert said == {"nvtx": True}
-    _, tt_doc, _ = _run(tmp_path, "torch-trace", "square")
-    for v in ("torch_square", "mul", "pow"):
-        assert _ops(doc, v) == _ops(tt_doc, v)
+    via = "record-function observer" if torch.version.cuda is None else "emit_nvtx"
+    assert json.loads((out / "workload.json").read_text())["ops"] == {"nvtx": True, "via": via}
+    _, tt_doc, _ = _run(tmp_path, "torch-trace", workload)
+    variants = ("torch_square", "mul", "pow") if workload == "square" else ("torch_mean", "sum_div_numel")
+    for v in variants:
+        assert _ops(doc, v) and _ops(doc, v) == _ops(tt_doc, v), v
+        assert doc["operator_chains"][v] == tt_doc["operator_chains"][v]
+    same = {v["variant"]: v["same_ops_as"] for v in doc["variants"]}
+    assert same == {v["variant"]: v["same_ops_as"] for v in tt_doc["variants"]}
+    assert "aten::" in res.stdout.split("operators per variant")[1]
 
 
 @pytest.mark.gpu

@@ -36,7 +36,8 @@ def _run_variant_block(spec, v, x, ranges) -> None:
 def op_ranges(spec):
     """`spec.ops` (nsys --ops): torch.autograd.profiler.emit_nvtx, an NVTX range (default domain)
     per aten operator and per `iter`, so that nsys puts each kernel under its operator; else
-    nothing. Raises RuntimeError where this PyTorch has no NVTX (a CPU-only build)."""
+    nothing. A CPU-only PyTorch has no NVTX: workloads/op_nvtx.py's observer pushes the same
+    ranges (RuntimeError where it cannot be built)."""
     import contextlib
 
     import torch
@@ -59,7 +60,17 @@ def op_ranges(spec):
         finally:
             torch.autograd.profiler._disable_profiler()
 
+    if torch.version.cuda is None:  # no NVTX in this PyTorch: the same ranges from an observer
+        from workloads import op_nvtx
+
+        return op_nvtx.ranges()
     return cpu_nvtx()
+
+
+def torch_cpu_only() -> bool:
+    import torch
+
+    return torch.version.cuda is None
 
 
 def check_op_ranges(spec, man) -> None:
@@ -70,7 +81,8 @@ def check_op_ranges(spec, man) -> None:
     try:
         with op_ranges(spec):
             pass
-        man.data["ops"] = {"nvtx": True}
+        via = "record-function observer" if spec.device != "cuda" and torch_cpu_only() else "emit_nvtx"
+        man.data["ops"] = {"nvtx": True, "via": via}
     except RuntimeError as exc:
         man.data["ops"] = {"nvtx": False, "reason": str(exc)}
 
