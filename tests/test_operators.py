@@ -17,8 +17,13 @@ RUNS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200"
 
 
 def _ops(doc: dict, variant: str) -> dict[str, float]:
-    """path -> calls/iter of one variant's operators in report.json."""
-    return {r["path"]: r["op_calls_per_iter"] for r in doc["operators"] if r["variant"] == variant}
+    """path -> calls/iter of one variant's operators in report.json (not the GPU work under them,
+    which has no Self CPU)."""
+    return {
+        r["path"]: r["op_calls_per_iter"]
+        for r in doc["operators"]
+        if r["variant"] == variant and r["self_cpu_us"] is not None
+    }
 
 
 def _run(tmp_path: Path, backend: str, workload: str, *more: str):
@@ -155,3 +160,44 @@ def test_gpu_ops_lecture_statements(tmp_path):
     for v in ("torch_square", "mul", "pow"):
         assert _ops(docs["nsys"], v) == _ops(docs["torch-trace"], v)
         assert docs["nsys"]["operator_chains"][v] == docs["torch-trace"]["operator_chains"][v]
+
+
+def test_a_workload_file_gets_the_operator_view_with_no_code(tmp_path):
+    """A user's workload file (tests/fixtures/workloads/temporaries.py defines variants, nothing
+    of operators): `(a*a + |a*a|) * 0.5` calls aten::mul three times per iteration."""
+    f = Path(__file__).resolve().parent / "fixtures" / "workloads" / "temporaries.py"
+    res, doc, out = _run(tmp_path, "torch-trace", "temporaries", "--workload-file", str(f))
+    temps = _ops(doc, "temps")
+    assert temps["aten::mul"] == 3 and temps["aten::abs"] == 1 and temps["aten::add"] == 1
+    assert _ops(doc, "clean") == {"aten::mul": 1.0}
+    page = (out / "report.html").read_text()
+    assert page.count('data-plot="time_vs_memory"') == 1 and "tradeoff-point-1" in page
+
+
+def test_report_ops_of_a_run_without_operators_says_so(tmp_path):
+    """A `time` run records no operators: `report --ops` prints the table and says so, exit 0."""
+    folder = tmp_path / "time-square"
+    shutil.copytree(RUNS / "time-square", folder)
+    res = run_cli("report", str(folder), "--ops")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith(
+        "no operators: this run recorded none (torch-trace, or nsys with --ops, records them)"
+    )
+    assert "operators" not in json.loads((folder / "report.json").read_text())
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no /usr/bin/chromium")
+def test_chromium_renders_the_operator_tree_and_the_time_memory_chart(tmp_path):
+    from test_html import Dom, chromium, console_problems
+
+    _, _, out = _run(tmp_path, "torch-trace", "square")
+    page = (out / "report.html").read_text()
+    dom_text, err, requested = chromium(tmp_path, "--dump-dom", (out / "report.html").as_uri(), name="ops")
+    assert console_problems(err) == [] and requested == []
+    dom = Dom(dom_text)
+    assert "time_vs_memory" in [a["data-plot"] for _, a in dom.having("gprof-plot")]
+    assert dom.tables == Dom(page).tables
+    cells = [c for t in dom.tables for row in t for c in row]
+    assert "aten::square" in cells and "aten::pow" in cells
+    assert "\u2003aten::pow<" in page  # indented under aten::square (the parser strips the em space)

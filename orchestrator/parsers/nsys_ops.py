@@ -14,6 +14,7 @@ import pandas as pd
 from orchestrator.parsers import torch_ops
 from orchestrator.parsers import torch_trace as tt
 from orchestrator.parsers.nsys_ranges import variant_ranges
+from workloads.nvtx_ranges import RANGE_PREFIX
 
 ITER_LABEL = "iter"
 
@@ -29,6 +30,8 @@ def operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame) -> pd.Data
     and the GPU activities `attributed` (nsys_attribution.attribute_kernels); empty when the
     export has no `iter` range inside a variant (a run without --ops)."""
     nv = variant_ranges(export, domain=None, prefix="")
+    # without the nvtx package the runner's own ranges are in the default domain too
+    nv = nv[~nv["variant"].astype(str).str.startswith(RANGE_PREFIX)]
     nv = pd.DataFrame(
         {
             "cat": "cpu_op",
