@@ -75,9 +75,7 @@ def aggregate(ops: pd.DataFrame, iters: pd.DataFrame, gpu: pd.DataFrame) -> pd.D
     variant, iteration); `gpu`: the GPU activities launched inside them (variant, correlation,
     kind, kernel, duration_ns)."""
     counts = iters.groupby("variant")["iteration"].nunique()
-    iters = iters.reset_index(drop=True)
-    where = tt._containing(ops.assign(t=ops["start_ns"]), iters.assign(key=iters.index), "key")
-    ops = ops.assign(variant=where.map(lambda k: iters.at[k, "variant"] if k is not None else None))
+    ops = ops.assign(variant=tt._containing(ops.assign(t=ops["start_ns"]), iters, "variant"))
     cpu = ops[(ops["cat"] == "cpu_op") & ops["variant"].notna()]
     parts = [
         cpu.groupby(["variant", "path"], sort=False)
@@ -114,6 +112,6 @@ def _owned(gpu: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     (OUTSIDE_OPS where none encloses that call)."""
     rt = ops[ops["cat"].isin(tt.RUNTIME_CATS) & (ops["correlation"] >= 0)]
     rt = rt.drop_duplicates("correlation").set_index("correlation")
-    paths = ops["path"].to_numpy(dtype=object)
-    owner = rt["parent"].map(lambda p: paths[p] if p >= 0 else OUTSIDE_OPS)
+    paths = np.append(ops["path"].to_numpy(dtype=object), OUTSIDE_OPS)  # parent -1: the last
+    owner = pd.Series(paths[rt["parent"].to_numpy()], index=rt.index)
     return gpu.assign(path=gpu["correlation"].map(owner).fillna(OUTSIDE_OPS))
