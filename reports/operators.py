@@ -145,7 +145,13 @@ def _ops(frame: pd.DataFrame, variant: str) -> set[str]:
 def same_operators(frame: pd.DataFrame, variants: pd.Series) -> list[str]:
     """For each variant, the others whose operator tree is its own once a top operator that only
     calls one other is set aside (aten::square > aten::pow is aten::pow's tree), "" for none."""
-    op = frame[frame["metric"] == OP_SELF_CPU] if not frame.empty else frame
+    if frame.empty:
+        return [""] * len(variants)
+    # an operator fewer than half the iterations called is not part of the variant's tree (an
+    # iteration whose event was lost or moved to another thread would otherwise change it)
+    calls = frame[frame["metric"] == OP_CALLS].set_index(["variant", "kernel"])["value"]
+    op = frame[frame["metric"] == OP_SELF_CPU]
+    op = op[calls.reindex(pd.MultiIndex.from_frame(op[["variant", "kernel"]])).to_numpy() >= 0.5]
     trees = {
         str(v): _canonical(g["kernel"].astype(str).tolist()) for v, g in op.groupby("variant", sort=False)
     }

@@ -201,3 +201,24 @@ def test_chromium_renders_the_operator_tree_and_the_time_memory_chart(tmp_path):
     cells = [c for t in dom.tables for row in t for c in row]
     assert "aten::square" in cells and "aten::pow" in cells
     assert "\u2003aten::pow<" in page  # indented under aten::square (the parser strips the em space)
+
+
+def test_an_operator_moved_to_another_thread_leaves_same_operators_as(tmp_path):
+    """Fuzz case: event 4 of torch-trace-mean's trace (torch_mean's first aten::mean) moved to
+    thread "1" leaves that iteration's inner aten::mean at the top. The tree shows it (calls/iter
+    0.95 and 0.05), and `same operators as` still pairs torch_mean with tensor_mean: an operator
+    fewer than half the iterations called is not part of the variant's tree."""
+    folder = tmp_path / "torch-trace-mean"
+    shutil.copytree(RUNS / "torch-trace-mean", folder)
+    doc = json.loads((folder / "trace.json").read_text())
+    assert (doc["traceEvents"][4]["name"], doc["traceEvents"][4]["tid"]) == ("aten::mean", 1207)
+    doc["traceEvents"][4]["tid"] = "1"
+    (folder / "trace.json").write_text(json.dumps(doc))
+    res = run_cli("report", str(folder), "--ops")
+    assert res.returncode == 0, res.stderr
+    rep = json.loads((folder / "report.json").read_text())
+    ops = _ops(rep, "torch_mean")
+    assert ops["aten::mean"] == 1 and ops["aten::mean > aten::mean"] == 0.95
+    assert ops["aten::mean > aten::as_strided"] == 0.05
+    same = {v["variant"]: v["same_ops_as"] for v in rep["variants"]}
+    assert same == {"torch_mean": "tensor_mean", "tensor_mean": "torch_mean", "sum_div_numel": ""}
