@@ -278,6 +278,7 @@ def _entry(workload: str, backend: str, kw: dict):
 
 def _execute(ctx: click.Context, backend: str, **kw) -> None:
     per_kernel = ctx.meta["gprof.per_kernel"] = kw.pop("per_kernel", False)
+    ctx.meta["gprof.ops"] = bool(kw.get("ops"))  # --ops (torch-trace, nsys): the tree under the table
     kw = _request_kwargs(kw)
     fmt = kw.pop("fmt")
     workload = kw.pop("workload")

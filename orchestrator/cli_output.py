@@ -140,6 +140,17 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
                 kernels=run.kernels if per_kernel else None,
             )
         )
+    ops = getattr(run, "ops", None)
+    if click.get_current_context().meta.get("gprof.ops") and ops is not None and fmt in ("table", "markdown"):
+        from reports import operators
+
+        said = run.workload.get("ops") if isinstance(run.workload.get("ops"), dict) else {}
+        why = (
+            f"the runner could not emit the operators' NVTX ranges ({said['reason']})"
+            if said.get("reason")
+            else ""
+        )
+        click.echo("\n" + operators.render_tree(ops, fmt, why))
     if fmt == "table" and run.saved:
         csv = (
             ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""

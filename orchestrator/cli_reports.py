@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.backends.ops_option import OPS_HELP
 from orchestrator.cli_output import _print_run, run_doc
 from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
 from reports.formats import FORMATS
@@ -134,7 +135,8 @@ def _load(path: Path):
     help="Also print each variant's kernels: launches, time, share of "
     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
 )
-def report(runs, fmt, as_json, per_kernel) -> None:
+@click.option("--ops", is_flag=True, help=OPS_HELP)
+def report(runs, fmt, as_json, per_kernel, ops) -> None:
     """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
     124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
     printed all the same; 4 (or the folder's own code) when a folder could not be read.
@@ -146,6 +148,7 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     from orchestrator.errors import GprofError, ParseError
 
     fmt = "json" if as_json else fmt
+    click.get_current_context().meta["gprof.ops"] = ops
     docs, unreadable, codes, ended = [], [], [], []
     for path in runs:
         try:

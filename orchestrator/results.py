@@ -43,6 +43,8 @@ class Run:
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
     # why the profiler's report may lack part of what ran (Backend.lost_events, read once), or None
     lost: str | None = None
+    # each variant's operator tree (reports.operators.operator_table); empty where none was recorded
+    ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -187,7 +189,7 @@ def _words(*words: Any) -> str:
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
-    from reports import kernels, summary, why
+    from reports import kernels, operators, summary, why
 
     _pause_for_test("build")
     backend = backends.get(rf.manifest["backend"])
@@ -214,6 +216,7 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
         kernels=kernels.kernel_table(frame, wman),
         findings=findings,
         lost=lost,
+        ops=operators.operator_table(frame),
     )
     if write:
         write_report(run)
@@ -244,6 +247,7 @@ def write_report(run: Run) -> None:
             notes=run.footer(),
             kernels=run.kernels,
             findings=run.findings,
+            ops=run.ops,
         )
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
@@ -283,12 +287,17 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
                 "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed",
             )
             error = {"kind": type(carried).__name__, "message": carried.message, "hint": carried.hint}
-    return {
+    doc = {
         "status": status,
         "exit_code": code,
         "error": error,
         **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None)),
     }
+    if isinstance(run, Run) and not run.ops.empty:
+        from reports import operators
+
+        doc.update(operators.to_doc(run.ops, run.frame))
+    return doc
 
 
 def load_run(path: str | Path, *, write: bool = False) -> Run | MultiRun:

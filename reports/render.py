@@ -71,7 +71,7 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
         for c, _, f in cols:
             s = _fmt(r[c], f)
             # one short kernel name is never cut (names.MAX_LEN)
-            width = max(max_width, MAX_LEN) if c in ("kernels", "kernel") else max_width
+            width = max(max_width, MAX_LEN) if c in ("kernels", "kernel", "operator") else max_width
             cells.append(s if len(s) <= width else s[: width - 3] + "...")
         body.append(cells)
     return headers, body

@@ -97,6 +97,9 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             table[c.name] = table[c.name].astype(object).fillna("")
     _add_speedup(table, wman)
     table["same_kernel_as"] = _same_kernels(table["variant"], kernel_sets)
+    from reports import operators
+
+    table["same_ops_as"] = operators.same_operators(frame, table["variant"])
     from reports import why
 
     return why.why_columns(frame, table, wman)

@@ -17,6 +17,7 @@ from orchestrator.backends.nsys_failures import (
     SAFE_LAUNCHES,
     no_report,
 )
+from orchestrator.backends.ops_option import ops_option
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
@@ -82,7 +83,16 @@ class NsysBackend(ToolBackend):
                 help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or "
                 "auto without a GPU).",
             ),
+            ops_option(),
         ]
+
+    def run_spec(self, req: Request, run_dir: Path | None = None):
+        """The runner's spec, with `ops` (--ops): the measured iterations under emit_nvtx, an NVTX
+        range per aten operator for the operator view."""
+        from dataclasses import replace
+
+        spec = super().run_spec(req, run_dir)
+        return replace(spec, ops=True) if req.options.get("ops") else spec
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
@@ -327,6 +337,23 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
     return False
 
 
+def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dict) -> pd.DataFrame | None:
+    """The operator table of a run made with --ops whose runner could emit the operators' NVTX
+    ranges (workload.json's `ops`); None otherwise."""
+    if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
+        return None
+    from orchestrator.parsers import nsys_ops
+
+    return nsys_ops.operators(export, ranges, attributed)
+
+
+def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
+    if ops is not None:
+        from reports import operators
+
+        operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
+
+
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     from orchestrator.parsers import nsys_sqlite as ns
@@ -357,11 +384,13 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         attributed, ranges
     )  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
+    ops = _operators(export, ranges, attributed, wman)
     del export  # the export's frames are no longer needed: free them before the rows are built
     rows = RowMaker(run, "nsys", wman["workload"])
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
+    _operator_rows(rows, ops, ran, on_gpu)
     for variant in missing:
         # the workload ran it, the report lost it (nsys lost events):
         # the table says so on its row and keeps the variants that are there

@@ -40,6 +40,14 @@ class TorchTraceBackend(Backend):
     )
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
 
+    @classmethod
+    def cli_options(cls) -> list:
+        """--ops: print each variant's operator tree under the table (report.json and
+        report.html always hold it)."""
+        from orchestrator.backends.ops_option import ops_option
+
+        return [ops_option()]
+
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
@@ -116,6 +124,10 @@ def frame_from_trace(
                 idle_gap_rows(rows, variant, g, "start_ns", "end_ns")
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
+    from orchestrator.parsers import torch_ops
+    from reports import operators
+
+    operators.add_rows(rows, torch_ops.operators(trace, prefix), keep, on_gpu=on_gpu)
     return rows.frame()
 
 

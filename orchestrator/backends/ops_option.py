@@ -1,0 +1,18 @@
+"""`--ops`, the one option of the operator view (reports/operators.py) that torch-trace and nsys
+share: the tree printed under the table; under nsys also the runner's emit_nvtx, which gives
+nsys an NVTX range per aten operator."""
+
+from __future__ import annotations
+
+OPS_HELP = (
+    "Also print each variant's aten operators as a tree with the kernels they launched: calls, Self CPU "
+    "and Self CUDA per iteration, as key_averages() (report.json and report.html always hold it; "
+    "nsys: the measured iterations run under torch.autograd.profiler.emit_nvtx)."
+)
+
+
+def ops_option():
+    """The click option `--ops` (a flag, Request.options["ops"]; the CLI prints the tree by it)."""
+    import click
+
+    return click.option("--ops", "ops", is_flag=True, help=OPS_HELP)
