@@ -37,7 +37,7 @@ _LATER = {
     "MultiRun": "orchestrator.multirun",
     "Run": "orchestrator.results",
     "build_report": "orchestrator.results",
-    "load_run": "orchestrator.results",
+    "load_run": "orchestrator.loading",
     "write_report": "orchestrator.results",
     "compare": "orchestrator.comparison",
 }

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends.ncu import REPORT
+from orchestrator.capture_finish import finish_run
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
+from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import ParseError, UsageError
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
-
-NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
 
 
 def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -47,7 +47,6 @@ def import_ncu(
     are the report's NVTX ranges. Raises ParseError (exit 4) when no kernel is in a matching
     range, naming the ranges the report holds."""
     from orchestrator import envinfo
-    from orchestrator.capture import ProgramRequest, _finish_run
     from orchestrator.runfolder import RunFolder
 
     domain, prefix = ncu_filter(ranges, borrowed)
@@ -93,7 +92,7 @@ def import_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
+    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def ncu_manifest(
@@ -222,7 +221,6 @@ def profile_program_ncu(
     any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
     the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
     from orchestrator import envinfo, proc, tools
-    from orchestrator.capture import ProgramRequest, _finish_run
     from orchestrator.errors import ToolFailedError
     from orchestrator.runfolder import RunFolder
 
@@ -271,4 +269,4 @@ def profile_program_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)
+    return finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from orchestrator.loading import load_run
 from orchestrator.multirun import MultiRun
-from orchestrator.results import Run, load_run
+from orchestrator.results import Run
 from reports.schema import MEASURES
 
 

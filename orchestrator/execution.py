@@ -23,6 +23,7 @@ from orchestrator.errors import (
 )
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from orchestrator.table_errors import incomplete_error
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -159,53 +160,6 @@ def conclude(
     return run
 
 
-# the table's statuses of a variant that ran but whose numbers the profiler's report does not hold whole
-UNREPORTED = ("incomplete", "not in report")
-
-
-def incomplete_error(run: Run) -> GprofError | None:
-    """An IncompleteReportError naming the variants that ran but whose report is not whole (lost
-    events, a missing range): the table keeps them, marked, and the run must not exit 0. The
-    backend's word on lost events (`run.lost`) is its hint where there is one."""
-    from orchestrator.errors import IncompleteReportError
-
-    t = run.table
-    if t.empty or "status" not in t:
-        return None
-    bad = t[t["status"].isin(UNREPORTED)]
-    if bad.empty:
-        return None
-    return IncompleteReportError(
-        f"the profiler's report is incomplete for {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())}"
-        f": their numbers are not whole",
-        hint=(run.lost or "see each row's note") + "; the rows are kept, marked",
-    )
-
-
-def report_error(run: Any) -> GprofError | None:
-    """The error a run read back carries in its table (each child of a parent folder judged), or
-    None: variants whose result the runner never saved (RunFailedError, exit 1), or whose
-    profiler's report is not whole (incomplete_error, exit 6). With `.run` set, so that its table
-    is printed with it."""
-    from orchestrator.results import Run
-    from reports.schema import NOT_SAVED
-
-    lost, error = [], None
-    for r in [run] if isinstance(run, Run) else list((getattr(run, "runs", None) or {}).values()):
-        t = r.table
-        if "status" in t and "variant" in t:
-            lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
-        error = error or incomplete_error(r)
-    if lost:
-        error = RunFailedError(
-            f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
-            f"it wrote workload.json again (the rows say `not saved`)"
-        )
-    if error is not None:
-        error.run = run  # type: ignore[attr-defined]
-    return error
-
-
 def collected_nothing(rf: RunFolder, error: GprofError, unreadable_input: bool = False) -> bool:
     """Whether a run that went wrong left nothing worth its folder: no workload.json, and a usage
     error (`--size` too large for the device, found by the runner) or an imported file that
@@ -245,10 +199,10 @@ def land_point(folder: Path, outcome: Any, **manifest: Any) -> Run:
     `manifest`'s keys) written into its manifest; its report built here, once (execute_point
     leaves it to the client), and the folder concluded as profile() concludes one. Raises the
     point's error (or the report's: a raw file the worker wrote that does not parse)."""
-    from orchestrator import cluster
+    from orchestrator.cluster.archive import unpack
     from orchestrator.results import build_report
 
-    cluster.unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
+    unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
     rf = RunFolder.open(folder)
     rf.manifest.update(placement=outcome.placement, **manifest)
     error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()

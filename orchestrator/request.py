@@ -9,13 +9,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.cluster.spec import ClusterSpec, parse_spec
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError, check_seconds
 from workloads import timers
 from workloads.shapes import parse_size
 from workloads.stopping import StopRule
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import ClusterSpec
     from workloads.spec import RunSpec
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -159,11 +159,9 @@ class Request:
     def cluster_spec(self) -> ClusterSpec | None:
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
         --each-gpu without --cluster means local-cuda. Raises UsageError on a bad spec."""
-        from orchestrator import cluster
-
-        spec = cluster.parse_spec(self.cluster, self.scheduler_file)
+        spec = parse_spec(self.cluster, self.scheduler_file)
         if spec is None and self.each_gpu:
-            spec = cluster.parse_spec("local-cuda", None)
+            spec = parse_spec("local-cuda", None)
         return spec
 
     def catalog_entry(self) -> dict[str, Any]:

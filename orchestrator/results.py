@@ -1,6 +1,6 @@
 """Run folders read back: a Run (one backend's folder; a parent folder of child runs is a
 MultiRun, orchestrator.multirun), built from what the folder holds, with their report files.
-Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
+Reading never profiles and needs no GPU; `load_run(..., write=False)` (orchestrator/loading.py) writes nothing. With
 `write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
 nsys's export of the report it wrote)."""
 
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import EXIT_INCOMPLETE, ParseError
+from orchestrator.errors import EXIT_INCOMPLETE
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
+from orchestrator.table_errors import report_error
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -272,8 +273,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
     status = run.status
     if not code:  # a folder that ended ok whose table is not whole (read by an older gprof-orch)
-        from orchestrator.execution import report_error
-
         carried = report_error(run)
         if carried is not None:
             code, status = (
@@ -287,22 +286,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
         "error": error,
         **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None)),
     }
-
-
-def load_run(path: str | Path, *, write: bool = False) -> Run | MultiRun:
-    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
-    It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
-    the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
-    rf = RunFolder.open(path)
-    write = write and rf.writable()
-    from orchestrator.multirun import MULTI_KINDS, build_multi
-
-    if rf.manifest.get("kind") in MULTI_KINDS:
-        return build_multi(rf, write=write)
-    backend = rf.manifest.get("backend")
-    if not isinstance(backend, str) or backend not in backends.BACKENDS:
-        raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
-    return build_report(rf, write=write)
 
 
 def _what_ran_lines(run: Run) -> list[str]:

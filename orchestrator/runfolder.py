@@ -347,7 +347,7 @@ class RunFolder:
 def _file_hint(path: Path) -> str:
     """What to do with a file given where a run folder goes: report the run folder it is in, or
     import it where it is a capture (.nsys-rep, .sqlite, .ncu-rep, a torch.profiler trace)."""
-    from orchestrator.capture import capture_kind
+    from orchestrator.capture_request import capture_kind
 
     if (path.parent / MANIFEST).is_file():
         return f"it is in the run folder {path.parent}: `gprof-orch report {path.parent}`"

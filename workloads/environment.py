@@ -13,7 +13,7 @@ from workloads.errors import RunnerUsageError
 
 if TYPE_CHECKING:
     from workloads import registry
-    from workloads.runner import RunSpec
+    from workloads.spec import RunSpec
 
 
 def _version(dist: str) -> str | None:

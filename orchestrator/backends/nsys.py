@@ -281,7 +281,7 @@ class NsysBackend(ToolBackend):
         """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
         the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
         variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
-        from orchestrator.capture import nvtx_problem
+        from orchestrator.nvtx_support import nvtx_problem
 
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
         return {

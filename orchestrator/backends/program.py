@@ -22,8 +22,9 @@ from orchestrator.backends.base import Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
-from orchestrator.capture import REPORT, SQLITE, ProgramRequest
+from orchestrator.capture_manifest import write_workload
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
+from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
@@ -92,8 +93,6 @@ class ProgramBackend(ToolBackend):
     def complete(self, rf: RunFolder, *, write: bool) -> None:
         """The export of the report nsys wrote, where the run stopped before it (nsys_export), and
         the workload.json of its ranges, which the run writes from the export."""
-        from orchestrator.capture import write_workload
-
         step = pending_export(rf, write)
         if step is not None:
             export_pending(lambda: self._export(step, rf), rf)
@@ -296,7 +295,9 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
     for v in wman.get("variants", []):
-        if v.get("status") not in SAMPLED:  # one stopped inside (capture._stopped_inside) keeps its rows
+        if (
+            v.get("status") not in SAMPLED
+        ):  # one stopped inside (capture_manifest.stopped_inside) keeps its rows
             continue
         name = v["name"]
         r = ranges[ranges["variant"] == name]

@@ -5,7 +5,7 @@ Importing this package registers them. Callables import torch and the kernels la
 
 from __future__ import annotations
 
-from workloads.registry import Variant, Workload, register
+from workloads.workload import Variant, Workload, register
 
 # -- the operations --------------------------------------------------------------------------
 

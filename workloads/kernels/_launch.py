@@ -67,9 +67,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, NamedTuple
 
-from workloads.kernels._launch_cuda import CudaBackend, Unsupported
+from workloads.kernels._launch_cuda import CudaBackend, Launch, Unsupported
 
 MODE_ENV = "GPROF_ORCH_TRITON_LAUNCH"
 # fast: cached launches, through our own cuLaunchKernel launcher where the kernel allows
@@ -167,16 +166,6 @@ def _resolve(state: _State) -> None:
         _disable(state, str(exc))
         return
     _install(state, backend)
-
-
-class Launch(NamedTuple):
-    """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
-
-    kernel: Any
-    grid: tuple[int, int, int]
-    args: tuple
-    kwargs: dict
-    compiled: Any
 
 
 def launch_plain(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict) -> Launch:

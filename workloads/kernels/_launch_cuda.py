@@ -11,10 +11,18 @@ import functools
 import inspect
 import re
 import types
-from typing import TYPE_CHECKING
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from workloads.kernels._launch import Launch
+
+class Launch(NamedTuple):
+    """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple
+    kwargs: dict
+    compiled: Any
+
 
 # JITFunction.run's own launch, whitespace removed: the contract the fast path relies on
 # (the CompiledKernel.run argument order: grid, stream, CUfunction, packed metadata, launch
