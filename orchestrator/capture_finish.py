@@ -117,8 +117,7 @@ def finish_run(
 
 
 def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list):
-    """The capture's workload.json written (`manifest()`'s), its Run built (not written). pandas is
-    imported here, inside the caller's guard: a Ctrl-C during its import ends the run as any other."""
+    """The capture's workload.json written (`manifest()`'s), its Run built (not written)."""
 
     wman = manifest()
     if stopped_inside(wman, error):

@@ -21,6 +21,7 @@ from orchestrator.errors import (
 )
 from orchestrator.parsers import compressed
 from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import torch_trace as tt
 from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -189,8 +190,6 @@ def trace_manifest(
     that run's labels, bytes, shape and environment.
 
     Raises ParseError (exit 4) when no range matches, naming the ranges the trace holds."""
-    from orchestrator.parsers import torch_trace as tt
-
     ev = trace.events
     ann = ev[ev["cat"] == "user_annotation"]
     if not ann["name"].str.startswith(prefix).any():

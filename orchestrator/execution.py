@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends
+from orchestrator import backends, envinfo
+from orchestrator.cluster.archive import unpack
 from orchestrator.errors import (
     GprofError,
     InterruptedRunError,
@@ -33,8 +34,6 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
     """Run a validated one-point request into a new run folder: the backend's tools looked for (a
     missing one raises before any folder exists), its runs made, the wall time kept. Returns the
     folder and what went wrong, if anything; no report is built."""
-    from orchestrator import envinfo
-
     be = backends.get(req.backend)
     tools = be.require(req)
     rf = RunFolder.create(
@@ -114,6 +113,7 @@ def conclude(
     """End a run folder: the reports carry the final status, so set it first, write them once,
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
     `unreadable_input`: `error` says the file the user imported could not be read at all."""
+    # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import write_report
 
     if error is not None and run is None and collected_nothing(rf, error, unreadable_input):
@@ -199,7 +199,7 @@ def land_point(folder: Path, outcome: Any, **manifest: Any) -> Run:
     `manifest`'s keys) written into its manifest; its report built here, once (execute_point
     leaves it to the client), and the folder concluded as profile() concludes one. Raises the
     point's error (or the report's: a raw file the worker wrote that does not parse)."""
-    from orchestrator.cluster.archive import unpack
+    # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import build_report
 
     unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
@@ -226,8 +226,6 @@ def point_unavailable(point: Any) -> str | None:
 
 def unavailable(name: str, req: Request) -> str | None:
     """Why backend `name` cannot run on this machine, or None when it can."""
-    from orchestrator import envinfo
-
     avail = backends.get(name).check(req)
     if not avail.ok:
         return avail.detail.splitlines()[0]

@@ -18,6 +18,7 @@ from orchestrator import backends
 from orchestrator.errors import EXIT_INCOMPLETE
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
 from orchestrator.table_errors import report_error
+from reports import render
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -186,6 +187,7 @@ def _words(*words: Any) -> str:
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
+    # why lazy: it imports numpy, which importing results must not
     from reports import kernels, summary, why
 
     _pause_for_test("build")
@@ -222,6 +224,7 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
 def write_report(run: Run) -> None:
     """report.md/.json/.csv/.html and frame.csv, from the run's manifest as it is now: call it
     once the final status is set. A failed write raises GprofError (disk full)."""
+    # why lazy: it imports numpy, which importing results must not
     from reports import html, render
 
     meta = {
@@ -254,8 +257,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
     command exited, error: null when it went well), meta (ncu's findings in "findings") and
     the per-variant table."""
-    from reports import render
-
     code, m = run.exit_code, run.manifest
     meta = {
         "run": str(run.path),
@@ -346,6 +347,7 @@ def _kernel_clock_lines(w: dict) -> list[str]:
 
 def _weighting_legend(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
+    # why lazy: it imports numpy, which importing results must not
     from reports.kernels import weighting_legend
 
     frame, workload = getattr(run, "frame", None), getattr(run, "workload", None) or {}

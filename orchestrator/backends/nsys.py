@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import proc
+from orchestrator import proc, tools
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import (
@@ -17,7 +17,10 @@ from orchestrator.backends.nsys_failures import (
     SAFE_LAUNCHES,
     no_report,
 )
+from orchestrator.checks import check_row
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
+from orchestrator.nvtx_support import nvtx_problem
+from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
@@ -179,6 +182,7 @@ class NsysBackend(ToolBackend):
             export_pending(lambda: self._export(step, rf), rf)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_chrome
 
         rf.add_command(step.name, step.argv)
@@ -192,7 +196,6 @@ class NsysBackend(ToolBackend):
         copy); a parse error carries what nsys's log said about lost events."""
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
-        from orchestrator.parsers import compressed
 
         try:
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
@@ -213,10 +216,9 @@ class NsysBackend(ToolBackend):
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
         """`gprof-orch doctor --check`'s proof that nsys works here: a tiny real run that must
-        record one NVTX range of ours; its check row (orchestrator.doctor.check_row), with the
+        record one NVTX range of ours; its check row (orchestrator.checks.check_row), with the
         fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
-        from orchestrator import tools
-        from orchestrator.doctor import check_row
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_sqlite as ns
 
         try:
@@ -281,8 +283,6 @@ class NsysBackend(ToolBackend):
         """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
         the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
         variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
-        from orchestrator.nvtx_support import nvtx_problem
-
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
         return {
             "nvtx_ranges": {
@@ -329,7 +329,10 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from orchestrator.parsers import nsys_sqlite as ns
+
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not

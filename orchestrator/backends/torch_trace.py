@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend
+from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -43,14 +44,16 @@ class TorchTraceBackend(Backend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
+        # why lazy: it imports numpy, pandas, which importing torch_trace must not
         from orchestrator.parsers import torch_trace as tt
+
+        # why lazy: it imports numpy, pandas, which importing torch_trace must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
         ok = {v["name"] for v in wman["variants"] if v.get("status") == "ok"}
-        from orchestrator.parsers import compressed
 
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
@@ -87,7 +90,10 @@ def frame_from_trace(
     `holds` (an imported trace; see orchestrator.capture.nesting): each range of a variant
     without `iter` ranges inside is one iteration, and a variant named in `holds` counts the GPU
     activity of the ranges nested in it (as nvtx_kern_sum does), every other innermost-wins."""
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from orchestrator.parsers import torch_trace as tt
+
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from reports.unify import activity_rows, idle_gap_rows
 
     s = tt.summarize(trace, prefix)
@@ -170,6 +176,7 @@ def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) 
     launched anywhere inside its ranges (duplicated from the variants nested in it)."""
     import pandas as pd
 
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from orchestrator.parsers import torch_trace as tt
 
     ranges = s["ranges"].copy()

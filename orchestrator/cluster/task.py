@@ -102,6 +102,8 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
     event on `topic`, which the client counts as attempts."""
     from distributed import Event, get_client, get_worker
 
+    # why lazy: request imports cluster.spec, which runs this package's __init__ (and this module):
+    # execution imports request, so at the top it would find request half made
     from orchestrator import execution
 
     worker = get_worker()

@@ -39,6 +39,7 @@ def _sum_div_numel(a):
 
 
 def _triton_lecture_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import lecture_mean
 
     # the lecture's kernel takes a matrix, one program a row; a 1-D --size (1e8) is laid out
@@ -51,36 +52,42 @@ def _triton_lecture_mean(a):
 
 
 def _triton_fast_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import fast_mean
 
     return fast_mean(a)
 
 
 def _triton_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_square import triton_square
 
     return triton_square(a)
 
 
 def _numba_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.numba_square import numba_square
 
     return numba_square(a)
 
 
 def _cuda_lecture_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import lecture_square
 
     return lecture_square(a)
 
 
 def _cuda_fast_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import fast_square
 
     return fast_square(a)
 
 
 def _build_cuda_square():
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import build_extensions
 
     return build_extensions()

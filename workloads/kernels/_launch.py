@@ -68,6 +68,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from workloads.kernels._common import interpreting
 from workloads.kernels._launch_cuda import CudaBackend, Launch, Unsupported
 
 MODE_ENV = "GPROF_ORCH_TRITON_LAUNCH"
@@ -142,8 +143,6 @@ def _install(state: _State, backend) -> None:
 def _resolve(state: _State) -> None:
     """Choose the backend: the CUDA one when everything it relies on is there, else none
     (every call takes the plain path) with the reason kept in `state.why`."""
-    from workloads.kernels._common import interpreting
-
     if _MODE not in MODES:
         _disable(state, f"{MODE_ENV}={_MODE!r} is none of {', '.join(MODES)}: plain launches")
         return

@@ -13,6 +13,8 @@ import re
 import types
 from typing import Any, NamedTuple
 
+from workloads.kernels import _launch_own
+
 
 class Launch(NamedTuple):
     """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
@@ -117,8 +119,6 @@ class CudaBackend:
         if own and self._direct_cls is None:
             self._own_why = "this Triton's C launch is not 3.6's layout (the params our launcher appends)"
         elif own:
-            from workloads.kernels import _launch_own
-
             mod, why = _launch_own.load()
             self._own, self._own_why = mod is not None, why
 
@@ -192,8 +192,6 @@ def bind_compiled(record: Launch, stream: int, direct_cls=None, own: bool = Fals
     gx, gy, gz = record.grid
     own_why = ""
     if own and direct_cls is not None and type(run) is direct_cls:
-        from workloads.kernels import _launch_own
-
         # where the kernel needs what our launcher does not do, Triton's own C launch below,
         # and its tier says why (status(), bench_launch's launch column)
         launch, why = _launch_own.bind(compiled, record.grid, stream, entry_points)
