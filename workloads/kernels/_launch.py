@@ -22,7 +22,7 @@ for a kernel that is already compiled:
    (empty) enter-hook chain, for each pointer argument a ``data_ptr()`` call and a
    ``cuPointerGetAttribute``, ``cuLaunchKernelEx``, the (empty) exit-hook chain.
 
-Measured on the H200 (torch 2.11, Triton 3.6, 1e6 float32; scripts/bench_launch.py's
+Measured on the H200 (torch 2.11, Triton 3.6, 1e6 float32; benchmarks/bench_launch.py's
 breakdown, each step timed alone): the plain fast_mean call costs 35-42 us, of which
 ``kernel[grid](...)`` is 13.6 (binder 2.1, cache key 1.0, launch_metadata 0.7, the launch with
 tensors and hooks 6.8) and our own Python the rest: ``torch.empty((), dtype=, device=)`` 3.0,
