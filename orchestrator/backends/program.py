@@ -291,9 +291,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
     for v in wman.get("variants", []):
-        if (
-            v.get("status") not in SAMPLED
-        ):  # one stopped inside (capture_manifest.stopped_inside) keeps its rows
+        if v.get("status") not in SAMPLED:  # one stopped inside (capture_manifest.py) keeps its rows
             continue
         name = v["name"]
         r = ranges[ranges["variant"] == name]
