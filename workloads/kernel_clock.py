@@ -5,7 +5,7 @@ cupti-python.
 Why: the CUDA events around a call hold, beside its kernels, the GPU's processing of the launch,
 about 2.4 to 3.2 us a launch on the H200, measured on the very same calls under nsys
 (docs/time-fidelity-h200.md, point 7). That is the call as the stream sees it, kept beside the
-median as `events us`; but at 1e7 elements and below it is more than the 0.5 us issue 15 allows against
+median as `events us`; but at 1e7 elements and below it is more than the 0.5 us the `time` goal allows against
 nsys. CUPTI's kernel records are what nsys reports, so the clock's median is nsys's figure
 without nsys.
 

@@ -11,7 +11,7 @@ the blocking kernel, CUDA events around the call), first without CUPTI, then wit
 concurrent-kernel activity on. Prints, per size: the events' median each way, the median of
 the call's kernel durations from CUPTI (the flush's and the hold's kernels told apart by order:
 every call's records come after its spin kernel), and events minus CUPTI. A kernel clock meets
-the issue's "within 0.5 us of nsys" where CUPTI's figure is what nsys reads (nsys reads the
+the goal's "within 0.5 us of nsys" where CUPTI's figure is what nsys reads (nsys reads the
 same records); the events hold about 2.4 to 3.2 us more (docs/time-fidelity-h200.md, point 7).
 
 The H200 image has torch's CUPTI (nvidia-cuda-cupti 13.0) but not cupti-python:
