@@ -15,17 +15,20 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.backends.ncu import REPORT
+from orchestrator import envinfo, proc, tools
+from orchestrator.backends import ncu, ncu_tool
+from orchestrator.backends.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, LOG, REPORT, table_metrics
+from orchestrator.capture_finish import finish_run
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
-from orchestrator.errors import ParseError, UsageError
+from orchestrator.capture_request import ProgramRequest
+from orchestrator.errors import ParseError, ToolFailedError, UsageError
+from orchestrator.runfolder import RunFolder
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
-
-NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
 
 
 def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -46,10 +49,6 @@ def import_ncu(
     """import_capture() of a `.ncu-rep` (also `.xz`/`.gz`): an `ncu` run folder whose variants
     are the report's NVTX ranges. Raises ParseError (exit 4) when no kernel is in a matching
     range, naming the ranges the report holds."""
-    from orchestrator import envinfo
-    from orchestrator.capture import ProgramRequest, _finish_run
-    from orchestrator.runfolder import RunFolder
-
     domain, prefix = ncu_filter(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
@@ -72,8 +71,6 @@ def import_ncu(
         rf.add_command("import", ["cp", str(src), str(dest)])
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu, ncu_tool
-
         # the backend's own read, which its parse then finds already done
         rep = ncu.read_report(dest, domain, prefix)
         held = None
@@ -93,7 +90,7 @@ def import_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
+    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
 
 
 def ncu_manifest(
@@ -188,8 +185,6 @@ def range_instances(variant: pd.Series) -> dict[str, int]:
 def ncu_program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
     """`ncu` over the whole program: every kernel with its NVTX stack (`--nvtx`), the sections
     and metrics `gprof-orch ncu` collects (so the table has the same columns), one report."""
-    from orchestrator.backends.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, LOG, table_metrics
-
     metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
     return [
         exe,
@@ -221,11 +216,6 @@ def profile_program_ncu(
     it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
     any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
     the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
-    from orchestrator import envinfo, proc, tools
-    from orchestrator.capture import ProgramRequest, _finish_run
-    from orchestrator.errors import ToolFailedError
-    from orchestrator.runfolder import RunFolder
-
     req = ProgramRequest(argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
     domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
     found = tools.find("ncu", ncu, timeout=req.timeout)  # a missing ncu fails here, before a folder exists
@@ -258,8 +248,6 @@ def profile_program_ncu(
             )
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu
-
         rep = ncu.read_report(rf.path / REPORT, domain, prefix)
         return ncu_manifest(
             rep,
@@ -271,4 +259,4 @@ def profile_program_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)
+    return finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest)

@@ -1,6 +1,6 @@
 """Run folders read back: a Run (one backend's folder; a parent folder of child runs is a
 MultiRun, orchestrator.multirun), built from what the folder holds, with their report files.
-Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
+Reading never profiles and needs no GPU; `load_run(..., write=False)` (orchestrator/loading.py) writes nothing. With
 `write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
 nsys's export of the report it wrote)."""
 
@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from orchestrator import backends
-from orchestrator.errors import EXIT_INCOMPLETE, ParseError
+from orchestrator.errors import EXIT_INCOMPLETE
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
-from reports import flops
+from orchestrator.table_errors import report_error
+from reports import flops, render
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -189,6 +190,7 @@ def _words(*words: Any) -> str:
 
 def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: bool = True) -> Run:
     """The Run of a folder; with `write`, its reports saved into it (with the manifest's status)."""
+    # why lazy: it imports numpy, which importing results must not
     from reports import kernels, operators, summary, why
 
     _pause_for_test("build")
@@ -226,6 +228,7 @@ def build_report(rf: RunFolder, frame: pd.DataFrame | None = None, *, write: boo
 def write_report(run: Run) -> None:
     """report.md/.json/.csv/.html and frame.csv, from the run's manifest as it is now: call it
     once the final status is set. A failed write raises GprofError (disk full)."""
+    # why lazy: it imports numpy, which importing results must not
     from reports import html, render
 
     meta = {
@@ -259,8 +262,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
     command exited, error: null when it went well), meta (ncu's findings in "findings") and
     the per-variant table."""
-    from reports import render
-
     code, m = run.exit_code, run.manifest
     meta = {
         "run": str(run.path),
@@ -278,8 +279,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
     status = run.status
     if not code:  # a folder that ended ok whose table is not whole (read by an older gprof-orch)
-        from orchestrator.execution import report_error
-
         carried = report_error(run)
         if carried is not None:
             code, status = (
@@ -294,26 +293,11 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
         **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None)),
     }
     if isinstance(run, Run) and not run.ops.empty:
+        # why lazy: it imports numpy, which importing results must not
         from reports import operators
 
         doc.update(operators.to_doc(run.ops, run.frame))
     return doc
-
-
-def load_run(path: str | Path, *, write: bool = False) -> Run | MultiRun:
-    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
-    It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
-    the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
-    rf = RunFolder.open(path)
-    write = write and rf.writable()
-    from orchestrator.multirun import MULTI_KINDS, build_multi
-
-    if rf.manifest.get("kind") in MULTI_KINDS:
-        return build_multi(rf, write=write)
-    backend = rf.manifest.get("backend")
-    if not isinstance(backend, str) or backend not in backends.BACKENDS:
-        raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
-    return build_report(rf, write=write)
 
 
 def _what_ran_lines(run: Run) -> list[str]:
@@ -374,6 +358,7 @@ def _kernel_clock_lines(w: dict) -> list[str]:
 
 def _weighting_legend(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
+    # why lazy: it imports numpy, which importing results must not
     from reports.kernels import weighting_legend
 
     frame, workload = getattr(run, "frame", None), getattr(run, "workload", None) or {}

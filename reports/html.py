@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from reports import plots, render, roofline
+from reports.operators import TITLE
 from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER, VERDICT_STYLES
 
 SWEEP_COLUMNS = ("variant", "numel", "dtype", "time_median_us", "achieved_gb_s")
@@ -237,6 +238,7 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
         charts.append(plots.time_figure(anchor, name, labels, table))
     if plots.has_values(table, "pct_of_peak_bw"):
         charts.append(plots.peak_bw_figure(anchor, name, labels, table))
+    # why lazy: it imports matplotlib, only a page with memory figures needs it
     from reports.tradeoff import time_memory_figure
 
     tradeoff = time_memory_figure(anchor, name, labels, table)
@@ -279,7 +281,6 @@ def kernels_html(kernels: pd.DataFrame) -> str:
 def operators_html(ops: pd.DataFrame) -> str:
     """The operator section (reports/operators.py): each variant's operator tree, indented by
     depth, with its calls, Self CPU and Self CUDA per iteration."""
-    from reports.operators import TITLE
 
     shown = ops.drop(columns=["path"]).assign(operator=ops["operator"].str.replace("  ", "\u2003"))
     return "\n".join(

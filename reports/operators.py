@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from reports import schema
+from reports import render, schema
 from reports.names import short_kernel_name
 from reports.schema import OP_CALLS, OP_METRICS, OP_SELF_CPU, OP_SELF_CUDA, OP_SEP, OUTSIDE_OPS
 
@@ -105,7 +105,6 @@ def _order(path: str, ops: set[str], first: dict[str, int]) -> tuple:
 def render_tree(table: pd.DataFrame, fmt: str = "table", why: str = "") -> str:
     """The operator table under its title (text or Markdown); a line saying so when it is empty
     (`why`: the runner's reason, workload.json's `ops`)."""
-    from reports import render
 
     if table.empty:
         empty = "no operators: this run recorded none (torch-trace, or nsys with --ops, records them)"

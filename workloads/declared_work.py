@@ -57,6 +57,7 @@ def device_compute(env: dict[str, Any], units: list[str], *, measure: bool) -> d
     if measure:
         import torch
 
+        # why lazy: it imports torch, only a measured roof needs it
         from workloads import compute_roof
 
         out["compute_roof"], out["compute_roof_source"] = compute_roof.attainable(

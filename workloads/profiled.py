@@ -61,6 +61,7 @@ def op_ranges(spec):
             torch.autograd.profiler._disable_profiler()
 
     if torch.version.cuda is None:  # no NVTX in this PyTorch: the same ranges from an observer
+        # why lazy: it builds a C++ hook, only a PyTorch without CUDA needs it
         from workloads import op_nvtx
 
         return op_nvtx.ranges()

@@ -94,7 +94,7 @@ class Laps:
     """Where the runner's wall time goes, for workload.json's `phases_s`: `start` is the seconds
     from the process's start (the interpreter, the imports) to run(), then each phase's seconds,
     and `total` from the process's start to the end. The default `time square`'s wall time is a
-    goal of its own (issue 15), and the GPU machine is the only place to see where it goes."""
+    goal of its own (16 s at most), and the GPU machine is the only place to see where it goes."""
 
     def __init__(self) -> None:
         self.t = time.perf_counter()

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import proc
-from orchestrator.errors import GprofError, InterruptedRunError, SamplesLostError, ToolFailedError, UsageError
+from orchestrator import proc, tools
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    SamplesLostError,
+    ToolFailedError,
+    ToolNotFoundError,
+    UsageError,
+)
 from orchestrator.request import Request, resolve_spec
 from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
 from reports.schema import MergedTime
@@ -315,9 +322,6 @@ class ToolBackend(Backend):
 
     def check(self, req: Request | None = None) -> Availability:
         """The tool found (path and version), or why not with how to get it."""
-        from orchestrator import tools
-        from orchestrator.errors import ToolNotFoundError
-
         try:
             t = tools.find(self.tool, self._explicit(req), timeout=req.timeout if req is not None else None)
         except ToolNotFoundError as exc:
@@ -326,8 +330,6 @@ class ToolBackend(Backend):
 
     def require(self, req: Request) -> dict[str, str]:
         """The tool's path, version and how it was found; ToolNotFoundError without it."""
-        from orchestrator import tools
-
         t = tools.find(self.tool, self._explicit(req), timeout=req.timeout)
         self._found = t
         return {
@@ -338,9 +340,6 @@ class ToolBackend(Backend):
 
     def exe(self, req: Request) -> str:
         """The tool's path: the one require() found, else a lookup (for --dry-run), else as given."""
-        from orchestrator import tools
-        from orchestrator.errors import ToolNotFoundError
-
         t = getattr(self, "_found", None)
         if t is None:
             try:

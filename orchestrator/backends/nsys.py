@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import proc
+from orchestrator import proc, tools
 from orchestrator.backends.base import Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import (
@@ -18,7 +18,10 @@ from orchestrator.backends.nsys_failures import (
     no_report,
 )
 from orchestrator.backends.ops_option import ops_option
+from orchestrator.checks import check_row
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
+from orchestrator.nvtx_support import nvtx_problem
+from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
@@ -189,6 +192,7 @@ class NsysBackend(ToolBackend):
             export_pending(lambda: self._export(step, rf), rf)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_chrome
 
         rf.add_command(step.name, step.argv)
@@ -202,7 +206,6 @@ class NsysBackend(ToolBackend):
         copy); a parse error carries what nsys's log said about lost events."""
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
-        from orchestrator.parsers import compressed
 
         try:
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
@@ -223,10 +226,9 @@ class NsysBackend(ToolBackend):
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
         """`gprof-orch doctor --check`'s proof that nsys works here: a tiny real run that must
-        record one NVTX range of ours; its check row (orchestrator.doctor.check_row), with the
+        record one NVTX range of ours; its check row (orchestrator.checks.check_row), with the
         fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
-        from orchestrator import tools
-        from orchestrator.doctor import check_row
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_sqlite as ns
 
         try:
@@ -291,8 +293,6 @@ class NsysBackend(ToolBackend):
         """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
         the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
         variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
-        from orchestrator.capture import nvtx_problem
-
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
         return {
             "nvtx_ranges": {
@@ -342,6 +342,7 @@ def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dic
     ranges (workload.json's `ops`); None otherwise."""
     if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
         return None
+    # why lazy: it imports pandas, which importing nsys must not
     from orchestrator.parsers import nsys_ops
 
     return nsys_ops.operators(export, ranges, attributed)
@@ -349,6 +350,7 @@ def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dic
 
 def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
     if ops is not None:
+        # why lazy: it imports pandas, which importing nsys must not
         from reports import operators
 
         operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
@@ -356,7 +358,10 @@ def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_
 
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from orchestrator.parsers import nsys_sqlite as ns
+
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not

@@ -22,9 +22,10 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from orchestrator import proc
+from orchestrator import envinfo, proc
 from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Step
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError, UsageError
+from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import MergedTime
@@ -134,8 +135,10 @@ class ProtonBackend(Backend):
 
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of proton's hatchet profile (a compressed one read the same)."""
-        from orchestrator.parsers import compressed
+        # why lazy: it imports numpy, pandas, which importing proton must not
         from orchestrator.parsers import proton as reader
+
+        # why lazy: it imports numpy, pandas, which importing proton must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
@@ -148,7 +151,7 @@ class ProtonBackend(Backend):
     def warnings(self, rf: RunFolder) -> list[str]:
         """proton's own [PROTON] log lines and the launches left out as launch-metadata work (five
         at most), then the reader's notes on the profile."""
-        from orchestrator.parsers import compressed
+        # why lazy: it imports numpy, pandas, which importing proton must not
         from orchestrator.parsers import proton as reader
 
         said: list[str] = []
@@ -190,8 +193,6 @@ def find_proton() -> tuple[str | None, str]:
 
 
 def _cannot_run(req: Request | None) -> str | None:
-    from orchestrator import envinfo
-
     if req is not None and (req.device == "cpu" or req.triton_interpret):
         return "proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret"
     if envinfo.nvidia_smi() is None:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from orchestrator.backends.base import Backend
 from orchestrator.runfolder import RunFolder
 from reports.schema import EVENT_CALL, SAMPLED, MergedTime
+from workloads import timers
+from workloads.stopping import StopRule
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
     import pandas as pd
@@ -53,9 +55,6 @@ class TimeBackend(Backend):
         """The timing options: L2 flush, the timer that holds the GPU while the host queues the call,
         the GPU sleep, CUDA graphs and the stop rule (--max-noise, --min-samples, --min-time, --max-time)."""
         import click
-
-        from workloads import timers
-        from workloads.stopping import StopRule
 
         stop = StopRule()
         return [
@@ -139,6 +138,7 @@ class TimeBackend(Backend):
     def parse(self, rf: RunFolder) -> pd.DataFrame:
         """The unified frame of the runner's own samples in workload.json: time and host time per
         call, also for a variant stopped part-way (its status says so)."""
+        # why lazy: it imports numpy, pandas, which importing time must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()

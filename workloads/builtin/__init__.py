@@ -5,7 +5,7 @@ Importing this package registers them. Callables import torch and the kernels la
 
 from __future__ import annotations
 
-from workloads.registry import Variant, Workload, register
+from workloads.workload import Variant, Workload, _default_input, register
 
 # -- the operations --------------------------------------------------------------------------
 
@@ -39,6 +39,7 @@ def _sum_div_numel(a):
 
 
 def _triton_lecture_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import lecture_mean
 
     # the lecture's kernel takes a matrix, one program a row; a 1-D --size (1e8) is laid out
@@ -51,36 +52,42 @@ def _triton_lecture_mean(a):
 
 
 def _triton_fast_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import fast_mean
 
     return fast_mean(a)
 
 
 def _triton_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_square import triton_square
 
     return triton_square(a)
 
 
 def _numba_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.numba_square import numba_square
 
     return numba_square(a)
 
 
 def _cuda_lecture_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import lecture_square
 
     return lecture_square(a)
 
 
 def _cuda_fast_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import fast_square
 
     return fast_square(a)
 
 
 def _build_cuda_square():
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import build_extensions
 
     return build_extensions()
@@ -271,6 +278,7 @@ def _matmul_tf32(a):
 
 
 def _triton_matmul(a):
+    # why lazy: it imports triton, which only this variant needs
     from workloads.kernels.triton_matmul import triton_matmul
 
     return triton_matmul(a, a)
@@ -295,8 +303,6 @@ def _square_matrix(shape, dtype, device, seed):
         raise ValueError(
             f"matmul multiplies an n x n matrix by itself: --size NxN, not {'x'.join(map(str, shape))}"
         )
-    from workloads.registry import _default_input
-
     return _default_input(shape, dtype, device, seed)
 
 
