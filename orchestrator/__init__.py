@@ -22,10 +22,12 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in ("profile", "sweep", "profile_all", "load_run", "Run"):
+        # why lazy: `import orchestrator` and the CLI's --help stay light
         from orchestrator import api
 
         return getattr(api, name)
     if name in ("profile_program", "import_capture"):
+        # why lazy: it imports numpy, pandas, which importing orchestrator must not
         from orchestrator import capture
 
         return getattr(capture, name)

@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends
+from orchestrator import backends, cluster, envinfo
+from orchestrator.cluster import Point
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError, interrupt_in
 from orchestrator.execution import (
     conclude,
@@ -25,8 +26,9 @@ from orchestrator.execution import (
     point_unavailable,
     reporting_error,
 )
-from orchestrator.request import Request
+from orchestrator.request import CLUSTER_FIELDS, Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from workloads.shapes import parse_size
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -38,7 +40,7 @@ _LATER = {
     "MultiRun": "orchestrator.multirun",
     "Run": "orchestrator.results",
     "build_report": "orchestrator.results",
-    "load_run": "orchestrator.results",
+    "load_run": "orchestrator.loading",
     "write_report": "orchestrator.results",
     "compare": "orchestrator.comparison",
 }
@@ -84,6 +86,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> Run | Multi
         return each_gpu(req, argv)
     if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
         return _profile_on_cluster(req, argv)
+    # why lazy: it imports pandas, which importing api must not
     from orchestrator.results import build_report
 
     rf, error = execute(req, argv)
@@ -101,6 +104,7 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     """Run each (name, job) into rf/<name> (a job returns a Run, or a string: the reason it is
     skipped), recording each child's status in the parent manifest as it ends. Stops at an
     interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
+    # why lazy: it imports pandas, which importing api must not
     from orchestrator.results import Run
 
     interrupted: InterruptedRunError | None = None
@@ -171,6 +175,7 @@ def _finish_children(
     rf.set_status("interrupted" if interrupted else "failed" if bad else "ok", err)
     multi = None
     try:
+        # why lazy: it imports pandas, which importing api must not
         from orchestrator.multirun import build_multi, write_multi
 
         multi = build_multi(rf, write=False, children_write=False, built=built)
@@ -202,8 +207,6 @@ def run_point(point: Any, out: Path) -> Run | MultiRun | str:
 def _point_options(req: Request, *drop: str, backend: str | None = None) -> dict[str, Any]:
     """A point's own profile() options: the parent request's (of `backend`'s own options, those it
     takes), less where and how the parent runs."""
-    from orchestrator.request import CLUSTER_FIELDS
-
     opts = {
         k: v
         for k, v in backends.point_options(req, backend or req.backend).items()
@@ -222,7 +225,6 @@ def _run_points(create: Any, points: list, what: str, req: Request) -> MultiRun:
     if spec is None:
         rf = create()
         return _run_children(rf, [(p.name, functools.partial(run_point, p)) for p in points], what)
-    from orchestrator import cluster
 
     with cluster.Session(spec, req.connect_timeout) as session:
         return _run_on_cluster(create(), session, points, what, req.retries)
@@ -242,8 +244,13 @@ def _run_on_cluster(rf: RunFolder, session: Any, points: list, what: str, retrie
 
     def record(outcome: Any) -> None:
         # pandas and matplotlib (0.75 s) load here, once the points are submitted and running
+        # why lazy: it imports pandas, which importing api must not
         from orchestrator.multirun import MERGED_FIRST
+
+        # why lazy: it imports pandas, which importing api must not
         from orchestrator.results import Run
+
+        # why lazy: it imports numpy, pandas, which importing api must not
         from reports import html
 
         try:
@@ -294,9 +301,6 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
     """Every backend available here, one after another, into one parent folder; a backend that
     cannot run here (tool missing, no GPU for ncu) is recorded as skipped with the reason. With a
     cluster (options cluster=, scheduler_file=), each backend is a task, checked on its worker."""
-    from orchestrator import envinfo
-    from orchestrator.cluster import Point
-
     argv = options.pop("argv", None)
     req = backends.request(workload, backends.ALL, **options).validate()
     if req.each_gpu:
@@ -315,9 +319,6 @@ def profile_all(workload: str, backends_: list[str] | None = None, **options: An
 def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **options: Any) -> MultiRun:
     """The workload at every (size, dtype) point, one child run (and process) each; with a cluster,
     one task each."""
-    from orchestrator import envinfo
-    from orchestrator.cluster import Point
-
     argv = options.pop("argv", None)
     sizes, dtypes = sweep_axes(sizes, dtypes)
     base = backends.request(workload, backend, size=sizes[0], dtype=dtypes[0], **options)
@@ -345,8 +346,6 @@ def sweep(workload: str, backend: str, sizes: list[str], dtypes: list[str], **op
 def sweep_axes(sizes: list[str], dtypes: list[str]) -> tuple[list[str | None], list[str]]:
     """A sweep's sizes (normalised; [None]: the workload's default shape) and dtypes; a point
     named twice is a UsageError (it ran once, then failed on its own folder, part-way)."""
-    from workloads.shapes import parse_size
-
     sizes_ = [parse_size(s) for s in sizes] or [None]
     dtypes = dtypes or ["float32"]
     for flag, given in (("--size", sizes_), ("--dtype", dtypes)):
@@ -369,8 +368,6 @@ def each_gpu(req: Request, argv: list[str] | None = None) -> MultiRun:
     local-cuda), pinned to that worker: a parent folder of kind each-gpu with a child per worker,
     and a table that flags GPUs more than cluster.SLOW_PCT % slower than the median of the GPUs'
     medians."""
-    from orchestrator import cluster, envinfo
-
     spec = req.cluster_spec()
     opts = _point_options(req)
     with cluster.Session(spec, req.connect_timeout) as session:
@@ -396,8 +393,6 @@ def each_gpu(req: Request, argv: list[str] | None = None) -> MultiRun:
 def _profile_on_cluster(req: Request, argv: list[str] | None) -> Run:
     """One run (not a sweep) as one task on the cluster the request names, into the run folder the
     serial run would have made, with where it ran in its manifest."""
-    from orchestrator import cluster
-
     with cluster.Session(req.cluster_spec(), req.connect_timeout) as session:
         where = session.info()
         rf = RunFolder.create(

@@ -23,141 +23,24 @@ Example:
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator import proc
-from orchestrator.capture_manifest import (
-    TRACE,
-    sibling_workload,
-    trace_manifest,
-    trace_prefix,
-    workload_manifest,
-)
-from orchestrator.capture_ncu import NCU_SUFFIXES, import_ncu
-from orchestrator.capture_ranges import RangeFilter
-from orchestrator.errors import (
-    GprofError,
-    InterruptedRunError,
-    ParseError,
-    ToolTimeoutError,
-    UsageError,
-    check_seconds,
-    interrupt_in,
-)
+from orchestrator import backends, envinfo
+from orchestrator.capture_finish import finish_run
+from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix
+from orchestrator.capture_ncu import import_ncu
+from orchestrator.capture_request import BACKEND, SQLITE, ProgramRequest, capture_kind
+from orchestrator.errors import ParseError, UsageError
+from orchestrator.nvtx_support import nvtx_problem, program_nvtx_version
+from orchestrator.parsers import compressed
+from orchestrator.parsers import torch_trace as tt
+from orchestrator.runfolder import RunFolder
 
-SQLITE = "report.sqlite"
-REPORT = "report.nsys-rep"
-BACKEND = "program"
-NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
-SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
-TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
-
-
-# --------------------------------------------------------------------------- nvtx vs nsys
-
-
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
-
-
-def nvtx_problem(nvtx_version: str | None, nsys_version: str | None) -> str | None:
-    """Why nsys would record none of the program's `nvtx` ranges, or None.
-
-    Measured (docs/nsight-facts.md): nsys 2023.4.4 drops the ranges of nvtx 0.2.13 and newer
-    (0.2.10 is recorded; torch.cuda.nvtx always is).
-
-    Example:
-        >>> nvtx_problem("0.2.17", "2023.4.4.54")
-        'the nvtx package 0.2.17 ...'
-    """
-    if not nvtx_version or not nsys_version:
-        return None
-    if _version_tuple(nsys_version)[:1] == (2023,) and _version_tuple(nvtx_version) >= (0, 2, 13):
-        return (
-            f"the nvtx package {nvtx_version} emits ranges that nsys {nsys_version} does not record (only "
-            "their domains' create/destroy events reach the report): its nvtx ranges will be missing; "
-            "pip install nvtx==0.2.10 or use a newer nsys (torch.cuda.nvtx ranges are recorded either way)"
-        )
-    return None
-
-
-def program_nvtx_version(argv: list[str], timeout: float = 30) -> str | None:
-    """The nvtx package version the program's Python would import (None: not Python, or no nvtx)."""
-    exe = argv[0]
-    if not re.fullmatch(r"python[0-9.]*", Path(exe).name) and exe != sys.executable:
-        return None
-    out = proc.output(
-        [exe, "-c", "import importlib.metadata as m; print(m.version('nvtx'))"], timeout=timeout
-    )
-    return (out or "").strip() or None
-
-
-# --------------------------------------------------------------------------- requests
-
-
-@dataclass
-class ProgramRequest:
-    """What `exec` and `import` were asked: the program (or the capture), the range filter,
-    where the tool is and what it is given, limits and the folder."""
-
-    argv: list[str] = field(default_factory=list)
-    tool: str = "nsys"
-    ranges: str | None = None
-    name: str | None = None
-    iters: int | None = None  # iterations in one range instance (None: 1)
-    nsys: str | None = None
-    nsys_args: list[str] = field(default_factory=list)
-    trace_osrt: bool = False
-    cuda: bool | None = None  # trace CUDA (None: when nvidia-smi sees a GPU)
-    timeout: float | None = None
-    out: Path | None = None
-    root: Path | None = None
-    capture: str | None = None  # import: the source file
-    compare_ranges: bool = False  # the ranges are alternatives: speedups between them
-
-    def validate(self) -> ProgramRequest:
-        RangeFilter.parse(self.ranges)
-        if self.capture is None and not self.argv:
-            raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
-        if self.tool not in ("nsys", "ncu"):
-            raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
-        if self.iters is not None and self.iters < 1:
-            raise UsageError(f"--iters must be at least 1, not {self.iters}")
-        check_seconds(self.timeout, "--timeout")
-        return self
-
-    @property
-    def filter(self) -> RangeFilter:
-        return RangeFilter.parse(self.ranges)
-
-    def workload_name(self) -> str:
-        if self.name:
-            return self.name
-        if self.capture:
-            base = Path(self.capture).name
-            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
-                base = base.removesuffix(suffix)
-            return base or "capture"
-        script = (
-            next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
-        )
-        return Path(script or self.argv[0]).stem or "program"
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
-
-
-def _is_python(argv: list[str]) -> bool:
-    return bool(argv) and (
-        bool(re.fullmatch(r"python[0-9.]*", Path(argv[0]).name)) or argv[0] == sys.executable
-    )
-
+# what `gprof-orch exec` and `import` call as capture.X, beside the library calls
+__all__ = ["ProgramRequest", "import_capture", "profile_program"]
 
 # --------------------------------------------------------------------------- the library calls
 
@@ -173,7 +56,6 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
         >>> run = profile_program(["python", "train.py", "--steps", "50"], ranges="@step")
         >>> run.table[["variant", "samples", "time_median_us", "kernels"]]
     """
-    from orchestrator import backends, envinfo
 
     cli_argv = options.pop("cli_argv", None)
     req = ProgramRequest(argv=list(argv), tool=tool, ranges=ranges, **options).validate()
@@ -184,7 +66,6 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
     if problem:
         print(f"gprof-orch: warning: {problem}", file=sys.stderr, flush=True)
         notes.append(problem)
-    from orchestrator.runfolder import RunFolder
 
     rf = RunFolder.create(
         BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
@@ -196,7 +77,7 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
         notes=notes,
         program={"argv": req.argv, "tool": req.tool, "ranges": req.filter.spec},
     )
-    return _finish_run(rf, req, lambda: be.execute(req, rf), source=" ".join(req.argv))
+    return finish_run(rf, req, lambda: be.execute(req, rf), source=" ".join(req.argv))
 
 
 def import_capture(path: str | Path, *, ranges: str | None = None, **options: Any):
@@ -209,8 +90,6 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     Example:
         >>> import_capture("report.nsys-rep", ranges="gprof@variant:").table
     """
-    from orchestrator import backends, envinfo
-    from orchestrator.runfolder import RunFolder
 
     cli_argv = options.pop("cli_argv", None)
     src = Path(path)
@@ -250,7 +129,7 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
         if kind == "sqlite"
         else None
     )
-    return _finish_run(
+    return finish_run(
         rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed, copy=copy
     )
 
@@ -260,10 +139,6 @@ def _import_trace(
 ):
     """import_capture() of a torch.profiler Chrome trace: a `torch-trace` run folder whose
     variants are the record_function ranges named PREFIX..."""
-    from orchestrator import envinfo
-    from orchestrator.parsers import compressed
-    from orchestrator.parsers import torch_trace as tt
-    from orchestrator.runfolder import RunFolder
 
     if options.get("iters") is not None:
         raise UsageError(
@@ -301,190 +176,4 @@ def _import_trace(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
-
-
-def write_workload(rf) -> None:
-    """The workload.json of a folder whose run stopped before it was written (during `nsys
-    export`), once the export is made (`gprof-orch report`): the ranges the run's request picks,
-    as _finish_run() would have written them."""
-    from orchestrator.parsers import compressed
-    from orchestrator.parsers import nsys_sqlite as ns
-    from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
-
-    asked = rf.manifest.get("request") or {}
-    req = ProgramRequest(**{k: v for k, v in asked.items() if k in ProgramRequest.__dataclass_fields__})
-    src = Path(req.capture) if req.capture else None
-    borrowed = sibling_workload(src) if src is not None and src.is_file() else None
-    with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:
-        wman = workload_manifest(
-            ns.read_export(plain, lean=True),
-            plain,
-            req.filter,
-            name=req.workload_name(),
-            source=req.capture or " ".join(req.argv),
-            iters_per_range=req.iters or 1,
-            borrowed=borrowed,
-            compare_ranges=req.compare_ranges,
-        )
-    if rf.manifest.get("status") == "interrupted":
-        _stopped_inside(wman, InterruptedRunError("interrupted"))
-    write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-
-
-def _located(sqlite: Path) -> Path | None:
-    """The run's export, or its .xz/.gz, if there is one."""
-    for p in (sqlite, sqlite.with_name(sqlite.name + ".xz"), sqlite.with_name(sqlite.name + ".gz")):
-        if p.is_file():
-            return p
-    return None
-
-
-def capture_kind(src: Path) -> str:
-    name = src.name.lower()
-    if name.endswith(NSYS_SUFFIXES):
-        return "nsys-rep"
-    if name.endswith(SQLITE_SUFFIXES):
-        return "sqlite"
-    if name.endswith(NCU_SUFFIXES):
-        return "ncu-rep"
-    if name.endswith(TRACE_SUFFIXES):
-        return "torch-trace"
-    with open(src, "rb") as fh:
-        head = fh.read(16)
-    if head.startswith(b"SQLite format 3"):
-        return "sqlite"
-    raise UsageError(
-        f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)"
-    )
-
-
-def _as_given(exc: GprofError, copy: Path | None, source: str) -> GprofError:
-    """An error reading the run folder's copy of an imported capture, naming the file the user
-    gave: theirs is the one to fix or take again (and the copy goes with the folder)."""
-    if copy is None or not isinstance(exc, ParseError) or exc.path.resolve() != copy.resolve():
-        return exc
-    err = ParseError(source, exc.reason, hint=exc.hint)
-    err.__cause__, err.log = exc, exc.log
-    return err
-
-
-# nsys 2024.2.3 writes a range only once it ends (2023.4.4 ended an open push/pop range at the stop)
-OPEN_AT_STOP = (
-    "the program was stopped: a range still open then is in the capture only where this nsys ends it "
-    "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)"
-)
-
-
-def _stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
-    """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
-    the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's.
-    True when the run was stopped and the capture holds no such range (it may have dropped it)."""
-    stop = (
-        "timed out"
-        if isinstance(error, ToolTimeoutError)
-        else "interrupted"
-        if isinstance(error, InterruptedRunError)
-        else None
-    )
-    for v in wman.get("variants", []):
-        if stop and v.get("unclosed"):
-            v["status"] = stop
-    return stop is not None and not any(v.get("unclosed") for v in wman.get("variants", []))
-
-
-def _unreported_too(error: GprofError, exc: GprofError) -> None:
-    """The program failed (or was stopped) and its capture cannot be reported either: both said,
-    and where it was stopped, why a range open then may be missing."""
-    error.message += f"; {exc.message}"
-    stopped = isinstance(error, (ToolTimeoutError, InterruptedRunError))
-    error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
-
-
-def _finish_run(
-    rf,
-    req: ProgramRequest,
-    step,
-    *,
-    source: str,
-    borrowed: dict[str, Any] | None = None,
-    manifest=None,
-    copy: Path | None = None,
-    parsed=None,
-):
-    """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
-    (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
-    final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
-    imported capture, which an error reading it names as the user's file (`source`). `parsed()`:
-    the backend's Parsed of what `manifest()` already read (ncu's report), read once."""
-    from orchestrator.execution import conclude, reporting_error
-
-    t0 = time.monotonic()
-    error: GprofError | None = None
-    try:
-        step()
-    except GprofError as exc:
-        error = exc
-    except KeyboardInterrupt:
-        error = InterruptedRunError("interrupted")
-    rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
-    run, unreadable = None, False  # unreadable: the imported file itself could not be read
-    located = _located(rf.path / SQLITE)
-    handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once
-
-    def nsys_manifest() -> dict[str, Any]:
-        from orchestrator.parsers import compressed
-        from orchestrator.parsers import nsys_sqlite as ns
-
-        with compressed.plain_file(located) as plain:
-            # lean: what the manifest and the report use (a million-kernel capture read twice in
-            # full took longer than `nsys stats` on it)
-            export = ns.read_export(plain, lean=True)
-            wman = workload_manifest(
-                export,
-                plain,
-                req.filter,
-                name=req.workload_name(),
-                source=source,
-                iters_per_range=req.iters or 1,
-                borrowed=borrowed,
-                compare_ranges=req.compare_ranges,
-            )
-        handed.append(export)
-        return wman
-
-    if manifest is None and located is not None:
-        manifest = nsys_manifest
-    if manifest is not None and (error is None or located is not None):
-        try:
-            run = _capture_report(rf, manifest, error, located, handed, parsed)
-        except BaseException as raised:
-            exc = _as_given(raised, copy, source) if isinstance(raised, GprofError) else raised
-            if error is None and isinstance(exc, GprofError):
-                unreadable = exc is not raised
-            elif error is not None and isinstance(exc, GprofError) and not interrupt_in(exc):
-                _unreported_too(error, exc)
-            error = reporting_error(rf, exc, error)
-    elif error is None:
-        error = ParseError(rf.path, "the profiler left no report")
-    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    return conclude(rf, run, status, error, unreadable_input=unreadable)
-
-
-def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list, given=None):
-    """The capture's workload.json written (`manifest()`'s), its Run built (not written). pandas is
-    imported here, inside the caller's guard: a Ctrl-C during its import ends the run as any other."""
-    from orchestrator.results import build_report
-    from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
-
-    wman = manifest()
-    if _stopped_inside(wman, error):
-        rf.manifest.setdefault("notes", []).append(OPEN_AT_STOP)
-    write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
-    parsed = given() if given is not None else None
-    if handed:  # the rows from the export already in memory, by workload.json as written
-        from orchestrator.backends.program import ProgramBackend, frame_from_capture
-
-        frame = frame_from_capture(located, rf.workload_manifest(), run=rf.path.name, export=handed.pop())
-        parsed = ProgramBackend().with_frame(rf, frame)
-    return build_report(rf, parsed, write=False)
+    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)

@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting, unclosed
-from orchestrator.errors import ParseError, UsageError
+from orchestrator.capture_request import SQLITE, ProgramRequest
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    ParseError,
+    ToolTimeoutError,
+    UsageError,
+)
+from orchestrator.parsers import compressed
+from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import torch_trace as tt
+from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import RANGE_PREFIX
 
@@ -179,8 +190,6 @@ def trace_manifest(
     that run's labels, bytes, shape and environment.
 
     Raises ParseError (exit 4) when no range matches, naming the ranges the trace holds."""
-    from orchestrator.parsers import torch_trace as tt
-
     ev = trace.events
     ann = ev[ev["cat"] == "user_annotation"]
     if not ann["name"].str.startswith(prefix).any():
@@ -248,3 +257,52 @@ def trace_manifest(
         "status": "ok",
         "variants": variants,
     }
+
+
+# nsys 2024.2.3 writes a range only once it ends (2023.4.4 ended an open push/pop range at the stop)
+OPEN_AT_STOP = (
+    "the program was stopped: a range still open then is in the capture only where this nsys ends it "
+    "at the stop (2023.4.4 does, 2024.2.3 records a range only once it ends)"
+)
+
+
+def stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
+    """A range the program was inside when the run was stopped (--timeout, Ctrl-C) is timed to
+    the stop, not to its end: its variant is `timed out` or `interrupted`, as a built-in run's.
+    True when the run was stopped and the capture holds no such range (it may have dropped it)."""
+    stop = (
+        "timed out"
+        if isinstance(error, ToolTimeoutError)
+        else "interrupted"
+        if isinstance(error, InterruptedRunError)
+        else None
+    )
+    for v in wman.get("variants", []):
+        if stop and v.get("unclosed"):
+            v["status"] = stop
+    return stop is not None and not any(v.get("unclosed") for v in wman.get("variants", []))
+
+
+def write_workload(rf) -> None:
+    """The workload.json of a folder whose run stopped before it was written (during `nsys
+    export`), once the export is made (`gprof-orch report`): the ranges the run's request picks,
+    as capture_finish.finish_run() would have written them."""
+
+    asked = rf.manifest.get("request") or {}
+    req = ProgramRequest(**{k: v for k, v in asked.items() if k in ProgramRequest.__dataclass_fields__})
+    src = Path(req.capture) if req.capture else None
+    borrowed = sibling_workload(src) if src is not None and src.is_file() else None
+    with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:
+        wman = workload_manifest(
+            ns.read_export(plain, lean=True),
+            plain,
+            req.filter,
+            name=req.workload_name(),
+            source=req.capture or " ".join(req.argv),
+            iters_per_range=req.iters or 1,
+            borrowed=borrowed,
+            compare_ranges=req.compare_ranges,
+        )
+    if rf.manifest.get("status") == "interrupted":
+        stopped_inside(wman, InterruptedRunError("interrupted"))
+    write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)

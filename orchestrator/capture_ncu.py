@@ -15,17 +15,20 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.backends.ncu import REPORT
+from orchestrator import backends, envinfo, proc, tools
+from orchestrator.backends import ncu_tool
+from orchestrator.backends.ncu import REPORT, read_report
+from orchestrator.capture_finish import finish_run
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
-from orchestrator.errors import ParseError, UsageError
+from orchestrator.capture_request import ProgramRequest
+from orchestrator.errors import ParseError, ToolFailedError, UsageError
+from orchestrator.runfolder import RunFolder
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
-
-NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
 
 
 def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -46,10 +49,6 @@ def import_ncu(
     """import_capture() of a `.ncu-rep` (also `.xz`/`.gz`): an `ncu` run folder whose variants
     are the report's NVTX ranges. Raises ParseError (exit 4) when no kernel is in a matching
     range, naming the ranges the report holds."""
-    from orchestrator import envinfo
-    from orchestrator.capture import ProgramRequest, _finish_run
-    from orchestrator.runfolder import RunFolder
-
     domain, prefix = ncu_filter(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
@@ -74,9 +73,7 @@ def import_ncu(
     read: list = []  # the report manifest() read, which the report is built from
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu, ncu_tool
-
-        rep = ncu.read_report(dest, domain, prefix)
+        rep = read_report(dest, domain, prefix)
         read.append(rep)
         held = None
         if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
@@ -95,7 +92,7 @@ def import_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
+    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
 
 
 def ncu_manifest(
@@ -201,11 +198,6 @@ def profile_program_ncu(
     it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
     any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
     the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
-    from orchestrator import backends, envinfo, proc, tools
-    from orchestrator.capture import ProgramRequest, _finish_run
-    from orchestrator.errors import ToolFailedError
-    from orchestrator.runfolder import RunFolder
-
     req = ProgramRequest(argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
     domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
     be = backends.get("ncu")  # the registry's ncu backend builds the command, as `exec nsys`'s does
@@ -241,9 +233,8 @@ def profile_program_ncu(
     read: list = []  # the report manifest() read, which the report is built from
 
     def manifest() -> dict[str, Any]:
-        from orchestrator.backends import ncu
-
-        rep = ncu.read_report(rf.path / REPORT, domain, prefix)
+        # `ncu` here is the --ncu PATH parameter, not the backend module: read_report by its own name
+        rep = read_report(rf.path / REPORT, domain, prefix)
         read.append(rep)
         return ncu_manifest(
             rep,
@@ -255,15 +246,13 @@ def profile_program_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return _finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest, parsed=_parsed(rf, read))
+    return finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest, parsed=_parsed(rf, read))
 
 
 def _parsed(rf, read: list):
     """The ncu backend's Parsed of the report manifest() read (into `read`): the file read once."""
 
     def parsed():
-        from orchestrator import backends
-
         return backends.get("ncu").parsed_from(rf, read.pop()) if read else None
 
     return parsed

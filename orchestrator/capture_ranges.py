@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import UsageError
+from orchestrator.parsers import nsys_sqlite as ns
 
 ANY_DOMAIN = "*"
 
@@ -71,8 +72,6 @@ class RangeFilter:
     def select(self, export) -> pd.DataFrame:
         """The export's ranges this filter takes, shaped as nsys_sqlite.variant_ranges() returns
         them (range_id 0.. in start order), for attribute_kernels(ranges=...) and summarize()."""
-        from orchestrator.parsers import nsys_sqlite as ns
-
         every = all_ranges(export)
         sel = every["text"].str.startswith(self.prefix) if self.prefix else pd.Series(True, index=every.index)
         if self.domain is None:
@@ -97,8 +96,6 @@ def unclosed(export, ranges: pd.DataFrame, session_end: int | None) -> pd.Series
     program was stopped inside them, or never ended them; each runs to the end of the capture.
     nsys (2023.4.4) leaves a start/end range's end empty, and ends a push/pop range at the
     session's end (ANALYSIS_DETAILS.duration, `session_end`), to the nanosecond."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
     n = export.nvtx
     open_ = n[n["event_type"].isin(ns.RANGE_EVENT_TYPES) & n["end"].isna()]
     keys = set(zip(open_["start"].astype("int64").tolist(), open_["global_tid"].astype("int64").tolist()))
@@ -112,8 +109,6 @@ def all_ranges(export) -> pd.DataFrame:
     """Every push/pop and start/end range of the export, any domain, in start order: text,
     domain (None: default), start, end (a range never closed ends at the last timestamp),
     wall_ns, global_tid, event_type, and top_level (no other range on its thread encloses it)."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
     n = export.nvtx
     domains = n.loc[n["event_type"].isin(ns.RANGE_EVENT_TYPES), "domain"]
     parts = []
@@ -188,8 +183,6 @@ def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: 
     `nsys stats -r nvtx_kern_sum` counts a range's kernels: rows of attribute_kernels(..., ranges=)
     whose launch call starts inside an instance of `variant` on the same thread, with variant and
     range_id set to that instance (the innermost where instances of one name nest)."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
     mine = ranges[ranges["variant"] == variant]
     act = attributed[
         attributed["range_id"] >= 0

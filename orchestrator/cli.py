@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator import __version__
+from orchestrator import __version__, backends
 from orchestrator.cli_capture import exec_group, import_cmd
 from orchestrator.cli_output import _run_and_print, error_doc, exit_internal, exit_with_error
 from orchestrator.cli_reports import compare, report
@@ -21,9 +21,12 @@ from orchestrator.errors import (
     EXIT_RUN_FAILED,
     GprofError,
     InterruptedRunError,
+    UsageError,
+    check_seconds,
     interrupt_in,
 )
 from reports.formats import FORMATS
+from workloads import registry
 
 EPILOG_RUN = """\b
 Examples:
@@ -105,8 +108,6 @@ class DtypeOption(click.Option):
     help is shown (the CLI's start imports no workload)."""
 
     def get_help_record(self, ctx: click.Context):
-        from workloads import registry
-
         dtypes = registry.builtin_dtypes()
         self.help = (
             f"{', '.join(dtypes[:-1])} or {dtypes[-1]} (what the built-in workloads take; `list` shows "
@@ -199,6 +200,7 @@ def run_options(f):
 def cluster_options() -> list:
     """--cluster and its companions (orchestrator/cluster.py), on every backend command and `all`;
     their defaults are the Request's."""
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.request import Request
 
     return [
@@ -242,7 +244,7 @@ def cluster_options() -> list:
 
 
 def _request_kwargs(kw: dict) -> dict:
-    from orchestrator.errors import UsageError
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.request import parse_list
 
     as_json, fmt = kw.pop("as_json"), kw.pop("fmt")
@@ -260,7 +262,10 @@ def _request_kwargs(kw: dict) -> dict:
 def _entry(workload: str, backend: str, kw: dict):
     """The library call a command means: every backend (`all`), a sweep (a list of sizes or
     dtypes), or one run."""
-    from orchestrator import api, backends
+    # why lazy: off the start-up of every command and of --help
+    from orchestrator import api
+
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.request import parse_list
 
     sizes, dtypes = parse_list(kw.get("size")), parse_list(kw.get("dtype"))
@@ -274,6 +279,7 @@ def _entry(workload: str, backend: str, kw: dict):
 
 def _execute(ctx: click.Context, backend: str, **kw) -> None:
     per_kernel = ctx.meta["gprof.per_kernel"] = kw.pop("per_kernel", False)
+    ctx.meta["gprof.ops"] = bool(kw.get("ops"))  # --ops (torch-trace, nsys): the tree under the table
     kw = _request_kwargs(kw)
     fmt = kw.pop("fmt")
     workload = kw.pop("workload")
@@ -286,8 +292,13 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
 def _dry_run(workload: str, backend: str, kw: dict) -> None:
     """--dry-run: the exact commands of every run the command would make (each backend of `all`,
     each point of a sweep, under a `# <folder>` line), and each runner's spec; nothing runs."""
-    from orchestrator import api, backends
+    # why lazy: off the start-up of every command and of --help
+    from orchestrator import api
+
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.proc import format_argv
+
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.request import parse_list
 
     every = backends.is_all(backend)
@@ -303,6 +314,7 @@ def _dry_run(workload: str, backend: str, kw: dict) -> None:
         req = backends.request(workload, name, **{**own, "size": size, "dtype": dtype})
         spec = req.cluster_spec()
         if i == 0 and spec is not None:
+            # why lazy: off the start-up of every command and of --help
             from orchestrator import cluster
 
             what = "on every worker's GPU of " if req.each_gpu else "each point a task (resource GPU=1) on "
@@ -354,7 +366,7 @@ def list_cmd(workload_file, timeout, as_json) -> None:
       gprof-orch list
       gprof-orch list --workload-file mine.py
     """
-    from orchestrator.errors import check_seconds
+    # why lazy: off the start-up of every command and of --help
     from orchestrator.request import workload_catalog
 
     check_seconds(timeout, "--timeout")
@@ -394,6 +406,7 @@ def doctor(ctx, nsys, ncu, check, as_json) -> None:
       gprof-orch doctor
       gprof-orch doctor --check
     """
+    # why lazy: off the start-up of every command and of --help
     from orchestrator import doctor as doc
 
     report = doc.collect(nsys=nsys, ncu=ncu)
@@ -446,7 +459,6 @@ class BackendCommand(click.Command):
     def _load(self) -> None:
         if self._loaded:
             return
-        from orchestrator import backends
 
         epilog = EPILOG_RUN
         if backends.is_all(self.name):
@@ -475,8 +487,6 @@ class BackendCommand(click.Command):
 
 
 def _backend_commands() -> dict[str, str]:
-    from orchestrator import backends
-
     try:
         listed = backends.commands()
     except GprofError as exc:  # a bad GPROF_ORCH_BACKENDS line: before any command could catch it

@@ -96,6 +96,7 @@ def import_cmd(
       gprof-orch import run.sqlite --ranges gprof@variant: --iters 20
       gprof-orch import trace.json --ranges step
     """
+    # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture as cap
 
     _run_and_print(
@@ -165,6 +166,7 @@ def exec_nsys(
       gprof-orch exec nsys -- python train.py --steps 50
       gprof-orch exec nsys --ranges train@ --nsys-arg=--cuda-graph-trace=node -- python train.py
     """
+    # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture as cap
 
     opts = dict(
@@ -180,7 +182,10 @@ def exec_nsys(
         compare_ranges=compare_ranges,
     )
     if dry_run:
+        # why lazy: off the start-up of every command and of --help
         from orchestrator import backends, envinfo
+
+        # why lazy: off the start-up of every command and of --help
         from orchestrator.proc import format_argv
 
         req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
@@ -240,10 +245,14 @@ def exec_ncu(
     Example:
       gprof-orch exec ncu --ranges @step --ncu-arg=--launch-count=50 -- python train.py --steps 5
     """
+    # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture_ncu
 
     if dry_run:
+        # why lazy: off the start-up of every command and of --help
         from orchestrator import backends, tools
+
+        # why lazy: off the start-up of every command and of --help
         from orchestrator.proc import format_argv
 
         be = backends.get("ncu")

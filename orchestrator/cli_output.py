@@ -97,6 +97,7 @@ def run_doc(
     exit code, error, meta, the per-variant table); with `per_kernel`, the per-kernel breakdown
     as "kernels" beside "variants". A run that has just failed overrides how it ended with the
     error as raised (its hint and log)."""
+    # why lazy: it imports pandas, which importing cli_output must not
     from orchestrator.results import report_doc
 
     doc = report_doc(run, kernels=per_kernel)
@@ -110,6 +111,7 @@ def run_doc(
 
 
 def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
+    # why lazy: it imports pandas, which importing cli_output must not
     from reports import render, term
 
     title, footer = run.title(), run.footer()
@@ -122,6 +124,7 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
             "note: no CUDA GPU in use: running on the CPU (host wall-clock times, no GPU kernels).", err=True
         )
     if run.workload.get("replaces_builtin"):
+        # why lazy: it imports pandas, which importing cli_output must not
         from orchestrator.results import replaced_builtin
 
         click.echo(f"warning: {replaced_builtin(run.workload)}", err=True)
@@ -140,6 +143,18 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
                 kernels=run.kernels if per_kernel else None,
             )
         )
+    ops = getattr(run, "ops", None)
+    if click.get_current_context().meta.get("gprof.ops") and ops is not None and fmt in ("table", "markdown"):
+        # why lazy: it imports pandas, only an --ops table needs it
+        from reports import operators
+
+        said = run.workload.get("ops") if isinstance(run.workload.get("ops"), dict) else {}
+        why = (
+            f"the runner could not emit the operators' NVTX ranges ({said['reason']})"
+            if said.get("reason")
+            else ""
+        )
+        click.echo("\n" + operators.render_tree(ops, fmt, why))
     if fmt == "table" and run.saved:
         csv = (
             ", frame.csv" if (Path(run.path) / "frame.csv").exists() else ""

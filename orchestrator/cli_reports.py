@@ -8,8 +8,17 @@ from pathlib import Path
 
 import click
 
+from orchestrator.backends.ops_option import OPS_HELP
 from orchestrator.cli_output import _print_run, run_doc
-from orchestrator.errors import EXIT_PARSE, EXIT_RUN_FAILED
+from orchestrator.errors import (
+    EXIT_PARSE,
+    EXIT_RUN_FAILED,
+    GprofError,
+    InterruptedRunError,
+    ParseError,
+    UsageError,
+    interrupt_in,
+)
 from reports.formats import FORMATS
 
 
@@ -54,8 +63,10 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
     Example:
       gprof-orch compare gprof-runs/before gprof-runs/after --fail-if-slower 5
     """
+    # why lazy: off the start-up of every command and of --help
     from orchestrator import api
-    from orchestrator.errors import UsageError
+
+    # why lazy: it imports pandas, which importing cli_reports must not
     from reports import render
 
     table, a, b = api.compare(run_a, run_b, allow_mismatch=allow_mismatch)
@@ -108,8 +119,8 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
 def _load(path: Path):
     """api.load_run(path, write=True); an interrupt while it reads or writes is InterruptedRunError
     (its manifest is never written here; each report file is replaced whole)."""
+    # why lazy: off the start-up of every command and of --help
     from orchestrator import api
-    from orchestrator.errors import InterruptedRunError, interrupt_in
 
     try:
         return api.load_run(path, write=True)
@@ -134,7 +145,8 @@ def _load(path: Path):
     help="Also print each variant's kernels: launches, time, share of "
     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
 )
-def report(runs, fmt, as_json, per_kernel) -> None:
+@click.option("--ops", is_flag=True, help=OPS_HELP)
+def report(runs, fmt, as_json, per_kernel, ops) -> None:
     """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
     124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
     printed all the same; 4 (or the folder's own code) when a folder could not be read.
@@ -143,9 +155,8 @@ def report(runs, fmt, as_json, per_kernel) -> None:
     Example:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
     """
-    from orchestrator.errors import GprofError, ParseError
-
     fmt = "json" if as_json else fmt
+    click.get_current_context().meta["gprof.ops"] = ops
     docs, unreadable, codes, ended = [], [], [], []
     for path in runs:
         try:

@@ -8,9 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.errors import ParseError
+from orchestrator import backends
+from orchestrator.errors import ParseError, UsageError
+from orchestrator.loading import load_run
 from orchestrator.multirun import MultiRun
-from orchestrator.results import Run, load_run
+from orchestrator.results import Run
 from reports.schema import MEASURES
 
 
@@ -33,7 +35,7 @@ def compare(
         >>> table, a, b = compare("gprof-runs/before", "gprof-runs/after")
         >>> table[["variant", "ratio_b_over_a", "verdict"]]
     """
-    from orchestrator.errors import UsageError
+    # why lazy: it imports numpy, which importing comparison must not
     from reports import merge
 
     loaded = [load_run(p) for p in (path_a, path_b)]
@@ -80,7 +82,7 @@ def _differences(ra: Run, rb: Run, names: str, allow_mismatch: bool) -> tuple[li
     """What makes one pair of runs not comparable (merge.mismatches; how they timed and what their
     medians time, which the hint answers), and whether their medians time different things;
     UsageError unless `allow_mismatch`."""
-    from orchestrator.errors import UsageError
+    # why lazy: it imports numpy, which importing comparison must not
     from reports import merge
 
     apart = _measures_apart(ra, rb)
@@ -119,7 +121,7 @@ def _measures_apart(ra: Run, rb: Run) -> dict[tuple[str, str], list[str]]:
     things (reports.schema.MEASURES), each backend saying what its own do: events against kernel
     durations, a replay, the host bare or under a profiler. A variant one run lacks, skipped or
     failed is `missing` instead, which a gate fails on."""
-    from orchestrator import backends
+    # why lazy: it imports numpy, which importing comparison must not
     from reports.merge import MEASURED
 
     ma, mb = (backends.get(r.backend).measures(r.workload, r.frame) if r.backend else {} for r in (ra, rb))
@@ -150,8 +152,6 @@ def _pair_points(
 ) -> tuple[list[tuple[Any, Run, Run]], list[str]]:
     """The (point, A's run, B's run) pairs to compare, matched on size and dtype, and the
     points only one sweep has (allowed by `allow_mismatch`, else refused)."""
-    from orchestrator.errors import UsageError
-
     if len(pa) == 1 and len(pb) == 1:  # two single runs: mismatches() judges their sizes
         (ka, ra), (_, rb) = next(iter(pa.items())), next(iter(pb.items()))
         return [(ka, ra, rb)], []
@@ -184,8 +184,6 @@ def _single(run: Run | MultiRun) -> Run:
     if isinstance(run, MultiRun):
         if not run.runs:
             raise ParseError(run.path, "holds no completed run")
-        from orchestrator import backends
-
         own = [
             r
             for n, r in run.runs.items()

@@ -6,8 +6,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from orchestrator import envinfo, tools
-from orchestrator.errors import ToolNotFoundError, ToolTimeoutError
+from orchestrator import backends, envinfo, proc, tools
+from orchestrator.checks import check_row
+from orchestrator.errors import GprofError, ToolNotFoundError, ToolTimeoutError
+from workloads import clocks
+from workloads.devices import peak_bandwidth
 
 
 def _torch_info() -> dict[str, Any]:
@@ -23,7 +26,6 @@ def _torch_info() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
-        from workloads.devices import peak_bandwidth
 
         peak, src = peak_bandwidth(p.name, p)
         info.update(
@@ -51,7 +53,6 @@ def _clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
     """Can `time` read the GPU's clocks and throttle reasons (NVML), and where they stand."""
     if not torch_info.get("gpu"):
         return {"ok": True, "version": "no GPU: no clocks to read"}
-    from workloads import clocks
 
     watch, why = clocks.open_watch(0)
     if watch is None:
@@ -95,8 +96,6 @@ def _kernel_clock_info(torch_info: dict[str, Any]) -> dict[str, Any]:
 def _tool_backends() -> list[type]:
     """The backend classes of the registry (orchestrator/backends) that wrap an external tool,
     the first of each tool, in the registry's order: doctor's rows and checks follow from them."""
-    from orchestrator import backends
-
     out, seen = [], set()
     for name in backends.BACKENDS:
         cls = backends.backend_class(name)
@@ -219,20 +218,10 @@ print("CUDA" if torch.cuda.is_available() else "CPU", len(names), len(kernels))
 """
 
 
-def check_row(name: str, ok: bool | None, detail: str, fix: str | None = None) -> dict[str, Any]:
-    """One row of `doctor --check`: {"check", "ok", "detail", "fix"}. ok: True passed, False
-    failed, None skipped (not applicable here); the fix is kept only for a failure. The backends'
-    `self_test` hooks return these."""
-    return {"check": name, "ok": ok, "detail": detail, "fix": fix if ok is False else None}
-
-
 def _torch_check(tmp, timeout: float) -> dict[str, Any]:
     """torch.profiler's proof: a tiny profiled run must record CUDA kernels on a GPU, CPU events
     elsewhere."""
     import sys
-
-    from orchestrator import proc
-    from orchestrator.errors import GprofError
 
     try:
         res = proc.run([sys.executable, "-c", _TORCH_CHECK], log_dir=tmp, name="torch", timeout=timeout)

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends
+from orchestrator import backends, envinfo
+from orchestrator.cluster.archive import unpack
 from orchestrator.errors import (
     GprofError,
     InterruptedRunError,
@@ -23,6 +24,7 @@ from orchestrator.errors import (
 )
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from orchestrator.table_errors import incomplete_error
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -32,8 +34,6 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
     """Run a validated one-point request into a new run folder: the backend's tools looked for (a
     missing one raises before any folder exists), its runs made, the wall time kept. Returns the
     folder and what went wrong, if anything; no report is built."""
-    from orchestrator import envinfo
-
     be = backends.get(req.backend)
     tools = be.require(req)
     rf = RunFolder.create(
@@ -113,6 +113,7 @@ def conclude(
     """End a run folder: the reports carry the final status, so set it first, write them once,
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
     `unreadable_input`: `error` says the file the user imported could not be read at all."""
+    # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import write_report
 
     if error is not None and run is None and collected_nothing(rf, error, unreadable_input):
@@ -159,53 +160,6 @@ def conclude(
     return run
 
 
-# the table's statuses of a variant that ran but whose numbers the profiler's report does not hold whole
-UNREPORTED = ("incomplete", "not in report")
-
-
-def incomplete_error(run: Run) -> GprofError | None:
-    """An IncompleteReportError naming the variants that ran but whose report is not whole (lost
-    events, a missing range): the table keeps them, marked, and the run must not exit 0. The
-    backend's word on lost events (`run.lost`) is its hint where there is one."""
-    from orchestrator.errors import IncompleteReportError
-
-    t = run.table
-    if t.empty or "status" not in t:
-        return None
-    bad = t[t["status"].isin(UNREPORTED)]
-    if bad.empty:
-        return None
-    return IncompleteReportError(
-        f"the profiler's report is incomplete for {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())}"
-        f": their numbers are not whole",
-        hint=(run.lost or "see each row's note") + "; the rows are kept, marked",
-    )
-
-
-def report_error(run: Any) -> GprofError | None:
-    """The error a run read back carries in its table (each child of a parent folder judged), or
-    None: variants whose result the runner never saved (RunFailedError, exit 1), or whose
-    profiler's report is not whole (incomplete_error, exit 6). With `.run` set, so that its table
-    is printed with it."""
-    from orchestrator.results import Run
-    from reports.schema import NOT_SAVED
-
-    lost, error = [], None
-    for r in [run] if isinstance(run, Run) else list((getattr(run, "runs", None) or {}).values()):
-        t = r.table
-        if "status" in t and "variant" in t:
-            lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
-        error = error or incomplete_error(r)
-    if lost:
-        error = RunFailedError(
-            f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "
-            f"it wrote workload.json again (the rows say `not saved`)"
-        )
-    if error is not None:
-        error.run = run  # type: ignore[attr-defined]
-    return error
-
-
 def collected_nothing(rf: RunFolder, error: GprofError, unreadable_input: bool = False) -> bool:
     """Whether a run that went wrong left nothing worth its folder: no workload.json, and a usage
     error (`--size` too large for the device, found by the runner) or an imported file that
@@ -245,10 +199,10 @@ def land_point(folder: Path, outcome: Any, **manifest: Any) -> Run:
     `manifest`'s keys) written into its manifest; its report built here, once (execute_point
     leaves it to the client), and the folder concluded as profile() concludes one. Raises the
     point's error (or the report's: a raw file the worker wrote that does not parse)."""
-    from orchestrator import cluster
+    # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import build_report
 
-    cluster.unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
+    unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
     rf = RunFolder.open(folder)
     rf.manifest.update(placement=outcome.placement, **manifest)
     error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()
@@ -270,8 +224,6 @@ def point_unavailable(point: Any) -> str | None:
 
 def unavailable(name: str, req: Request) -> str | None:
     """Why backend `name` cannot run on this machine, or None when it can."""
-    from orchestrator import envinfo
-
     avail = backends.get(name).check(req)
     if not avail.ok:
         return avail.detail.splitlines()[0]

@@ -11,9 +11,11 @@ from typing import Any
 import pandas as pd
 
 from orchestrator import backends
+from orchestrator.cluster.each_gpu import each_gpu_table, slow_lines
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.results import Run, _weighting_legend, _words, build_report, heading, report_doc
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error, run_exit_code
+from reports.schema import concat
 
 # -- several runs in one folder: every backend (`all`) or every size/dtype (a sweep) ----------------
 
@@ -58,8 +60,6 @@ class MultiRun:
     @property
     def frame(self) -> pd.DataFrame:
         """Every child run's unified long-form frame, concatenated (built on each access)."""
-        from reports.schema import concat
-
         return concat(r.frame for r in self.runs.values())
 
     @property
@@ -71,6 +71,7 @@ class MultiRun:
     @property
     def kernels(self) -> pd.DataFrame:
         """Every child run's per-kernel breakdown, its child's name (backend, or size-dtype) in `run`."""
+        # why lazy: it imports numpy, which importing multirun must not
         from reports.kernels import KERNEL_COLUMNS
 
         parts = [
@@ -108,6 +109,7 @@ class MultiRun:
             if weighted:
                 lines.append(f"{name}: {weighted}")
         if self.kind == "all":
+            # why lazy: it imports numpy, which importing multirun must not
             from reports import merge
 
             lines.append(
@@ -118,8 +120,6 @@ class MultiRun:
                 )
             )
         if self.kind == "each-gpu" and not self.table.empty:
-            from orchestrator.cluster.each_gpu import slow_lines
-
             lines += slow_lines(self.table)
         return lines
 
@@ -134,6 +134,7 @@ def build_multi(
     """The MultiRun of a parent folder; with `write`, its reports (and, unless children_write
     says otherwise, its children's) rewritten. `built`: children's Runs already built from their
     folders as they ended (the run that made them), not parsed again."""
+    # why lazy: it imports numpy, which importing multirun must not
     from reports import merge
 
     children_write = write if children_write is None else children_write
@@ -171,8 +172,6 @@ def build_multi(
             on_gpu=first.get("device") == "cuda",
         )
     elif kind == "each-gpu":
-        from orchestrator.cluster.each_gpu import each_gpu_table
-
         table = each_gpu_table(runs)
     else:
         points = [(r.workload.get("numel", 0), r.workload.get("dtype", ""), r.table) for r in runs.values()]
@@ -185,6 +184,7 @@ def build_multi(
 
 def write_multi(multi: MultiRun, drawn: dict | None = None) -> None:
     """A parent folder's reports; `drawn`: its page's sections drawn ahead (html.draw_section)."""
+    # why lazy: it imports numpy, which importing multirun must not
     from reports import html, render
 
     sections = [(f"{n}", r.table) for n, r in multi.runs.items()]

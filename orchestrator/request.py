@@ -7,11 +7,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import envinfo, proc
+from orchestrator.cluster.spec import ClusterSpec, parse_spec
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError, check_seconds
+from workloads import registry
 from workloads.shapes import parse_size
+from workloads.spec import RunSpec, resolve
 
 if TYPE_CHECKING:
-    from orchestrator.cluster import ClusterSpec
     from workloads.spec import RunSpec
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -38,8 +41,6 @@ def workload_catalog(
     a child, `python -m workloads list --workload-file F --json`, run by orchestrator.proc with
     `timeout` (a hang is the timeout, exit 124); whatever stops it from loading is a UsageError
     naming the file. Without a file the built-ins are described here: they import no torch."""
-    from workloads import registry
-
     if not workload_file:
         return registry.describe()
     path = Path(workload_file).resolve()
@@ -60,8 +61,6 @@ def _list_in_child(path: Path, timeout: float | None) -> list[dict[str, Any]]:
     import json
     import sys
     import tempfile
-
-    from orchestrator import proc
 
     argv = [sys.executable, "-m", "workloads", "list", "--workload-file", str(path), "--json"]
     with tempfile.TemporaryDirectory(prefix="gprof-list-") as tmp:
@@ -132,11 +131,9 @@ class Request:
     def cluster_spec(self) -> ClusterSpec | None:
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
         --each-gpu without --cluster means local-cuda. Raises UsageError on a bad spec."""
-        from orchestrator import cluster
-
-        spec = cluster.parse_spec(self.cluster, self.scheduler_file)
+        spec = parse_spec(self.cluster, self.scheduler_file)
         if spec is None and self.each_gpu:
-            spec = cluster.parse_spec("local-cuda", None)
+            spec = parse_spec("local-cuda", None)
         return spec
 
     def catalog_entry(self) -> dict[str, Any]:
@@ -164,8 +161,6 @@ class Request:
     def validate(self) -> Request:
         """Check every value against the registries; raises UsageError / UnknownNameError.
         Changes nothing: the values the run takes are settled by resolve_spec()."""
-        from workloads import registry
-
         check_seconds(self.timeout, "--timeout")
         if type(self.retries) is not int or self.retries < 0:
             raise UsageError(f"--retries must be a whole number >= 0, not {self.retries}")
@@ -231,8 +226,6 @@ def resolve_spec(
         ...              default_warmup=10).shape
         (1000, 1000)
     """
-    from workloads.spec import RunSpec, resolve
-
     entry = req.catalog_entry()
     shape = tuple(int(d) for d in parse_size(req.size).split("x")) if req.size else None
     spec = RunSpec(
@@ -260,8 +253,6 @@ def auto_device() -> tuple[str, str]:
     chosen: the spec says so). The child refuses a cuda its torch cannot see (a CPU-only torch
     build), naming this reason."""
     import os
-
-    from orchestrator import envinfo
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):

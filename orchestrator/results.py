@@ -1,6 +1,6 @@
 """Run folders read back: a Run (one backend's folder; a parent folder of child runs is a
 MultiRun, orchestrator.multirun), built from what the folder holds, with their report files.
-Reading never profiles and needs no GPU; `load_run(..., write=False)` writes nothing. With
+Reading never profiles and needs no GPU; `load_run(..., write=False)` (orchestrator/loading.py) writes nothing. With
 `write` (`gprof-orch report`), a step a stopped run left undone is made first (Backend.complete:
 nsys's export of the report it wrote)."""
 
@@ -16,8 +16,10 @@ import pandas as pd
 
 from orchestrator import backends
 from orchestrator.backends.base import Backend, Parsed
-from orchestrator.errors import EXIT_INCOMPLETE, ParseError
+from orchestrator.errors import EXIT_INCOMPLETE
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
+from orchestrator.table_errors import report_error
+from reports import flops, render
 
 if TYPE_CHECKING:
     from orchestrator.multirun import MultiRun
@@ -43,6 +45,8 @@ class Run:
     findings: pd.DataFrame = field(default_factory=pd.DataFrame)
     # why the profiler's report may lack part of what ran (Parsed.lost, read once), or None
     lost: str | None = None
+    # each variant's operator tree (reports.operators.operator_table); empty where none was recorded
+    ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def status(self) -> str:
@@ -118,6 +122,7 @@ class Run:
                 f"probe's on this GPU ({roof.get('method', '')}); the events hold a few us a call that "
                 f"ncu's kernel times leave out, so a kernel may show a few % over 100"
             )
+        lines += flops.footer_lines(self.table, w)
         unsized = [
             v["name"]
             for v in w.get("variants", [])
@@ -170,7 +175,8 @@ def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = T
     """The Run of a folder, from what its backend read of it, once (Backend.parse; `parsed`: a
     reading already made, an import's); with `write`, its reports saved into it (with the
     manifest's status)."""
-    from reports import kernels, summary, why
+    # why lazy: it imports numpy, which importing results must not
+    from reports import kernels, operators, summary, why
 
     _pause_for_test("build")
     backend = backends.get(rf.manifest["backend"])
@@ -197,6 +203,7 @@ def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = T
         kernels=kernels.kernel_table(frame, wman),
         findings=findings,
         lost=lost,
+        ops=operators.operator_table(frame),
     )
     if write:
         write_report(run)
@@ -206,6 +213,7 @@ def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = T
 def write_report(run: Run) -> None:
     """report.md/.json/.csv/.html and frame.csv, from the run's manifest as it is now: call it
     once the final status is set. A failed write raises GprofError (disk full)."""
+    # why lazy: it imports numpy, which importing results must not
     from reports import html, render
 
     meta = {
@@ -227,6 +235,7 @@ def write_report(run: Run) -> None:
             notes=run.footer(),
             kernels=run.kernels,
             findings=run.findings,
+            ops=run.ops,
         )
     except OSError as exc:
         raise disk_error(run.path, exc) from exc
@@ -238,8 +247,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     the per-kernel list beside "variants"). How the run ended (status, exit_code as the run's
     command exited, error: null when it went well), meta (ncu's findings in "findings") and
     the per-variant table."""
-    from reports import render
-
     code, m = run.exit_code, run.manifest
     meta = {
         "run": str(run.path),
@@ -257,8 +264,6 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
     error = {"kind": kind, "message": m.get("error") or f"the run ended {run.status}"} if code else None
     status = run.status
     if not code:  # a folder that ended ok whose table is not whole (read by an older gprof-orch)
-        from orchestrator.execution import report_error
-
         carried = report_error(run)
         if carried is not None:
             code, status = (
@@ -266,28 +271,18 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
                 "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed",
             )
             error = {"kind": type(carried).__name__, "message": carried.message, "hint": carried.hint}
-    return {
+    doc = {
         "status": status,
         "exit_code": code,
         "error": error,
         **json.loads(render.to_json(run.table, meta, kernels=run.kernels if kernels else None)),
     }
+    if isinstance(run, Run) and not run.ops.empty:
+        # why lazy: it imports numpy, which importing results must not
+        from reports import operators
 
-
-def load_run(path: str | Path, *, write: bool = False) -> Run | MultiRun:
-    """Rebuild a Run (or a MultiRun: `all` and sweep folders) from its folder; no GPU needed.
-    It only reads. With `write` (what `gprof-orch report` does), its reports are rewritten in
-    the folder, unless the folder is read-only: then nothing is written and `.saved` is False."""
-    rf = RunFolder.open(path)
-    write = write and rf.writable()
-    from orchestrator.multirun import MULTI_KINDS, build_multi
-
-    if rf.manifest.get("kind") in MULTI_KINDS:
-        return build_multi(rf, write=write)
-    backend = rf.manifest.get("backend")
-    if not isinstance(backend, str) or backend not in backends.BACKENDS:
-        raise ParseError(rf.path, f"unknown backend {rf.manifest.get('backend')!r} in the manifest")
-    return build_report(rf, write=write)
+        doc.update(operators.to_doc(run.ops, run.frame))
+    return doc
 
 
 def _what_ran_lines(run: Run) -> list[str]:
@@ -322,6 +317,7 @@ def replaced_builtin(w: dict) -> str:
 
 def _weighting_legend(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
+    # why lazy: it imports numpy, which importing results must not
     from reports.kernels import weighting_legend
 
     frame, workload = getattr(run, "frame", None), getattr(run, "workload", None) or {}

@@ -31,6 +31,7 @@ from orchestrator.errors import (
     ParseError,
     UsageError,
 )
+from orchestrator.proc import format_argv
 from reports.schema import SCHEMA_VERSION
 from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the runner (workloads/runner.py)
 
@@ -218,8 +219,6 @@ class RunFolder:
             raise disk_error(self.path, exc) from exc
 
     def add_command(self, step: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        from orchestrator.proc import format_argv
-
         self.manifest["commands"].append({"step": step, "argv": argv, "env": env or {}})
         try:
             with open(self.path / "commands.sh", "a") as fh:
@@ -347,7 +346,8 @@ class RunFolder:
 def _file_hint(path: Path) -> str:
     """What to do with a file given where a run folder goes: report the run folder it is in, or
     import it where it is a capture (.nsys-rep, .sqlite, .ncu-rep, a torch.profiler trace)."""
-    from orchestrator.capture import capture_kind
+    # why lazy: it imports numpy, pandas, which importing runfolder must not
+    from orchestrator.capture_request import capture_kind
 
     if (path.parent / MANIFEST).is_file():
         return f"it is in the run folder {path.parent}: `gprof-orch report {path.parent}`"

@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import proc
 from orchestrator.errors import ToolNotFoundError, ToolTimeoutError
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -81,8 +82,6 @@ def version_of(path: Path, timeout: float | None = None) -> str:
     """`path --version`, run like every child (orchestrator.proc: own process group, ended on
     timeout) within min(VERSION_TIMEOUT_S, timeout): a tool that hangs is a ToolTimeoutError."""
     import tempfile
-
-    from orchestrator import proc
 
     limit = VERSION_TIMEOUT_S if timeout is None else min(VERSION_TIMEOUT_S, timeout)
     with tempfile.TemporaryDirectory(prefix="gprof-version-") as tmp:

@@ -42,6 +42,11 @@ def _variant_problem(v: dict[str, Any]) -> str | None:
     moved = v.get("bytes_moved")
     if moved is not None and (type(moved) is not int or moved < 0):
         return f'"bytes_moved" is {moved!r}, not a count of bytes'
+    work = v.get("flops")  # a workload's declared FLOPs of one call (workloads/declared_work.py)
+    if work is not None and (type(work) is not int or work < 0):
+        return f'"flops" is {work!r}, not a count of FLOPs'
+    if v.get("flop_unit") is not None and not isinstance(v["flop_unit"], str):
+        return f'"flop_unit" is {type(v["flop_unit"]).__name__}, not a string'
     for key in ("time_samples_ns", "cpu_samples_ns"):
         samples = v.get(key)
         if key in v and (not isinstance(samples, list) or not all(map(_is_duration, samples))):

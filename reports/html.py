@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from reports import plots, render, roofline
+from reports.operators import TITLE
 from reports.term import SPEEDUP_FASTER, SPEEDUP_SLOWER, VERDICT_STYLES
 
 SWEEP_COLUMNS = ("variant", "numel", "dtype", "time_median_us", "achieved_gb_s")
@@ -90,6 +91,7 @@ def render_html(
     kernels: pd.DataFrame | None = None,
     findings: pd.DataFrame | None = None,
     drawn: Mapping[tuple[str, str, str], str] | None = None,
+    ops: pd.DataFrame | None = None,
 ) -> str:
     """The whole page as one string: for each (name, per-variant table) a bar chart of the median
     time with IQR whiskers, a bar chart of % of peak bandwidth (when the table has it) and the
@@ -125,6 +127,8 @@ def render_html(
         toc.append(("kernels", "per kernel"))
     if findings is not None and not findings.empty:
         toc.append(("findings", "why: ncu's findings"))
+    if ops is not None and not ops.empty:
+        toc.append(("operators", "operators"))
     if len(toc) > 1:
         body.append(
             "<nav><ul>" + "".join(f'<li><a href="#{a}">{_esc(n)}</a></li>' for a, n in toc) + "</ul></nav>"
@@ -140,6 +144,8 @@ def render_html(
         body.append(kernels_html(kernels))
     if findings is not None and not findings.empty:
         body.append(findings_html(findings, sections[0][1] if sections else None))
+    if ops is not None and not ops.empty:
+        body.append(operators_html(ops))
     body.append("<footer>Made by gprof-orch. Self-contained: opens offline.</footer>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -161,12 +167,21 @@ def write_html(
     kernels: pd.DataFrame | None = None,
     findings: pd.DataFrame | None = None,
     drawn: Mapping[tuple[str, str, str], str] | None = None,
+    ops: pd.DataFrame | None = None,
 ) -> Path:
     """Write render_html(...) to `path` (UTF-8, parent folders created) and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     page = render_html(
-        title, sections, sweep=sweep, meta=meta, notes=notes, kernels=kernels, findings=findings, drawn=drawn
+        title,
+        sections,
+        sweep=sweep,
+        meta=meta,
+        notes=notes,
+        kernels=kernels,
+        findings=findings,
+        drawn=drawn,
+        ops=ops,
     )
     with render.replacing(path) as tmp:  # a write cut short leaves the page as it was
         tmp.write_text(page, encoding="utf-8")
@@ -223,6 +238,12 @@ def _section_html(anchor: str, name: str, table: pd.DataFrame) -> str:
         charts.append(plots.time_figure(anchor, name, labels, table))
     if plots.has_values(table, "pct_of_peak_bw"):
         charts.append(plots.peak_bw_figure(anchor, name, labels, table))
+    # why lazy: it imports matplotlib, only a page with memory figures needs it
+    from reports.tradeoff import time_memory_figure
+
+    tradeoff = time_memory_figure(anchor, name, labels, table)
+    if tradeoff:
+        charts.append(tradeoff)
     roof = plots.roofline_figure(anchor, name, labels, table)
     if roof.startswith("<figure"):
         charts.append(roof)
@@ -255,6 +276,22 @@ def kernels_html(kernels: pd.DataFrame) -> str:
         out.append(table_html(kernels, caption="per kernel"))
     out.append("</section>")
     return "\n".join(out)
+
+
+def operators_html(ops: pd.DataFrame) -> str:
+    """The operator section (reports/operators.py): each variant's operator tree, indented by
+    depth, with its calls, Self CPU and Self CUDA per iteration."""
+
+    shown = ops.drop(columns=["path"]).assign(operator=ops["operator"].str.replace("  ", "\u2003"))
+    return "\n".join(
+        [
+            '<section class="gprof-section" id="operators">',
+            "<h2>Operators</h2>",
+            f'<p class="gprof-explain">{_esc(TITLE)}.</p>',
+            table_html(shown, caption="operators"),
+            "</section>",
+        ]
+    )
 
 
 def _row_labels(table: pd.DataFrame) -> list[str]:

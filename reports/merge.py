@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from reports import schema
-from reports.schema import MergedTime
+from reports.names import short_kernel_name
+from reports.schema import ALL_KERNELS, MergedTime
 from reports.summary import sample_stats
 
 DISAGREE = 0.10  # backends whose medians differ by more than this are flagged
@@ -236,9 +237,6 @@ def _missing(side: str, row: Mapping[str, Any] | None, stats: Mapping[str, float
 
 def kernel_sets(frame: pd.DataFrame) -> dict[str, frozenset[str]]:
     """variant -> the short names of the kernels it launched (empty where a backend names none)."""
-    from reports.names import short_kernel_name
-    from reports.schema import ALL_KERNELS
-
     k = (
         frame[(frame["metric"] == "kernel_time_ns") & (frame["kernel"] != ALL_KERNELS)]
         if not frame.empty

@@ -16,7 +16,7 @@ from reports import schema
 from reports.formats import FORMATS  # noqa: F401 (render.FORMATS: the formats render() takes)
 from reports.names import MAX_LEN
 
-INT_OR_3G, PCT = schema.INT_OR_3G, schema.PCT
+INT_OR_3G, PCT, SIG3 = schema.INT_OR_3G, schema.PCT, schema.SIG3
 
 
 def __getattr__(name: str):
@@ -31,13 +31,15 @@ def _fmt(value: Any, fmt: str) -> str:
         return "-"
     if fmt == "{}":
         return str(value) if str(value) else "-"
-    if fmt in (INT_OR_3G, PCT):
+    if fmt in (INT_OR_3G, PCT, SIG3):
         try:
             x = float(value)
         except (TypeError, ValueError):
             return str(value)
         if fmt == PCT:
             return f"{x:.2g}" if 0 < abs(x) < 0.1 else f"{x:.1f}"
+        if fmt == SIG3:
+            return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
         return f"{x:.0f}" if math.isfinite(x) and x == round(x) else f"{x:.3g}"
     try:
         return fmt.format(value)
@@ -69,7 +71,7 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
         for c, _, f in cols:
             s = _fmt(r[c], f)
             # one short kernel name is never cut (names.MAX_LEN)
-            width = max(max_width, MAX_LEN) if c in ("kernels", "kernel") else max_width
+            width = max(max_width, MAX_LEN) if c in ("kernels", "kernel", "operator") else max_width
             cells.append(s if len(s) <= width else s[: width - 3] + "...")
         body.append(cells)
     return headers, body

@@ -134,17 +134,33 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 INT_OR_3G = "int-or-3g"
 # a percentage: one decimal, and 2 significant digits below 0.1 (a 0.048% DRAM reading is not "0.0")
 PCT = "pct"
+# a rate: 3 significant digits, never an exponent (989, 12.3, 0.0412; 1,979 for FP8)
+SIG3 = "sig3"
 # how a variant's launches combine for a metric read per kernel: each launch weighted by its duration
 TIME_WEIGHTED = "time-weighted"
 
-VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU = (
+VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU, OPERATOR = (
     "variant",
     "kernel",
     "merged",
     "sweep",
     "compare",
     "each-gpu",
+    "operator",
 )
+
+# The operator rows of the frame (reports/operators.py: `--ops`, key_averages() per variant): one
+# kind of row, `kernel` holding an operator's path ("aten::square > aten::pow") or a GPU
+# activity's name under its operator's path, each value per measured iteration. An activity's
+# row has no OP_SELF_CPU; OUTSIDE_OPS is the GPU work no operator launched.
+OP_CALLS, OP_SELF_CPU, OP_SELF_CUDA = (
+    "op_calls_per_iter",
+    "op_self_cpu_ns_per_iter",
+    "op_self_cuda_ns_per_iter",
+)
+OP_METRICS = (OP_CALLS, OP_SELF_CPU, OP_SELF_CUDA)
+OUTSIDE_OPS = "(outside operators)"
+OP_SEP = " > "
 
 
 @dataclass(frozen=True)
@@ -178,7 +194,7 @@ REPORT_COLUMNS: list[Column] = [
     Column("gpu_uuid", "GPU UUID", tables=(EACH_GPU,), shown=False),
     Column("numel", "size", "{:.0f}", tables=(SWEEP,)),
     Column("dtype", "dtype", tables=(SWEEP,)),
-    Column("variant", "variant", tables=(VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU)),
+    Column("variant", "variant", tables=(VARIANT, KERNEL, MERGED, SWEEP, COMPARE, EACH_GPU, OPERATOR)),
     Column("label", "label", tables=(VARIANT, MERGED)),
     Column("status", "status", tables=(VARIANT, SWEEP, EACH_GPU)),
     Column("kernels", "kernels", tables=(VARIANT, MERGED)),
@@ -188,7 +204,12 @@ REPORT_COLUMNS: list[Column] = [
     Column("kernel_full", "kernel (full name)", tables=(KERNEL,), shown=False),
     Column("launches", "launches", INT_OR_3G, tables=(KERNEL,)),
     Column("launches_per_iter", "launches/iter", INT_OR_3G, tables=(VARIANT, KERNEL, MERGED)),
+    Column("operator", "operator", tables=(OPERATOR,)),
+    Column("path", "operator path", tables=(OPERATOR,), shown=False),
     Column("time_us_per_iter", "us/iter", _TIME, tables=(KERNEL,)),
+    Column("op_calls_per_iter", "calls/iter", INT_OR_3G, tables=(OPERATOR,)),
+    Column("self_cpu_us", "Self CPU us/iter", _TIME, tables=(OPERATOR,)),
+    Column("self_cuda_us", "Self CUDA us/iter", _TIME, tables=(OPERATOR,)),
     Column("share_pct", "share %", PCT, tables=(KERNEL,)),
     # the backends' merged time columns (events_us, torch_trace_us, nsys_us, ncu_us, ...) go here
     Column("a_median_us", "A median us", _TIME, tables=(COMPARE,)),
@@ -225,6 +246,15 @@ REPORT_COLUMNS: list[Column] = [
     Column("cpu_median_us", "CPU us", "{:.1f}"),
     Column("launch_cpu_us", "launch CPU us", "{:.1f}"),
     Column("gpu_busy_pct", "GPU busy %", "{:.0f}", source="gpu_busy_fraction", agg="median", scale=100.0),
+    # reports/flops.py: the FLOPs a variant declares (its workload's `flops`, or its Triton kernels'
+    # launch_metadata under proton) over its median, against the datasheet's peak for its unit and
+    # the measured compute roof (workloads/compute_roof.py); empty for a workload that declares none
+    Column("tflop_s", "TFLOP/s", SIG3),
+    Column("pct_of_peak_flops", "% peak FLOP/s", PCT),
+    Column("pct_of_measured_flops", "% of measured FLOP roof", PCT),
+    Column("flops_per_byte", "declared FLOP/byte", "{:.3g}", shown=False),
+    Column("ridge_flops_per_byte", "ridge FLOP/byte", "{:.3g}", shown=False),
+    Column("flops_source", "FLOPs from", shown=False, blank=""),
     Column("achieved_gb_s", "GB/s", "{:.0f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
     Column("pct_of_peak_bw", "% peak BW", "{:.1f}", tables=(VARIANT, MERGED, SWEEP, EACH_GPU)),
     # ncu's readings are time-weighted over the variant's launches (reports/kernels.py): a median
@@ -304,6 +334,8 @@ REPORT_COLUMNS: list[Column] = [
     Column("result_mib", "result MiB", "{:.2f}", source="call_result_bytes", agg="max", scale=2.0**-20),
     Column("speedup_vs_baseline", "speedup", "{:.2f}x", tables=(VARIANT, MERGED, SWEEP)),
     Column("same_kernel_as", "same kernel as", tables=(VARIANT, MERGED)),
+    # the same operator tree below a first operator that only calls another (reports/operators.py)
+    Column("same_ops_as", "same operators as", tables=(VARIANT, MERGED), blank=""),
     Column("agreement", "agreement", tables=(MERGED,)),
     Column("note", "note"),
 ]

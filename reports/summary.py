@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import schema
+from reports import flops, operators, schema, why
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import point as roofline_point
@@ -27,6 +27,7 @@ from reports.schema import (
     WALL_TIME_ONLY,
 )
 from reports.unify import ACTIVITY_METRIC
+from workloads.stopping import noise_pct
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
 
@@ -75,8 +76,6 @@ def _also(note: str, more: str) -> str:
 
 def _noise(n: float, times: np.ndarray) -> float:
     """The median's 95% CI half-width over the median, percent (workloads/stopping.py)."""
-    from workloads.stopping import noise_pct
-
     times = np.asarray(times, dtype=np.float64)
     # sorted by numpy first: noise_pct's own sort of a sorted list is then one pass
     x = noise_pct(np.sort(times[np.isfinite(times)]).tolist()) if n >= 5 else np.nan
@@ -97,7 +96,7 @@ def variant_table(frame: pd.DataFrame, wman: dict[str, Any]) -> pd.DataFrame:
             table[c.name] = table[c.name].astype(object).fillna("")
     _add_speedup(table, wman)
     table["same_kernel_as"] = _same_kernels(table["variant"], kernel_sets)
-    from reports import why
+    table["same_ops_as"] = operators.same_operators(frame, table["variant"])
 
     return why.why_columns(frame, table, wman)
 
@@ -130,6 +129,7 @@ def _variant_row(
         t, kernel_sets[name] = _measured_columns(
             row, g, iters, env.get("peak_bandwidth_bytes_per_s"), roof.get("bytes_per_s")
         )
+        flops.columns(row, g, v, env, t["median"], iters)
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)

@@ -115,6 +115,8 @@ def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
         if v.get("status") not in SAMPLED:
             continue
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
+        if isinstance(v.get("flops"), (int, float)) and not isinstance(v["flops"], bool):
+            rows.add(v["name"], "flops", v["flops"], "count")  # one call's, as the workload declares
         rows.add(
             v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count"
         )

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports import flops
 from reports.demangle import function_name
 from reports.names import short_kernel_name
 from reports.schema import ALL_KERNELS
@@ -265,7 +266,9 @@ def explain(
 
 
 def _facts(r: pd.Series, g: pd.DataFrame, shape: list[int]) -> list[str]:
-    out: list[str] = []
+    # a compute-bound variant leads with its FLOP/s (reports/flops.py), its DRAM figures after
+    compute = flops.why_lead(r)
+    out: list[str] = [compute] if compute else []
     thr = []
     if pd.notna(r.get("dram_pct_of_peak")):
         thr.append(f"{r['dram_pct_of_peak']:.1f}% DRAM peak")
@@ -273,6 +276,8 @@ def _facts(r: pd.Series, g: pd.DataFrame, shape: list[int]) -> list[str]:
         thr.append(f"{r['pct_of_measured_roof']:.0f}% of the measured memory roof")
     if pd.notna(r.get("sm_pct_of_peak")):
         thr.append(f"{r['sm_pct_of_peak']:.1f}% SM")
+    if compute and not thr and flops.dram_figures(r):
+        thr.append(flops.dram_figures(r))
     if thr:
         out.append(", ".join(thr))
     launch = _launch_shape(g, shape)

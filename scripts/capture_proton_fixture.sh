@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The proton backend's fixtures of issue 14, in one call on the lent H200 (about 2 min):
+# The proton backend's fixtures, in one call on a GPU machine (an H200) (about 2 min):
 #
 #   device run (carry .device):  source .device/setup.sh && bash scripts/capture_proton_fixture.sh
 #   then, here:  python scripts/import_h200_runs.py <files_at>/proton-runs.tar.xz \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The roofline and findings-CSV fixtures of issue 17, in one call on the lent H200 (about 4 min):
+# The roofline and findings-CSV fixtures, in one call on a GPU machine (an H200) (about 4 min):
 #
 #   ../shared/device/prepare.sh 'ncu-report==2026.3.1' matplotlib contourpy cycler fonttools kiwisolver \
 #     pillow pyparsing                                       # once, here: builds .device/ (the roofline

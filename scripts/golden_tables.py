@@ -1,5 +1,5 @@
 """Save (or check) the tables every committed run folder rebuilds to: the fixed point that a
-refactor of the parsers, the schema or the reports must keep (issue 14).
+refactor of the parsers, the schema or the reports must keep.
 
     python scripts/golden_tables.py            # write tests/fixtures/golden/*.json
     python scripts/golden_tables.py --missing  # only for run folders committed since (new fixtures)

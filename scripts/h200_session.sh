@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched call on the lent H200 (see README "Verifying on a GPU"): doctor, the GPU tests,
+# One batched call on a GPU machine (an H200 or H100; see README "Verifying on a GPU"): doctor, the GPU tests,
 # every backend on every built-in workload, fixtures for tests/fixtures/, packed under $OUT.
 #
 #   ../shared/device/prepare.sh 'ncu-report==2026.3.1'     # once, here: builds .device/
@@ -9,7 +9,7 @@
 # during nsys and ncu), nsys-limit (how many launches nsys processes), nsys-flush (the same past
 # the limit with --cuda-flush-interval), gpu-sleep (time with and without --gpu-sleep), all
 # (every backend on square and mean), timetests (the time backend's GPU tests only), sweep (triton-mean at three sizes), timers (the time backend's
-# timers and stop rule), fidelity (scripts/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
+# timers and stop rule), fidelity (benchmarks/bench_fidelity.py; FIDELITY_WORKLOADS, FIDELITY_TIMERS),
 # exec (a training script and nested ranges under `exec nsys`, checked against nsys stats), roofline
 # (scripts/capture_roofline_fixture.sh), cluster (sweeps through --cluster local-cuda), launch-report
 # (the fast Triton mean under nsys, Triton's launch against the cached one), probe (CUDA square configs,
@@ -95,7 +95,7 @@ if has kclock; then
       | tee "$OUT/kclock-gpu-tests.log" | tail -12
   else
   log "CUPTI overhead probe"
-  python3 scripts/probe_cupti_overhead.py --rounds "${KCLOCK_ROUNDS:-3}" --out "$OUT/cupti-overhead.json" 2>/dev/null
+  python3 benchmarks/probes/probe_cupti_overhead.py --rounds "${KCLOCK_ROUNDS:-3}" --out "$OUT/cupti-overhead.json" 2>/dev/null
   log "CPU us with and without --kernel-clock"
   for i in 1 2 3; do for kc in off on; do
     a=(--no-kernel-clock); [[ $kc == on ]] && a=(--kernel-clock)
@@ -111,7 +111,7 @@ PY
   fi
 fi
 if has square-wall; then
-  # issue 15's goal: the default `time square` takes no longer than 16 s; the clock on and off, interleaved
+  # the `time` goal: the default `time square` takes no longer than 16 s; the clock on and off, interleaved
   # and where it goes: the runner's phases and each variant's warm-up and measurement (workload.json)
   for i in $(seq "${WALL_RUNS:-2}"); do for kc in --kernel-clock --no-kernel-clock; do
     s=$(date +%s%N); g time square "$kc" -o "$RUNS/wall-$i$kc" >/dev/null 2>&1; e=$(date +%s%N)
@@ -126,7 +126,7 @@ PY
   done; done
 fi
 if has wall-ab; then
-  # issue 15's wall-time goal side by side: the default `time square` on the old code (WALL_OLD, a
+  # the `time` wall-time goal side by side: the default `time square` on the old code (WALL_OLD, a
   # copy of an earlier commit's orchestrator/, workloads/ and reports/, carried) and on this tree,
   # interleaved, WALL_RUNS times each; warm caches (one untimed run of each first)
   old=${WALL_OLD:-ab-old}
@@ -142,7 +142,7 @@ if has wall-ab; then
   done; done
 fi
 if has goals; then
-  # issue 15's goals 2 and 3 as the defaults run them: three processes of `time square --size 1e8`
+  # the `time` goals (median against nsys, spread) as the defaults run them: three processes of `time square --size 1e8`
   # (A/A), every built-in variant at 1e6 with --max-noise 0.5 (noise_pct), the default wall time
   rows() { python3 - "$@" <<'PY'
 import json, sys
@@ -172,11 +172,11 @@ PY
 fi
 if has fidelity; then
   log "fidelity matrix: ${FIDELITY_WORKLOADS:=square,mean,triton-mean,slow-host-mean}"
-  python3 scripts/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
+  python3 benchmarks/bench_fidelity.py --out "$OUT/fidelity-${FIDELITY_TAG:-all}" --workloads "$FIDELITY_WORKLOADS" \
     --timers "${FIDELITY_TIMERS-blocking,sleep,none,warm}" ${FIDELITY_ARGS:-} 2>&1 | tail -60
 fi
 if has exec; then
-  # issue 16: a user's own training script, and the nested-range program, under `exec nsys`; each
+  # exec nsys: a user's own training script, and the nested-range program, under `exec nsys`; each
   # range's launches and GPU ns checked against `nsys stats -r nvtx_kern_sum` on the same export
   log "exec nsys: scripts/train_small.py"
   g exec nsys --ranges '*@' -o "$RUNS/exec-train" -- python3 scripts/train_small.py --steps 20 2>&1 | tee "$OUT/exec-train.txt" | cut -c1-220
@@ -187,11 +187,11 @@ if has exec; then
   python3 scripts/check_kern_sum.py "$RUNS/exec-nested" 2>&1 | tee -a "$OUT/exec-nested.txt"
 fi
 if has roofline; then
-  # issue 17: ncu with SpeedOfLight_RooflineChart on the built-ins, its cost, and ncu's details CSV
+  # roofline: ncu with SpeedOfLight_RooflineChart on the built-ins, its cost, and ncu's details CSV
   log "roofline capture"; ROOFLINE_TIMING_REPS=${ROOFLINE_TIMING_REPS:-1} bash scripts/capture_roofline_fixture.sh 2>&1 | tail -40
 fi
 if has cluster; then
-  # issue 18 on one GPU: the same sweep serial and on a local-cuda cluster (one worker, GPU=1),
+  # --cluster on one GPU: the same sweep serial and on a local-cuda cluster (one worker, GPU=1),
   # then nsys and ncu points through the cluster; each point's manifest names its GPU
   for how in serial cluster; do
     flag=(); [[ $how == cluster ]] && flag=(--cluster local-cuda)
@@ -212,7 +212,7 @@ for m in sorted(pathlib.Path(sys.argv[1]).glob("*-cluster/*/manifest.json")):
 PY
 fi
 if has launch-report; then
-  # issue 17's before/after: the fast Triton mean under nsys with Triton's own launch (plain) and the cached one
+  # the cached launch's before/after: the fast Triton mean under nsys with Triton's own launch (plain) and the cached one
   for mode in plain fast; do
     log "nsys triton-mean 1e7, launch $mode"
     GPROF_ORCH_TRITON_LAUNCH=$mode g nsys triton-mean --size 1e7 -v torch_mean,triton_fast -o "$RUNS/launch-$mode" \
@@ -286,24 +286,24 @@ if has all; then
 fi
 if has sweep; then log "sweep triton-mean"; g time triton-mean --size 1e6,1e7,1e8 -o "$RUNS/sweep-triton-mean"; fi
 if has probe; then
-  # issue 17: the CUDA square's configs per size, the cached calls' host and GPU time against
+  # the CUDA square's configs per size, the cached calls' host and GPU time against
   # torch, and what DRAM bandwidth any kernel reaches here (events and ncu)
   log "cuda square config sweep"
-  python3 scripts/bench_kernels.py --sweep-only --sweep-families cuda_square_fast --sweep-sizes 1e5,1e6,1e7,1e8 \
+  python3 benchmarks/bench_kernels.py --sweep-only --sweep-families cuda_square_fast --sweep-sizes 1e5,1e6,1e7,1e8 \
     --sweep-reps 300 --out "$OUT/sweep-cuda-square.md" 2>&1 | tail -4
   log "launch bench"
-  python3 scripts/bench_launch.py --out "$OUT/launch.json" 2>&1 | grep -E "^\|" | head -60
+  python3 benchmarks/bench_launch.py --out "$OUT/launch.json" 2>&1 | grep -E "^\|" | head -60
   log "memory roof (events)"
-  python3 scripts/probe_memory_roof.py --size 1e8 | tee "$OUT/roof-events.md"
+  python3 benchmarks/probes/probe_memory_roof.py --size 1e8 | tee "$OUT/roof-events.md"
   log "memory roof (ncu)"
-  ncu --profile-from-start off --csv --metrics "$(python3 scripts/probe_memory_roof.py --metrics)" \
-    python3 scripts/probe_memory_roof.py --size 1e8 --ncu > "$OUT/roof-ncu.csv" 2> "$OUT/roof-ncu.err"
+  ncu --profile-from-start off --csv --metrics "$(python3 benchmarks/probes/probe_memory_roof.py --metrics)" \
+    python3 benchmarks/probes/probe_memory_roof.py --size 1e8 --ncu > "$OUT/roof-ncu.csv" 2> "$OUT/roof-ncu.err"
   echo "ncu exit $?"; grep -c '"' "$OUT/roof-ncu.csv"
   log "ncu on the built-ins with the measured roof"
   for w in ${PROBE_NCU:-square load-inline-square triton-mean mean}; do g ncu $w -o "$RUNS/ncu-roof-$w" 2>&1 | grep -v "^saved" | tail -12; done
 fi
 if has measured-roof; then
-  # issue 17: run folders with the measured memory roof for tests/fixtures/runs/h200-measured-roof
+  # run folders with the measured memory roof for tests/fixtures/runs/h200-measured-roof
   # (ncu's own ncu_report of 2025.3.1 crashes reading its reports here: carry the ncu-report wheel),
   # the ncu GPU tests, and the launch bench twice more for the host-time ranges
   for w in ${MEASURED_ROOF_WORKLOADS:-square triton-mean load-inline-square}; do
@@ -313,24 +313,24 @@ if has measured-roof; then
   python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider tests/test_import_ncu.py tests/test_roofline.py 2>&1 | tail -5
   for i in 1 2; do
     log "launch bench $i"
-    python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| 1e" | grep -v plain
+    python3 benchmarks/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| 1e" | grep -v plain
   done
 fi
 if has launch; then
-  # issue 17's host side: the launch tests on the GPU, then the launch bench LAUNCH_RUNS times
+  # the fast kernels' host side: the launch tests on the GPU, then the launch bench LAUNCH_RUNS times
   # (its breakdown times each step of the cached calls alone)
   log "launch and kernel GPU tests"
   python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_launch.py tests/test_kernels.py 2>&1 | tail -4
   for i in $(seq "${LAUNCH_RUNS:-2}"); do
     log "launch bench $i"
-    python3 scripts/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| (1e|step|  |cuda|torch|triton)" | grep -v "plain |"
+    python3 benchmarks/bench_launch.py --out "$OUT/launch-$i.json" 2>&1 | grep -E "^\| (1e|step|  |cuda|torch|triton)" | grep -v "plain |"
   done
 fi
 if has cuda13-nsys; then
-  # issue 16: which CUDA 13 runtime calls nsys 2023.4.4 does not know, and whether the training
+  # exec nsys on CUDA 13: which runtime calls nsys 2023.4.4 does not know, and whether the training
   # script under `exec nsys` keeps its events when CUDA loads every module up front (no lazy
   # loading calls during the run)
-  log "CUPTI names of the unknown runtime indices"; python3 scripts/probe_cupti_cbid.py 468 486
+  log "CUPTI names of the unknown runtime indices"; python3 benchmarks/probes/probe_cupti_cbid.py 468 486
   for mode in ${MODULE_LOADING-LAZY EAGER}; do
     log "exec nsys train_small, CUDA_MODULE_LOADING=$mode"
     CUDA_MODULE_LOADING=$mode g exec nsys --ranges '*@' -o "$RUNS/exec-train-$mode" -- python3 scripts/train_small.py \
@@ -347,7 +347,7 @@ if has cuda13-nsys; then
   python3 scripts/check_kern_sum.py "$RUNS/exec-train-steady" 2>&1 | tee -a "$OUT/exec-train-steady.txt" | tail -12
 fi
 if has throttle; then
-  # issue 15: does a GPU made to throttle (a second process running bf16 GEMMs at full power)
+  # throttling: does a GPU made to throttle (a second process running bf16 GEMMs at full power)
   # get its variants flagged? The same run without the hammer beside it.
   log "time square, quiet"
   g time square --size 1e8 -v torch_square,triton --iters 300 -o "$RUNS/throttle-quiet" 2>&1 | grep -v "^saved" | tail -6

@@ -1,4 +1,4 @@
-"""A small training script, as a user would write it, for `gprof-orch exec nsys` (issue 16).
+"""A small training script, as a user would write it, for `gprof-orch exec nsys`.
 
 An MLP on random data, trained for --steps steps with AdamW; each step is a torch.cuda.nvtx
 range "step" holding "forward", "backward" and "optimizer". Nothing in it knows gprof-orch.

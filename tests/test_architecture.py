@@ -1,13 +1,17 @@
-"""The house rules, checked on the source: every import arrow points down (the child side,
-workloads/, and reports/ import nothing from orchestrator/; the readers in orchestrator/parsers
-import nothing from the rest of orchestrator/ but its errors, and from workloads/ only the names of
-the runner's NVTX ranges), the import graph between packages has no circle, and modules and
-functions stay a readable size. Size is counted in statements (the lines a statement starts on),
-so the formatter's line breaks do not count: a module holds one concept, and MAX_STATEMENTS is a
-guide for one, not a reason to split it; a function over MAX_FUNCTION_STATEMENTS is split into
-named helpers."""
+"""The house rules, checked on the source: the import contracts in pyproject.toml
+([tool.importlinter]: every import arrow points down, from the parent (orchestrator/) through
+reports/ to the child (workloads/), and inside orchestrator/ from the CLI through the library
+calls, a run's life, the backends and the run folder to the readers; no circle between sibling
+modules) hold, as `lint-imports` checks them; no module of the three packages is part of an
+import circle, counting the imports inside functions; an import left inside a function says why;
+and modules and functions stay a readable size. Size is counted in statements (the lines a
+statement starts on), so the formatter's line breaks do not count: a module holds one concept, and
+MAX_STATEMENTS is a guide for one, not a reason to split it; a function over
+MAX_FUNCTION_STATEMENTS is split into named helpers."""
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,45 +30,122 @@ def _modules():
             yield path, ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def _imports(path: Path) -> set[str]:
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in out if m.split(".")[0] in PACKAGES}
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` (import-linter's entry point) on the tree at `cwd`, its packages imported from there."""
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
 
 
-def _allowed(module: str, target: str) -> bool:
-    top, to = module.split(".")[0], target.split(".")[0]
-    if top == "workloads":
-        return to == "workloads"
-    if top == "reports":
-        # the one rule of when a median is known well enough, shared with the child's sampling
-        return to == "reports" or target.startswith("workloads.stopping")
-    if module.startswith("orchestrator.parsers"):
-        # and the names of the NVTX ranges the runner writes, which the readers look for by default
-        return (
-            to == "reports"
-            or target.startswith(("orchestrator.parsers", "orchestrator.errors", "workloads.nvtx_ranges"))
-            or target == "orchestrator"
-        )
-    return True
+def test_the_import_contracts_hold():
+    r = _lint_imports(ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "6 kept, 0 broken" in r.stdout
 
 
-def test_every_import_arrow_points_down():
-    back = [
-        f"{mod} -> {t}" for path, mod in _modules() for t in sorted(_imports(path)) if not _allowed(mod, t)
-    ]
-    assert not back, "imports back up:\n" + "\n".join(back)
+def test_an_import_back_up_breaks_a_contract(tmp_path):
+    """The contracts can fail: in a copy of the tree, the child importing the parent's API."""
+    for name in (*PACKAGES, "pyproject.toml"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, tmp_path / name)
+    stopping = tmp_path / "workloads" / "stopping.py"
+    stopping.write_text(stopping.read_text() + "\nfrom orchestrator import api  # noqa: E402, F401\n")
+    r = _lint_imports(tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "workloads.stopping -> orchestrator.api" in r.stdout
+    assert "Every arrow points down" in r.stdout and "The child (workloads" in r.stdout
+    assert "3 kept, 3 broken" in r.stdout
 
 
-def test_the_packages_import_graph_has_no_circle():
-    edges = {(mod.split(".")[0], t.split(".")[0]) for path, mod in _modules() for t in _imports(path)}
-    edges = {(a, b) for a, b in edges if a != b}
-    assert not any((b, a) in edges for a, b in edges), sorted(edges)
+def _module_imports(path: Path, module: str) -> list[tuple[ast.stmt, list[str], bool]]:
+    """Each import of a project module in `path`: (the statement, the modules it names, whether it
+    sits inside a function). Those under `if TYPE_CHECKING:` (annotations only) are left out."""
+    out = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [f"{child.module}.{a.name}" for a in child.names]
+            else:
+                visit(child, inner)
+                continue
+            targets = {_resolve(n) for n in names} - {None, module}
+            if targets:
+                out.append((child, sorted(targets), inner))
+
+    visit(ast.parse(path.read_text()), False)
+    return out
+
+
+MODULES = {mod: path for path, mod in _modules()}
+
+
+def _resolve(name: str) -> str | None:
+    """The project module an imported name lives in (`orchestrator.api.profile` -> `orchestrator.api`):
+    `from orchestrator import api` names the module orchestrator.api, `from orchestrator.api import
+    profile` names it too."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component: list[str] = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_is_part_of_an_import_circle():
+    """Module by module, an import inside a function counting as one at the top."""
+    graph = {mod: {t for _, ts, _ in _module_imports(p, mod) for t in ts} for mod, p in MODULES.items()}
+    assert _circles(graph) == []
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_an_import_inside_a_function_says_why():
+    """A project import is made at the top of its module unless it is costly (it brings torch,
+    pandas, matplotlib... where the importer must stay free of them) or would run too early: the
+    comment above it says which."""
+    silent = []
+    for mod, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for stmt, _, in_function in _module_imports(path, mod):
+            above = (x.strip() for x in reversed(lines[: stmt.lineno - 1]))
+            comment = next((x for x in above if not x.startswith(("from ", "import "))), "")
+            if in_function and not comment.startswith("#"):
+                silent.append(f"{mod}:{stmt.lineno}")
+    assert not silent, "imports inside a function with no comment above them saying why: " + ", ".join(silent)
 
 
 def _statements(node: ast.AST) -> int:

@@ -14,13 +14,13 @@ import pytest
 from test_nsys_parser import CPU, NSYS, SQUARE, VARIANTS, needs_nsys, nsys_stats
 
 from orchestrator import api, capture, capture_ranges
-from orchestrator.capture import nvtx_problem
 from orchestrator.capture_ranges import RangeFilter
 from orchestrator.errors import (
     EXIT_PARSE,
     ParseError,
     UsageError,
 )
+from orchestrator.nvtx_support import nvtx_problem
 from orchestrator.parsers import nsys_sqlite as ns
 
 PROGRAM = Path(__file__).resolve().parent / "fixtures" / "programs" / "nvtx_steps.py"

@@ -213,7 +213,7 @@ def test_cpu_runs_time_the_host_on_every_backend(cpu_runs):
     # the host's times hold the profiler's cost too, so each profiler's are a measure of their own
     # (torch-trace's once read mul +197% "slower" than time's on the same CPU)
     from orchestrator import backends
-    from orchestrator.results import load_run
+    from orchestrator.loading import load_run
 
     run = load_run(cpu_runs / "big", write=False)
     want = {
@@ -371,7 +371,7 @@ def test_a_captured_range_without_gpu_work_times_the_host(h200_run):
     # CUDA 13: every kernel lies outside them), so their times are wall times, taken under nsys;
     # exec-train-steady's hold their kernels
     from orchestrator import backends
-    from orchestrator.results import load_run
+    from orchestrator.loading import load_run
 
     lost, steady = h200_run("exec-train", "h200-programs"), h200_run("exec-train-steady", "h200-programs")
     for folder, want in ((lost, "host-nsys"), (steady, "kernels")):

@@ -341,9 +341,11 @@ def _derived_follow(table: pd.DataFrame, baseline: pd.DataFrame, i: int, gone: s
         return False
     if speedup_same and "why" in table and table.loc[i, "why"] != baseline.loc[i, "why"]:
         return False
-    if "same_kernel_as" in table:
-        # a flagged variant that lost its kernels drops out; one that kept them may stay
-        names = lambda t: {v for v in str(t.loc[i, "same_kernel_as"] or "").split(", ") if v}  # noqa: E731
+    for col in ("same_kernel_as", "same_ops_as"):
+        if col not in table:
+            continue
+        # a flagged variant that lost its kernels (operators) drops out; one that kept them may stay
+        names = lambda t, col=col: {v for v in str(t.loc[i, col] or "").split(", ") if v}  # noqa: E731
         if not names(baseline) - gone <= names(table) <= names(baseline):
             return False
     return True
@@ -378,7 +380,7 @@ def classify(
         # a flagged baseline has no time: the others' speedups over it are gone (NaN), not other numbers
         rest = [i for i in changed if i not in flagged]
         # (and the "why" line loses its leading "1.00x of <baseline>: ")
-        derived = [c for c in ("speedup_vs_baseline", "same_kernel_as", "why") if c in table]
+        derived = [c for c in ("speedup_vs_baseline", "same_kernel_as", "same_ops_as", "why") if c in table]
         gone = {table.loc[i, "variant"] for i in flagged}
         if all(
             _same(table.drop(columns=derived).iloc[[i]], baseline.drop(columns=derived).iloc[[i]])
@@ -690,7 +692,7 @@ def test_a_range_moved_to_another_thread_is_flagged(root):
     assert row["status"] == "incomplete" and pd.isna(row["time_median_us"])
     assert "the report holds 0 of its 20 iterations" in row["note"]
     # the others keep every number; only what is relative to torch_mean (the baseline) is gone
-    derived = ["speedup_vs_baseline", "same_kernel_as", "why"]
+    derived = ["speedup_vs_baseline", "same_kernel_as", "same_ops_as", "why"]
     others = table[table["variant"] != "torch_mean"].drop(columns=derived).reset_index(drop=True)
     want = baseline[baseline["variant"] != "torch_mean"].drop(columns=derived).reset_index(drop=True)
     pd.testing.assert_frame_equal(others, want)

@@ -654,7 +654,7 @@ def test_gpu_more_than_2_31_elements():
 
 
 def test_bench_kernels_dry_run(tmp_path):
-    """scripts/bench_kernels.py end to end on the CPU: checks, timing loop, sweep, md + json."""
+    """benchmarks/bench_kernels.py end to end on the CPU: checks, timing loop, sweep, md + json."""
     pytest.importorskip("triton")
     out = tmp_path / "bench.md"
     env = dict(
@@ -667,7 +667,7 @@ def test_bench_kernels_dry_run(tmp_path):
     res = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts" / "bench_kernels.py"),
+            str(REPO / "benchmarks" / "bench_kernels.py"),
             "--dry-run",
             "--sweep-configs",
             "--reps",

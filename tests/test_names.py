@@ -11,6 +11,7 @@ from conftest import FIXTURES
 from orchestrator import backends, load_run
 from reports import merge, names, render
 from reports.names import short_kernel_name
+from reports.schema import OP_METRICS
 
 NSYS_SQLITE = FIXTURES / "nsys" / "h200_square_nvtx0217" / "square_nsys_nvtx0217.sqlite"
 
@@ -50,7 +51,10 @@ def _frame_names() -> set[str]:
     names: set[str] = set()
     for f in sorted((FIXTURES / "runs" / "h200").glob("*/manifest.json")):
         if json.loads(f.read_text()).get("backend") in ("nsys", "torch-trace", "ncu"):
-            names |= set(load_run(f.parent).frame["kernel"].astype(str)) - {"*"}
+            frame = load_run(f.parent).frame
+            # the operator rows name an operator path in the kernel column, not a kernel
+            frame = frame[~frame["metric"].isin(OP_METRICS)]
+            names |= set(frame["kernel"].astype(str)) - {"*"}
     return names
 
 

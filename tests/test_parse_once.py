@@ -8,7 +8,7 @@ import pandas as pd
 
 from orchestrator import backends
 from orchestrator.backends.base import Parsed
-from orchestrator.results import load_run
+from orchestrator.loading import load_run
 from orchestrator.runfolder import RunFolder
 
 

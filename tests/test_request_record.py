@@ -36,7 +36,7 @@ def test_the_request_holds_only_what_every_backend_takes():
         "cache_control",
         "ncu_args",
     ]
-    assert backends.backend_class("nsys").Options.names() == ["nsys", "nsys_args", "trace_osrt"]
+    assert backends.backend_class("nsys").Options.names() == ["nsys", "nsys_args", "trace_osrt", "ops"]
     assert backends.backend_class("time").Options.names() == [
         "flush_l2",
         "timer",
@@ -48,7 +48,7 @@ def test_the_request_holds_only_what_every_backend_takes():
         "min_time",
         "max_time",
     ]
-    assert backends.backend_class("torch-trace").Options.names() == []
+    assert backends.backend_class("torch-trace").Options.names() == ["ops"]
     assert backends.backend_class("proton").Options.names() == []
 
 

@@ -1,5 +1,5 @@
 """Big runs on one machine (issue 18): an nsys export repeated N times by
-scripts/bench_scale.py's builder gives exactly N times every variant's launches and GPU ns, the
+benchmarks/bench_scale.py's builder gives exactly N times every variant's launches and GPU ns, the
 same per-iteration numbers, and the frame as frame.parquet, with frame.csv only under
 reports.render.FRAME_CSV_MAX_ROWS rows or when asked (GPROF_FRAME_CSV). The timings at
 3,000,000 kernels are in docs/scale-cpu.md."""
@@ -21,7 +21,7 @@ from reports.schema import ALL_KERNELS, OUTSIDE
 
 REPEATS = 20
 ACTIVITY = ["kernel_time_ns", "memset_time_ns", "memcpy_time_ns"]
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_scale.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_scale.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """read_trace's fast path (orjson where installed, the cyclic GC paused, one list comprehension
 a column) gives exactly the frame the plain loop it replaced gave, on real traces, on a
-replicated one, and on odd inputs; scripts/bench_torch_trace_parse.py times it."""
+replicated one, and on odd inputs; benchmarks/bench_torch_trace_parse.py times it."""
 
 import gc
 import importlib.util
@@ -84,7 +84,7 @@ def test_real_traces_read_exactly_as_before(fixtures, json_lib, name):
 
 
 def test_replicated_trace_reads_exactly_as_before(tmp_path, json_lib):
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_torch_trace_parse.py"
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_torch_trace_parse.py"
     spec = importlib.util.spec_from_file_location("bench_torch_trace_parse", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -8,12 +8,13 @@ import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workloads import memory_roof
 from workloads.devices import peak_bandwidth
 from workloads.errors import RunnerUsageError
 
 if TYPE_CHECKING:
     from workloads import registry
-    from workloads.runner import RunSpec
+    from workloads.spec import RunSpec
 
 
 def _version(dist: str) -> str | None:
@@ -54,8 +55,6 @@ def describe_device(device: str, measure_roof: bool = False) -> dict[str, Any]:
             peak_bandwidth_source=source,
         )
         if measure_roof:
-            from workloads import memory_roof
-
             info["memory_roof"], info["memory_roof_source"] = memory_roof.attainable(torch, idx)
     else:
         info.update(

@@ -5,7 +5,7 @@ cupti-python.
 Why: the CUDA events around a call hold, beside its kernels, the GPU's processing of the launch,
 about 2.4 to 3.2 us a launch on the H200, measured on the very same calls under nsys
 (docs/time-fidelity-h200.md, point 7). That is the call as the stream sees it, kept beside the
-median as `events us`; but at 1e7 elements and below it is more than the 0.5 us issue 15 allows against
+median as `events us`; but at 1e7 elements and below it is more than the 0.5 us the `time` goal allows against
 nsys. CUPTI's kernel records are what nsys reports, so the clock's median is nsys's figure
 without nsys.
 
@@ -14,7 +14,7 @@ call (`window`). CUPTI's runtime and driver API records carry their host start t
 correlation id; every kernel, memset and copy carries the correlation id of the API call that
 launched it. A call's GPU work is then everything whose launching API call started inside its
 window: the L2 flush and the timer's hold, launched before the window opens, are not in it.
-Probed on the H200 first (scripts/probe_cupti_clock.py): with the records on, the events read
+Probed on the H200 first (benchmarks/probes/probe_cupti_clock.py): with the records on, the events read
 what they read without them (within 0.07 us), and torch.square's kernel read 1.63, 3.58, 21.15
 and 189.89 us at 1e5 to 1e8, where nsys read 1.63, 3.55, 20.90 and 189.15 us.
 

@@ -23,15 +23,77 @@ def _run_variant_block(spec, v, x, ranges) -> None:
     ranges.push(label)
     try:
         with torch.profiler.record_function(label):
-            for _ in range(spec.iters):
-                with torch.profiler.record_function(ITER_LABEL):
-                    v.fn(x)
+            # inside the variant's range: emit_nvtx names the iterations and operators, not it
+            with op_ranges(spec):
+                for _ in range(spec.iters):
+                    with torch.profiler.record_function(ITER_LABEL):
+                        v.fn(x)
             sync(spec.device)
     finally:
         ranges.pop()
 
 
+def op_ranges(spec):
+    """`spec.ops` (nsys --ops): torch.autograd.profiler.emit_nvtx, an NVTX range (default domain)
+    per aten operator and per `iter`, so that nsys puts each kernel under its operator; else
+    nothing. A CPU-only PyTorch has no NVTX: workloads/op_nvtx.py's observer pushes the same
+    ranges (RuntimeError where it cannot be built)."""
+    import contextlib
+
+    import torch
+
+    if not spec.ops:
+        return contextlib.nullcontext()
+    if spec.device == "cuda":
+        return torch.autograd.profiler.emit_nvtx()
+    from torch.autograd.profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+
+    # emit_nvtx synchronizes CUDA on entry, which a CPU run has not got: its profiler, started as
+    # emit_nvtx starts it (NVTX state, no shapes)
+    config = ProfilerConfig(ProfilerState.NVTX, False, False, False, False, False, _ExperimentalConfig())
+
+    @contextlib.contextmanager
+    def cpu_nvtx():
+        torch.autograd.profiler._enable_profiler(config, set())
+        try:
+            yield
+        finally:
+            torch.autograd.profiler._disable_profiler()
+
+    if torch.version.cuda is None:  # no NVTX in this PyTorch: the same ranges from an observer
+        # why lazy: it builds a C++ hook, only a PyTorch without CUDA needs it
+        from workloads import op_nvtx
+
+        return op_nvtx.ranges()
+    return cpu_nvtx()
+
+
+def torch_cpu_only() -> bool:
+    import torch
+
+    return torch.version.cuda is None
+
+
+def check_op_ranges(spec, man) -> None:
+    """Whether the operators' NVTX ranges can be emitted here, said in workload.json's `ops`
+    before any variant is measured (a CPU-only PyTorch has no NVTX: the run goes on without)."""
+    if not spec.ops:
+        return
+    try:
+        with op_ranges(spec):
+            pass
+        via = "record-function observer" if spec.device != "cuda" and torch_cpu_only() else "emit_nvtx"
+        man.data["ops"] = {"nvtx": True, "via": via}
+    except RuntimeError as exc:
+        man.data["ops"] = {"nvtx": False, "reason": str(exc)}
+
+
 def run_profiled(spec, variants, x, entries, ranges, man) -> None:
+    check_op_ranges(spec, man)
+    if spec.ops and not man.data["ops"]["nvtx"]:
+        from dataclasses import replace
+
+        spec = replace(spec, ops=False)
     for v in variants:
         e = entries[v.name]
         measuring(e, man)

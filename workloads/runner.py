@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from workloads import call_memory, registry
+from workloads import call_memory, declared_work, registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
 from workloads.manifest import EXIT_NOT_SAVED, MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
@@ -94,7 +94,7 @@ class Laps:
     """Where the runner's wall time goes, for workload.json's `phases_s`: `start` is the seconds
     from the process's start (the interpreter, the imports) to run(), then each phase's seconds,
     and `total` from the process's start to the end. The default `time square`'s wall time is a
-    goal of its own (issue 15), and the GPU machine is the only place to see where it goes."""
+    goal of its own (16 s at most), and the GPU machine is the only place to see where it goes."""
 
     def __init__(self) -> None:
         self.t = time.perf_counter()
@@ -187,6 +187,10 @@ def _start_manifest(
     shape = spec.shape or ()
     env = describe_device(spec.device, measure_roof=spec.measure_roof)
     env["triton_interpret"] = _interpreting(spec)
+    work = {v.name: declared_work.variant_work(workload, v, shape, spec.dtype) for v in chosen}
+    units = [w["flop_unit"] for w in work.values() if w]
+    # the compute roof where it is read against: `time`'s medians, and ncu's (as the memory roof)
+    env.update(declared_work.device_compute(env, units, measure=spec.mode == "time" or spec.measure_roof))
     return Manifest(
         spec.out / MANIFEST,
         {
@@ -227,6 +231,7 @@ def _start_manifest(
                     "description": v.description,
                     "needs": sorted(v.needs),
                     "bytes_moved": workload.bytes_moved(numel, itemsize),
+                    **work[v.name],
                     "status": "pending",
                 }
                 for v in chosen

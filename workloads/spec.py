@@ -53,6 +53,8 @@ class RunSpec:
     fail_variant: str | None = None  # testing aid: make this variant raise
     # measure the GPU's attainable DRAM bandwidth (workloads/memory_roof.py) for the roofline
     measure_roof: bool = False
+    # profile mode: the measured iterations under emit_nvtx (an NVTX range per aten operator)
+    ops: bool = False
     # where workload.json goes: the child's --out, never written into spec.json
     out: Path | None = field(default=None, compare=False)
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workloads import timers
+from workloads import clocks, timers
+from workloads.kernel_clock import open_clock
 from workloads.manifest import Manifest, measuring, record_failure
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.stopping import StopRule, measure, noise_pct
@@ -125,8 +126,6 @@ class _Timing:
 def run_timed(spec, variants, x, entries, ranges, man) -> None:
     """Time each variant in turn into its workload.json entry; an interrupt keeps what was taken
     and stops the run, a variant that raises is marked failed and the next one is timed."""
-    from workloads import clocks
-
     cuda = spec.device == "cuda"
     flush = l2_flusher(spec)
     hold, why = timers.make(spec.timer, spec.device, spec.gpu_sleep_us)
@@ -142,8 +141,6 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
         timing.watch, why = clocks.open_watch(torch.cuda.current_device())
         man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
         if spec.kernel_clock is not False:
-            from workloads.kernel_clock import open_clock
-
             timing.clock, how = open_clock()
             man.data["kernel_clock"] = how
         else:
@@ -156,8 +153,6 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
 
 
 def _time_all(timing: _Timing, variants, x, entries, man) -> None:
-    from workloads import clocks
-
     spec, watch, cuda = timing.spec, timing.watch, timing.spec.device == "cuda"
     for v in variants:
         e = entries[v.name]

@@ -63,7 +63,7 @@ class SleepHold(NoHold):
 
 
 # set (to anything): the time backend wraps each timed call in an NVTX range "call:<variant>", so
-# nsys can time the very calls the events time (scripts/bench_fidelity.py's same-loop check); and
+# nsys can time the very calls the events time (benchmarks/bench_fidelity.py's same-loop check); and
 # every event is then read through the driver (event_reader)
 MARK_CALLS_ENV = "GPROF_MARK_CALLS"
 

@@ -16,9 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import proc
+from orchestrator import proc, tools
 from orchestrator.backends.options import BackendOptions
-from orchestrator.errors import GprofError, InterruptedRunError, SamplesLostError, ToolFailedError, UsageError
+from orchestrator.errors import (
+    GprofError,
+    InterruptedRunError,
+    SamplesLostError,
+    ToolFailedError,
+    ToolNotFoundError,
+    UsageError,
+)
 from orchestrator.request import Request, resolve_spec
 from orchestrator.runfolder import MANIFEST, WORKLOAD_MANIFEST, RunFolder, disk_error, write_json
 from reports.schema import MergedTime
@@ -136,7 +143,7 @@ class Backend:
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict | None:
         """`gprof-orch doctor --check`'s proof that its tool works here: a tiny real run, and its
-        check row (orchestrator.doctor.check_row); None (the default): no check of its own."""
+        check row (orchestrator.checks.check_row); None (the default): no check of its own."""
         return None
 
     @classmethod
@@ -336,8 +343,6 @@ class ToolBackend(Backend):
     def tool_spec(cls):
         """Where orchestrator.tools looks for the tool: nsys's and ncu's places, else by its name
         ($GPROF_<TOOL>, PATH). Override to name a tool's own variable and install places."""
-        from orchestrator import tools
-
         return tools.spec_for(cls.tool)
 
     def _explicit(self, req: Request | None) -> str | None:
@@ -345,9 +350,6 @@ class ToolBackend(Backend):
 
     def check(self, req: Request | None = None) -> Availability:
         """The tool found (path and version), or why not with how to get it."""
-        from orchestrator import tools
-        from orchestrator.errors import ToolNotFoundError
-
         try:
             t = tools.find(
                 self.tool_spec(), self._explicit(req), timeout=req.timeout if req is not None else None
@@ -358,8 +360,6 @@ class ToolBackend(Backend):
 
     def require(self, req: Request) -> dict[str, str]:
         """The tool's path, version and how it was found; ToolNotFoundError without it."""
-        from orchestrator import tools
-
         t = tools.find(self.tool_spec(), self._explicit(req), timeout=req.timeout)
         self._found = t
         return {
@@ -370,9 +370,6 @@ class ToolBackend(Backend):
 
     def exe(self, req: Request) -> str:
         """The tool's path: the one require() found, else a lookup (for --dry-run), else as given."""
-        from orchestrator import tools
-        from orchestrator.errors import ToolNotFoundError
-
         t = getattr(self, "_found", None)
         if t is None:
             try:

@@ -15,13 +15,18 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from orchestrator import proc
+from orchestrator import proc, tools
+from orchestrator.backends import ncu_tool
 from orchestrator.backends.base import Parsed, Step, ToolBackend, stop_workload_first
+from orchestrator.backends.nsys import time_samples
 from orchestrator.backends.options import BackendOptions, option, tool_path
+from orchestrator.checks import check_row
 from orchestrator.errors import GprofError, ParseError, PermissionDeniedError, ToolFailedError, UsageError
-from orchestrator.parsers import ncu_rep
+from orchestrator.parsers import compressed, ncu_rep
 from orchestrator.request import Request, parse_list
 from orchestrator.runfolder import RunFolder
+from reports import schema
+from reports.roofline import missing_note
 from reports.schema import NO_RANGE, NOT_IN_REPORT, MergedTime
 from reports.unify import RowMaker, variant_facts
 from workloads.nvtx_ranges import NVTX_DOMAIN
@@ -70,8 +75,6 @@ KERNEL_METRICS = {
 def table_metrics() -> list[str]:
     """The ncu metrics the report's columns are read from (reports/schema.py, sources `ncu:...`):
     collected on every run, so a column declared there is filled."""
-    from reports import schema
-
     return [
         c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)
     ]
@@ -266,8 +269,6 @@ class NcuBackend(ToolBackend):
     def check_result(self, res: proc.Result, rf: RunFolder) -> None:
         """Raise the typed error ncu's log stands for (counter permission, unknown metric, no GPU,
         no kernel profiled, another exit status); return quietly when the report is there."""
-        from orchestrator.backends import ncu_tool
-
         log_path = rf.logs / LOG
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
         log_text += "\n" + res.tail(40)
@@ -352,12 +353,8 @@ class NcuBackend(ToolBackend):
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
         """`gprof-orch doctor --check`'s proof that ncu works here: a tiny real run that must read
         one counter (gpu__time_duration.sum) of a real kernel; its check row
-        (orchestrator.doctor.check_row), with the fix when it fails (root, for the counters).
+        (orchestrator.checks.check_row), with the fix when it fails (root, for the counters).
         Needs a CUDA GPU (doctor skips it without one). `explicit`: the --ncu path."""
-        from orchestrator import tools
-        from orchestrator.backends import ncu_tool
-        from orchestrator.doctor import check_row
-
         try:
             t = tools.find(cls.tool, explicit, timeout=timeout)
             rep = tmp / "ncu-check.ncu-rep"
@@ -419,8 +416,6 @@ def _warnings(rf: RunFolder, rep) -> list[str]:
     k = rep.kernels[rep.kernels["variant"].notna()]
     if k.empty or k["peak_dram_bytes_per_s"].notna().any():
         return out
-    from reports.roofline import missing_note
-
     return out + [missing_note(_collected(rf))]
 
 
@@ -435,17 +430,12 @@ def _collected(rf: RunFolder) -> list[str]:
 
 
 def _load_report(rf: RunFolder):
-    from orchestrator.parsers import compressed
-
     nv = rf.workload_manifest().get("nvtx") or {}
     return read_report(compressed.locate(rf.file(REPORT)), nv.get("domain") or None, nv.get("prefix", PREFIX))
 
 
 def read_report(located: Path, domain: str | None, prefix: str):
     """The ncu_rep.NcuReport of the report at `located` (.xz/.gz too), for these ranges."""
-    from orchestrator.backends import ncu_tool
-    from orchestrator.parsers import compressed
-
     if not located.is_file():
         raise ParseError(located, "no such file (ncu wrote no report)")
     # an archived folder holds report.ncu-rep.xz (or .gz): ncu_report reads a temporary copy
@@ -455,8 +445,6 @@ def read_report(located: Path, domain: str | None, prefix: str):
 
 def frame_from_report(path: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of the .ncu-rep at `path` (read with ncu_tool.load), for the workload in wman."""
-    from orchestrator.backends import ncu_tool
-
     return frame_from_ncu_report(ncu_tool.load(path, domain=domain, prefix=prefix), wman, run=run)
 
 
@@ -486,8 +474,6 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
                 if col in kr and pd.notna(kr[col]):
                     rows.add(variant, metric, float(kr[col]), unit, kernel=kr["full_name"])
         if "duration_ns" in g:
-            from orchestrator.backends.nsys import time_samples
-
             time_samples(
                 rows, variant, g["duration_ns"].to_numpy(), iters.get(variant, int(wman.get("iters") or 1))
             )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import proc
+from orchestrator import proc, tools
 from orchestrator.backends.base import Parsed, Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import (
@@ -18,8 +18,12 @@ from orchestrator.backends.nsys_failures import (
     SAFE_LAUNCHES,
     no_report,
 )
+from orchestrator.backends.ops_option import ops_field
 from orchestrator.backends.options import BackendOptions, option, tool_path
+from orchestrator.checks import check_row
 from orchestrator.errors import GprofError, InterruptedRunError, ParseError, ToolFailedError
+from orchestrator.nvtx_support import nvtx_problem
+from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
@@ -42,7 +46,7 @@ with nvtx.annotate("{RANGE_PREFIX}doctor-check", domain="{NVTX_DOMAIN}"):
 
 @dataclass(frozen=True)
 class NsysOptions(BackendOptions):
-    """--nsys, --nsys-arg (extra `nsys profile` flags) and --osrt."""
+    """--nsys, --nsys-arg (extra `nsys profile` flags), --osrt and --ops (the operator view)."""
 
     nsys: str | None = tool_path("nsys")
     nsys_args: tuple[str, ...] = option(
@@ -54,6 +58,8 @@ class NsysOptions(BackendOptions):
         is_flag=True,
         help="Also trace OS runtime calls (always on for a CPU run: --device cpu, or auto without a GPU).",
     )
+    # the measured iterations under emit_nvtx: an NVTX range per aten operator (workloads/profiled.py)
+    ops: bool = ops_field()
 
 
 class NsysBackend(ToolBackend):
@@ -81,6 +87,11 @@ class NsysBackend(ToolBackend):
     )
 
     Options = NsysOptions
+
+    def spec_fields(self, req: Request) -> dict:
+        """The runner's spec with `ops` (--ops): the measured iterations under emit_nvtx, an NVTX
+        range per aten operator for the operator view."""
+        return {"ops": bool(self.opts(req).ops)}  # type: ignore[attr-defined]
 
     description = "Nsight Systems: kernels per variant, GPU time, launch CPU time, busy fraction"
 
@@ -183,6 +194,7 @@ class NsysBackend(ToolBackend):
             export_pending(lambda: self._export(step, rf), rf)
 
     def _export(self, step: Step, rf: RunFolder) -> None:
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_chrome
 
         rf.add_command(step.name, step.argv)
@@ -196,7 +208,6 @@ class NsysBackend(ToolBackend):
         copy) and what nsys's log says about lost events; a parse error carries the latter too."""
         wman = rf.workload_manifest()
         nv = wman.get("nvtx") or {}
-        from orchestrator.parsers import compressed
 
         try:
             # an archived folder holds report.sqlite.xz (or .gz): read through a temporary copy
@@ -218,10 +229,9 @@ class NsysBackend(ToolBackend):
     @classmethod
     def self_test(cls, tmp: Path, timeout: float, explicit: str | None = None) -> dict:
         """`gprof-orch doctor --check`'s proof that nsys works here: a tiny real run that must
-        record one NVTX range of ours; its check row (orchestrator.doctor.check_row), with the
+        record one NVTX range of ours; its check row (orchestrator.checks.check_row), with the
         fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
-        from orchestrator import tools
-        from orchestrator.doctor import check_row
+        # why lazy: it imports numpy, pandas, which importing nsys must not
         from orchestrator.parsers import nsys_sqlite as ns
 
         try:
@@ -286,8 +296,6 @@ class NsysBackend(ToolBackend):
         """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
         the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
         variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
-        from orchestrator.capture import nvtx_problem
-
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
         return {
             "nvtx_ranges": {
@@ -332,9 +340,31 @@ def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
     return False
 
 
+def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dict) -> pd.DataFrame | None:
+    """The operator table of a run made with --ops whose runner could emit the operators' NVTX
+    ranges (workload.json's `ops`); None otherwise."""
+    if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
+        return None
+    # why lazy: it imports pandas, which importing nsys must not
+    from orchestrator.parsers import nsys_ops
+
+    return nsys_ops.operators(export, ranges, attributed)
+
+
+def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
+    if ops is not None:
+        # why lazy: it imports pandas, which importing nsys must not
+        from reports import operators
+
+        operators.add_rows(rows, ops, lambda v: v in ran, on_gpu=on_gpu)
+
+
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from orchestrator.parsers import nsys_sqlite as ns
+
+    # why lazy: it imports numpy, pandas, which importing nsys must not
     from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts
 
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
@@ -362,11 +392,13 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
         attributed, ranges
     )  # summarize()'s wall and busy columns, no per-launch statistics
     by_variant = VariantRows(attributed, ranges)
+    ops = _operators(export, ranges, attributed, wman)
     del export  # the export's frames are no longer needed: free them before the rows are built
     rows = RowMaker(run, "nsys", wman["workload"])
     variant_facts(rows, wman)
     iters = int(wman.get("iters") or 1)
     on_gpu = wman.get("device") == "cuda"
+    _operator_rows(rows, ops, ran, on_gpu)
     for variant in missing:
         # the workload ran it, the report lost it (nsys lost events):
         # the table says so on its row and keeps the variants that are there

@@ -17,14 +17,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator import proc
+from orchestrator import envinfo, proc
 from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
-from orchestrator.capture import REPORT, SQLITE, ProgramRequest
+from orchestrator.capture_manifest import write_workload
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
+from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
+from orchestrator.parsers import compressed
+from orchestrator.parsers import nsys_sqlite as ns
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
     NO_RANGE,
@@ -92,8 +95,6 @@ class ProgramBackend(ToolBackend):
     def complete(self, rf: RunFolder, *, write: bool) -> None:
         """The export of the report nsys wrote, where the run stopped before it (nsys_export), and
         the workload.json of its ranges, which the run writes from the export."""
-        from orchestrator.capture import write_workload
-
         step = pending_export(rf, write)
         if step is not None:
             export_pending(lambda: self._export(step, rf), rf)
@@ -104,8 +105,6 @@ class ProgramBackend(ToolBackend):
         """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
         RunFailedError when the program itself failed: its ranges are still reported."""
         if req.cuda is None:
-            from orchestrator import envinfo
-
             req.cuda = envinfo.nvidia_smi() is not None
         run_dir = rf.path.resolve()
         profile, export = self.commands(req, run_dir)
@@ -179,8 +178,6 @@ class ProgramBackend(ToolBackend):
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the capture's SQLite export (frame_from_capture), with_frame's."""
-        from orchestrator.parsers import compressed
-
         wman = rf.workload_manifest()
         with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
             return self.with_frame(rf, frame_from_capture(sqlite, wman, run=rf.path.name))
@@ -282,8 +279,6 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     keeps only what no selected range inside it launched (innermost wins). `export`: the
     read_export(sqlite, lean=True) already read, if the caller has it (its frames are freed
     here once attributed: pass it without keeping a reference)."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
     if export is None:
         export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     filt = RangeFilter.from_json(wman.get("nvtx") or {})
@@ -299,7 +294,7 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     k = int(wman.get("iters_per_range") or 1)
     rows = RowMaker(run, "program", wman["workload"])
     for v in wman.get("variants", []):
-        if v.get("status") not in SAMPLED:  # one stopped inside (capture._stopped_inside) keeps its rows
+        if v.get("status") not in SAMPLED:  # one stopped inside (capture_manifest.py) keeps its rows
             continue
         name = v["name"]
         r = ranges[ranges["variant"] == name]
@@ -328,8 +323,6 @@ def _variant_activity(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A variant's GPU activity (in launch order, labelled) and its range_times() row: inclusive
     of the ranges nested in it when it holds others (as nvtx_kern_sum counts it), else innermost wins."""
-    from orchestrator.parsers import nsys_sqlite as ns
-
     if holds:
         act = inclusive_activity(attributed, ranges, name)
         srow = ns.range_times(act, ranges)

@@ -22,9 +22,10 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from orchestrator import proc
+from orchestrator import envinfo, proc
 from orchestrator.backends.base import RUNNER_MODULE, Availability, Backend, Parsed, Step
 from orchestrator.errors import ToolFailedError, ToolNotFoundError, UsageError
+from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import MergedTime
@@ -130,8 +131,10 @@ class ProtonBackend(Backend):
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of proton's hatchet profile (a compressed one read the same, read
         once) and its warnings (_warnings)."""
-        from orchestrator.parsers import compressed
+        # why lazy: it imports numpy, pandas, which importing proton must not
         from orchestrator.parsers import proton as reader
+
+        # why lazy: it imports numpy, pandas, which importing proton must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
@@ -180,8 +183,6 @@ def find_proton() -> tuple[str | None, str]:
 
 
 def _cannot_run(req: Request | None) -> str | None:
-    from orchestrator import envinfo
-
     if req is not None and (req.device == "cpu" or req.triton_interpret):
         return "proton records CUDA kernels through CUPTI: not with --device cpu or --triton-interpret"
     if envinfo.nvidia_smi() is None:

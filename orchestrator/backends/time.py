@@ -220,6 +220,7 @@ class TimeBackend(Backend):
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the runner's own samples in workload.json: time and host time per
         call, also for a variant stopped part-way (its status says so)."""
+        # why lazy: it imports numpy, pandas, which importing time must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator.backends.base import Backend, Parsed
+from orchestrator.backends.ops_option import ops_field
+from orchestrator.backends.options import BackendOptions
+from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
 from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -14,6 +18,14 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
     import pandas as pd
 
     from reports.unify import RowMaker
+
+
+@dataclass(frozen=True)
+class TorchTraceOptions(BackendOptions):
+    """--ops: print each variant's operator tree under the table (report.json and report.html
+    always hold it)."""
+
+    ops: bool = ops_field()
 
 
 class TorchTraceBackend(Backend):
@@ -39,18 +51,21 @@ class TorchTraceBackend(Backend):
         "time per variant."
     )
     description = "torch.profiler (CPU + CUDA activity): kernels, self CPU/CUDA time, Chrome trace"
+    Options = TorchTraceOptions
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the run's Chrome trace (trace.json, or its .xz/.gz), or of an
         imported trace, whose ranges may hold one another (frame_from_trace)."""
+        # why lazy: it imports numpy, pandas, which importing torch_trace must not
         from orchestrator.parsers import torch_trace as tt
+
+        # why lazy: it imports numpy, pandas, which importing torch_trace must not
         from reports.unify import RowMaker, variant_facts
 
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
         ok = {v["name"] for v in wman["variants"] if v.get("status") == "ok"}
-        from orchestrator.parsers import compressed
 
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
@@ -91,7 +106,10 @@ def frame_from_trace(
     `holds` (an imported trace; see orchestrator.capture.nesting): each range of a variant
     without `iter` ranges inside is one iteration, and a variant named in `holds` counts the GPU
     activity of the ranges nested in it (as nvtx_kern_sum does), every other innermost-wins."""
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from orchestrator.parsers import torch_trace as tt
+
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from reports.unify import activity_rows, idle_gap_rows
 
     s = tt.summarize(trace, prefix)
@@ -120,6 +138,11 @@ def frame_from_trace(
                 idle_gap_rows(rows, variant, g, "start_ns", "end_ns")
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
+    # why lazy: they import pandas, which importing the backend must not
+    from orchestrator.parsers import torch_ops
+    from reports import operators
+
+    operators.add_rows(rows, torch_ops.operators(trace, prefix), keep, on_gpu=on_gpu)
     return rows.frame()
 
 
@@ -174,6 +197,7 @@ def _as_capture(trace, s: dict[str, pd.DataFrame], holds: dict[str, list[str]]) 
     launched anywhere inside its ranges (duplicated from the variants nested in it)."""
     import pandas as pd
 
+    # why lazy: it imports numpy, pandas, which importing torch_trace must not
     from orchestrator.parsers import torch_trace as tt
 
     ranges = s["ranges"].copy()

@@ -14,18 +14,20 @@ fails on its own comes back as failed, never raised (Dask would retry it); a poi
 is lost is submitted again, up to --retries times.
 
 The modules: spec (where the points run), gpus (this machine's GPUs, without CUDA), task (a
-point, its task on the worker and what comes back), session (the client), builders (the
-clusters gprof-orch starts: local-cuda, Slurm), each_gpu (--each-gpu's table).
+point, its task on the worker and what comes back), archive (a point's folder packed and
+unpacked), session (the client), builders (the clusters gprof-orch starts: local-cuda, Slurm),
+each_gpu (--each-gpu's table).
 
 Nothing here imports dask at module level: `gprof-orch --help` and serial runs never load it.
 """
 
 from __future__ import annotations
 
+from orchestrator.cluster.archive import unpack
 from orchestrator.cluster.each_gpu import worker_label
 from orchestrator.cluster.session import Session
 from orchestrator.cluster.spec import ClusterSpec, describe, parse_spec
-from orchestrator.cluster.task import Point, unpack
+from orchestrator.cluster.task import Point
 
 # what the orchestrator uses as cluster.X (api, cli, request); the rest is imported from its module
 __all__ = ["ClusterSpec", "Point", "Session", "describe", "parse_spec", "unpack", "worker_label"]

@@ -95,6 +95,7 @@ class Session:
             ):
                 self.cluster = self._local_cluster()
             self.client = Client(self.cluster, timeout=self.timeout)
+            # why lazy: it imports distributed, which importing session must not
             from orchestrator.cluster_plugins import IgnoreSigint
 
             self.client.register_plugin(IgnoreSigint())

@@ -4,11 +4,9 @@ packed, and where it ran."""
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import socket
-import tarfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import proc
+from orchestrator.cluster.archive import pack
 from orchestrator.cluster.gpus import this_gpu
 from orchestrator.errors import (
     GprofError,
@@ -70,41 +69,6 @@ class Outcome:
         return err
 
 
-def pack(folder: Path) -> bytes:
-    """A run folder as tar.gz bytes (its paths relative to the folder). gzip, not xz: an nsys
-    SQLite export of a big run is tens of MB, and xz takes seconds a MB. Level 1, not 6: on a
-    point's 2 MB workload.json (50,000 samples) 0.017 s against 0.117 s, for 548 KiB against 435;
-    the worker packs while its core could run the next point, and the bytes mostly cross a
-    machine's own loopback or a cluster's fast network."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
-        tar.add(folder, arcname=".")
-    return buf.getvalue()
-
-
-def unpack(archive: bytes, dest: Path) -> None:
-    """Unpack pack()'s bytes into `dest` (made if missing); nothing may land outside it. A failed
-    write is a GprofError (disk full), a damaged archive a RunFailedError (the point failed)."""
-    from orchestrator.runfolder import disk_error
-
-    dest.mkdir(parents=True, exist_ok=True)
-    try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(dest, filter="data")
-            else:  # Python < 3.10.12: the same check by hand
-                root = dest.resolve()
-                for m in tar.getmembers():
-                    target = (dest / m.name).resolve()
-                    if (root != target and root not in target.parents) or m.issym() or m.islnk():
-                        raise tarfile.TarError(f"member {m.name!r} points outside the folder")
-                tar.extractall(dest)
-    except OSError as exc:
-        raise disk_error(dest, exc) from exc
-    except tarfile.TarError as exc:
-        raise RunFailedError(f"the run folder sent back for {dest.name} is damaged: {exc}") from exc
-
-
 def placement(worker_address: str | None) -> dict[str, Any]:
     """Where this process is: the Dask worker's address, host name, pid and GPU (this_gpu())."""
     return {"worker": worker_address, "host": socket.gethostname(), "pid": os.getpid(), **this_gpu()}
@@ -138,6 +102,8 @@ def run_point_task(point: Point, topic: str, stop_name: str | None = None) -> di
     event on `topic`, which the client counts as attempts."""
     from distributed import Event, get_client, get_worker
 
+    # why lazy: request imports cluster.spec, which runs this package's __init__ (and this module):
+    # execution imports request, so at the top it would find request half made
     from orchestrator import execution
 
     worker = get_worker()

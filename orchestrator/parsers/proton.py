@@ -57,6 +57,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from orchestrator.parsers import compressed
 from reports.schema import (
     ITERATIONS_IN_REPORT,
     NO_ACTIVITY,
@@ -107,8 +108,6 @@ def read_profile(
     """Read a proton hatchet file (`.xz` / `.gz` too). Raises ParseError naming the file when it
     is missing, not JSON, or not the shape above (a frame without a name, a kernel whose time or
     count is missing, negative or not a number)."""
-    from orchestrator.parsers import compressed
-
     path = Path(path)
     raw = compressed.read_bytes(path)
     try:

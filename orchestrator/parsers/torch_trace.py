@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
+from orchestrator.parsers import compressed
+from orchestrator.parsers.nsys_sqlite import _innermost_containing
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 try:  # optional: a faster JSON parser; the standard library's gives the same result
@@ -64,8 +66,6 @@ def read_trace(path: str | Path) -> TorchTrace:
         >>> trace = read_trace("tests/fixtures/runs/h200/torch-trace-square/trace.json")
         >>> trace.events.groupby("cat").size()
     """
-    from orchestrator.parsers import compressed
-
     path = Path(path)
     if compressed.is_compressed(path):  # trace.json.xz / .gz: decompressed in memory
         raw = compressed.read_bytes(path)
@@ -216,8 +216,6 @@ def _gc_paused() -> Iterator[None]:
 def _containing(points: pd.DataFrame, ranges: pd.DataFrame, label: str) -> pd.Series:
     """For each point (tid, t), the `label` of the latest-starting range on the same tid that
     contains t (the innermost where ranges nest); None where none does."""
-    from orchestrator.parsers.nsys_sqlite import _innermost_containing
-
     out = np.full(len(points), None, dtype=object)
     if len(points) and len(ranges):
         hit = _innermost_containing(

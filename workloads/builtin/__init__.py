@@ -5,7 +5,7 @@ Importing this package registers them. Callables import torch and the kernels la
 
 from __future__ import annotations
 
-from workloads.registry import Variant, Workload, register
+from workloads.workload import Variant, Workload, _default_input, register
 
 # -- the operations --------------------------------------------------------------------------
 
@@ -39,6 +39,7 @@ def _sum_div_numel(a):
 
 
 def _triton_lecture_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import lecture_mean
 
     # the lecture's kernel takes a matrix, one program a row; a 1-D --size (1e8) is laid out
@@ -51,36 +52,42 @@ def _triton_lecture_mean(a):
 
 
 def _triton_fast_mean(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_mean import fast_mean
 
     return fast_mean(a)
 
 
 def _triton_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.triton_square import triton_square
 
     return triton_square(a)
 
 
 def _numba_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.numba_square import numba_square
 
     return numba_square(a)
 
 
 def _cuda_lecture_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import lecture_square
 
     return lecture_square(a)
 
 
 def _cuda_fast_square(a):
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import fast_square
 
     return fast_square(a)
 
 
 def _build_cuda_square():
+    # why lazy: the kernels load when a variant first runs, not with the registry
     from workloads.kernels.cuda_square import build_extensions
 
     return build_extensions()
@@ -234,5 +241,112 @@ register(
         [TORCH_SQUARE, NUMBA_SQUARE],
         dtypes=("float32",),
         **_SQUARE,
+    )
+)
+
+
+# -- matmul: the compute-bound counterpart of square ---------------------------------------------
+
+
+def _torch_matmul(a):
+    import torch
+
+    return torch.matmul(a, a)
+
+
+def _matmul_no_tf32(a):
+    import torch
+
+    # float32 off the tensor cores whatever the process set; restored for the next variant
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return a @ a
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _matmul_tf32(a):
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return a @ a
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _triton_matmul(a):
+    # why lazy: it imports triton, which only this variant needs
+    from workloads.kernels.triton_matmul import triton_matmul
+
+    return triton_matmul(a, a)
+
+
+def _ref_matmul(x64):
+    return x64 @ x64
+
+
+def _bytes_matmul(numel: int, itemsize: int) -> int:
+    return 3 * numel * itemsize  # read a twice as both operands (a, b), write c: n^2 each
+
+
+def _flops_matmul(shape: tuple[int, ...], dtype: str) -> int:
+    n = shape[0]
+    return 2 * n**3  # n^2 outputs, each n multiplies and n adds
+
+
+def _square_matrix(shape, dtype, device, seed):
+    """randn of n x n (the default input), refused unless square: a @ a needs it."""
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(
+            f"matmul multiplies an n x n matrix by itself: --size NxN, not {'x'.join(map(str, shape))}"
+        )
+    return _default_input(shape, dtype, device, seed)
+
+
+register(
+    Workload(
+        "matmul",
+        "a @ a of an n x n matrix: torch.matmul, float32 with and without TF32, a Triton blocked GEMM",
+        [
+            Variant(
+                "torch_matmul", _torch_matmul, label="torch.matmul", description="torch.matmul(a, a): cuBLAS"
+            ),
+            Variant(
+                "matmul_fp32",
+                _matmul_no_tf32,
+                label="a @ a (fp32)",
+                dtypes=("float32",),
+                math="simt",
+                description="a @ a in float32 with allow_tf32 off: no tensor cores",
+            ),
+            Variant(
+                "matmul_tf32",
+                _matmul_tf32,
+                label="a @ a (tf32)",
+                dtypes=("float32",),
+                math="tf32",
+                tolerance=5e-3,  # TF32 keeps 10 bits of mantissa
+                description="a @ a in float32 with allow_tf32 on: TF32 tensor cores on a GPU",
+            ),
+            Variant(
+                "triton_matmul",
+                _triton_matmul,
+                label="triton matmul",
+                needs=frozenset({"triton"}),
+                description="the Triton tutorial's blocked GEMM, 4 autotuned tiles (workloads/kernels/triton_matmul.py)",
+            ),
+        ],
+        reference=_ref_matmul,
+        bytes_moved=_bytes_matmul,
+        flops=_flops_matmul,
+        baseline="torch_matmul",
+        make_input=_square_matrix,
+        default_shape=(4096, 4096),
+        cpu_default_shape=(256, 256),
+        # a, a @ a, and the float64 input and reference of the check
+        bytes_per_element=lambda itemsize: 2 * itemsize + 16,
     )
 )

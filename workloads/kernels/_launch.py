@@ -22,7 +22,7 @@ for a kernel that is already compiled:
    (empty) enter-hook chain, for each pointer argument a ``data_ptr()`` call and a
    ``cuPointerGetAttribute``, ``cuLaunchKernelEx``, the (empty) exit-hook chain.
 
-Measured on the H200 (torch 2.11, Triton 3.6, 1e6 float32; scripts/bench_launch.py's
+Measured on the H200 (torch 2.11, Triton 3.6, 1e6 float32; benchmarks/bench_launch.py's
 breakdown, each step timed alone): the plain fast_mean call costs 35-42 us, of which
 ``kernel[grid](...)`` is 13.6 (binder 2.1, cache key 1.0, launch_metadata 0.7, the launch with
 tensors and hooks 6.8) and our own Python the rest: ``torch.empty((), dtype=, device=)`` 3.0,
@@ -67,9 +67,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, NamedTuple
 
-from workloads.kernels._launch_cuda import CudaBackend, Unsupported
+from workloads.kernels._common import interpreting
+from workloads.kernels._launch_cuda import CudaBackend, Launch, Unsupported
 
 MODE_ENV = "GPROF_ORCH_TRITON_LAUNCH"
 # fast: cached launches, through our own cuLaunchKernel launcher where the kernel allows
@@ -143,8 +143,6 @@ def _install(state: _State, backend) -> None:
 def _resolve(state: _State) -> None:
     """Choose the backend: the CUDA one when everything it relies on is there, else none
     (every call takes the plain path) with the reason kept in `state.why`."""
-    from workloads.kernels._common import interpreting
-
     if _MODE not in MODES:
         _disable(state, f"{MODE_ENV}={_MODE!r} is none of {', '.join(MODES)}: plain launches")
         return
@@ -167,16 +165,6 @@ def _resolve(state: _State) -> None:
         _disable(state, str(exc))
         return
     _install(state, backend)
-
-
-class Launch(NamedTuple):
-    """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
-
-    kernel: Any
-    grid: tuple[int, int, int]
-    args: tuple
-    kwargs: dict
-    compiled: Any
 
 
 def launch_plain(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict) -> Launch:

@@ -11,10 +11,20 @@ import functools
 import inspect
 import re
 import types
-from typing import TYPE_CHECKING
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from workloads.kernels._launch import Launch
+from workloads.kernels import _launch_own
+
+
+class Launch(NamedTuple):
+    """One plain launch as it was made: kernel[grid](*args, **kwargs) returned `compiled`."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple
+    kwargs: dict
+    compiled: Any
+
 
 # JITFunction.run's own launch, whitespace removed: the contract the fast path relies on
 # (the CompiledKernel.run argument order: grid, stream, CUfunction, packed metadata, launch
@@ -109,8 +119,6 @@ class CudaBackend:
         if own and self._direct_cls is None:
             self._own_why = "this Triton's C launch is not 3.6's layout (the params our launcher appends)"
         elif own:
-            from workloads.kernels import _launch_own
-
             mod, why = _launch_own.load()
             self._own, self._own_why = mod is not None, why
 
@@ -152,7 +160,7 @@ class CudaBackend:
         """(device index, raw stream) of `x`'s launch, or None: where() without the checks of
         Triton's hooks and modes, for a launch that is not Triton's (the CUDA extension's).
         where() repeats these lines rather than calling this: one Python call less on the Triton
-        kernels' cached path, the one still short of issue 17's host-side goal."""
+        kernels' cached path, the one still short of the host-side goal (1.2x torch's op)."""
         if not isinstance(x, self._tensor) or not x.is_cuda:
             return None
         dev = x.get_device()
@@ -184,8 +192,6 @@ def bind_compiled(record: Launch, stream: int, direct_cls=None, own: bool = Fals
     gx, gy, gz = record.grid
     own_why = ""
     if own and direct_cls is not None and type(run) is direct_cls:
-        from workloads.kernels import _launch_own
-
         # where the kernel needs what our launcher does not do, Triton's own C launch below,
         # and its tier says why (status(), bench_launch's launch column)
         launch, why = _launch_own.bind(compiled, record.grid, stream, entry_points)

@@ -6,7 +6,7 @@ arguments with ``PyArg_ParseTuple`` and a format string on every call, unpacks t
 metadata tuple, calls the (empty) enter and exit hook chains, and builds a ``CUlaunchConfig``
 for ``cuLaunchKernelEx``. On the H200 that launch alone took 4.2 to 4.4 us a call for the
 Triton square, against 4.05 us for the CUDA extension's vectorcall launch, and it kept the
-Triton square's host side above issue 17's 1.2x of torch.square's on some runs.
+Triton square's host side above the goal of 1.2x torch.square's on some runs.
 
 What: a ``Launcher`` made once per learned launch holds the CUfunction, grid, block, shared
 memory, stream and one type code per kernel argument, read from the compiled kernel's own

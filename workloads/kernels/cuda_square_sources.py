@@ -96,7 +96,7 @@ static cudaError_t gprof_launch(Kernel kernel, const float* x, float* y, int64_t
     // blocks_per_sm x SMs, capped by the work only: a grid above one wave is oversubscribed on
     // purpose (on the H200 torch's own one-float4-a-thread kernel beat every persistent grid,
     // kernels-h200.md). No occupancy query per launch: its answer capped nothing, and the call
-    // was host time on every launch (issue 17's host-side goal).
+    // was host time on every launch (the host-side goal: 1.2x torch's op).
     int64_t blocks = (int64_t)blocks_per_sm * (int64_t)sms;
     int64_t needed = (items + threads - 1) / threads;
     if (needed < 1) needed = 1;
@@ -179,7 +179,7 @@ int fast_square(uintptr_t x, uintptr_t y, int64_t n, int threads, int blocks_per
 // The cached call's launch (fast_square's second and later calls on the same input shape):
 // the same launch as fast_square, bound with CPython's vectorcall convention instead of
 // pybind11, whose dispatch (overload resolution, a type caster per argument) was host time on
-// every call (issue 17's host-side goal). Same arguments; returns None.
+// every call (the host-side goal: 1.2x torch's op). Same arguments; returns None.
 static PyObject* gprof_fast_square_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (nargs != 9) {
         PyErr_Format(PyExc_TypeError, "fast_square_call takes 9 arguments (%zd given)", nargs);

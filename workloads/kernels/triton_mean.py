@@ -88,7 +88,7 @@ class MeanConfig:
 
 
 # Heuristic: (largest numel the row applies to, config); the first row that fits is used.
-# The winners of `scripts/bench_kernels.py --sweep-configs` on the H200 (2026-12-02,
+# The winners of `benchmarks/bench_kernels.py --sweep-configs` on the H200 (2026-12-02,
 # docs/kernels-h200.md): at 1e6 elements 2048-element tiles, 4 warps, 4 programs per SM
 # (0.66x torch.mean's time); at 1e8 4096-element tiles, 8 warps, 4 programs per SM with the
 # loads software-pipelined 3 deep (0.885x). Re-tune on another GPU.

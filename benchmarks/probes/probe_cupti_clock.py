@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Probe for issue 15's kernel clock: can `time` read each call's kernel durations in-process,
+"""Probe for `time`'s kernel clock (workloads/kernel_clock.py): can `time` read each call's kernel durations in-process,
 through CUPTI's activity API (NVIDIA's cupti-python), as nsys does, beside its CUDA events?
 
 On a GPU, with cupti-python importable (on the H200: its wheels carried, see below):
 
-    python3 scripts/probe_cupti_clock.py [--sizes 1e5,1e6,1e7,1e8] [--calls 200]
+    python3 benchmarks/probes/probe_cupti_clock.py [--sizes 1e5,1e6,1e7,1e8] [--calls 200]
 
 For each size, torch.square timed the way `time` times a call (L2 flushed, the stream held by
 the blocking kernel, CUDA events around the call), first without CUPTI, then with CUPTI's
 concurrent-kernel activity on. Prints, per size: the events' median each way, the median of
 the call's kernel durations from CUPTI (the flush's and the hold's kernels told apart by order:
 every call's records come after its spin kernel), and events minus CUPTI. A kernel clock meets
-the issue's "within 0.5 us of nsys" where CUPTI's figure is what nsys reads (nsys reads the
+the goal's "within 0.5 us of nsys" where CUPTI's figure is what nsys reads (nsys reads the
 same records); the events hold about 2.4 to 3.2 us more (docs/time-fidelity-h200.md, point 7).
 
 The H200 image has torch's CUPTI (nvidia-cuda-cupti 13.0) but not cupti-python:
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> int:

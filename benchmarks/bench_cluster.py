@@ -3,13 +3,13 @@
 import), each side a fresh `gprof-orch` process, alternating, median of --repeat. Also times the
 cluster's start-up alone (LocalCluster of N workers and its client, up and closed).
 
-Goal (issue 18): cluster wall <= 1.2 x (serial wall / N) + start-up.
+Goal: cluster wall <= 1.2 x (serial wall / N) + start-up.
 
 Also the machine's own ceiling, without Dask: one point run alone (a fresh `gprof-orch` process,
 its one child), then N of them at once; N x alone / together is the most any N-way split of
 these points can gain here. The goal asks for 2 / 1.2 = 1.67x with N = 2.
 
-    python scripts/bench_cluster.py --workers 2 --repeat 3 > docs/scale-cluster-cpu.md
+    python benchmarks/bench_cluster.py --workers 2 --repeat 3 > docs/scale-cluster-cpu.md
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     serial, clustered, startup = (statistics.median(v) for v in (walls["serial"], walls["cluster"], startups))
     bound = 1.2 * serial / n + startup
     info = machine(
-        ["orchestrator/cluster", "orchestrator/api.py", "scripts/bench_cluster.py"],
+        ["orchestrator/cluster", "orchestrator/api.py", "benchmarks/bench_cluster.py"],
         "the cluster code",
         dask=_version("dask"),
         distributed=_version("distributed"),
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     more += f" --iters {args.iters}" if args.iters != 20 else ""
     more += f" --baseline {args.baseline}" if args.baseline else ""
     print(
-        f"`python scripts/bench_cluster.py --workers {n} --repeat {args.repeat}{more}`: a sweep of {4 * n} equal points "
+        f"`python benchmarks/bench_cluster.py --workers {n} --repeat {args.repeat}{more}`: a sweep of {4 * n} equal points "
         f"(`gprof-orch time square --device cpu --size {sizes} --variants mul --iters {args.iters} --warmup 1`), "
         f"each side a fresh process, alternating; median of {args.repeat}.\n"
     )

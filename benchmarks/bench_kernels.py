@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark every mean and square variant (torch, lecture, fast) on one GPU, in one run.
 
-    python scripts/bench_kernels.py --out OUT.md [--sweep-configs] [--reps 200]
-    python scripts/bench_kernels.py --dry-run            # CPU: tiny sizes, Triton interpreter
+    python benchmarks/bench_kernels.py --out OUT.md [--sweep-configs] [--reps 200]
+    python benchmarks/bench_kernels.py --dry-run            # CPU: tiny sizes, Triton interpreter
 
 What it does, in order:
 1. starts building the CUDA extension (load_inline, workloads/kernels/cuda_square.py) in a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe for issue 15's kernel clock: what host time do CUPTI's activity records add to a call?
+"""Probe for `time`'s kernel clock (workloads/kernel_clock.py): what host time do CUPTI's activity records add to a call?
 
 `time --kernel-clock` attributes each kernel record to its call through the record of the API
 call that launched it (workloads/kernel_clock.py), so it turns on CUPTI's runtime and driver API
@@ -17,7 +17,7 @@ For each: the median host ns of a call (torch.square, torch.mean, an in-place ad
 float32, launched back to back with a synchronize every 200), and how many of the kernel records
 found their launching API record (the clock can attribute only those).
 
-    python3 scripts/probe_cupti_overhead.py [--rounds 3] [--out probe.json]
+    python3 benchmarks/probes/probe_cupti_overhead.py [--rounds 3] [--out probe.json]
 
 On the H200: cupti-python carried (docs/nsight-facts.md), PYTHONPATH with it.
 """

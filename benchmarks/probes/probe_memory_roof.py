@@ -2,9 +2,9 @@
 """What DRAM bandwidth a kernel can reach on this GPU: copy, read-only and read-write kernels,
 by CUDA events and (run under ncu) by ncu's own DRAM metrics, against the roofline's memory roof.
 
-    python3 scripts/probe_memory_roof.py --size 1e8                  # events, median of --reps
-    ncu --profile-from-start off --csv --metrics "$(python3 scripts/probe_memory_roof.py --metrics)" \\
-        python3 scripts/probe_memory_roof.py --size 1e8 --ncu          # one profiled call per kernel
+    python3 benchmarks/probes/probe_memory_roof.py --size 1e8                  # events, median of --reps
+    ncu --profile-from-start off --csv --metrics "$(python3 benchmarks/probes/probe_memory_roof.py --metrics)" \\
+        python3 benchmarks/probes/probe_memory_roof.py --size 1e8 --ncu          # one profiled call per kernel
 
 The kernels: torch's device-to-device copy (read n, write n), torch.sum and torch.mean (read n),
 torch.square (read n, write n), and the project's fast kernels: fast_mean, triton_square and the
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 # ncu's DRAM view of a kernel: duration, bytes each way, % of its peak, and the peak's parts

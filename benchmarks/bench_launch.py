@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Host time per call and GPU time of the Triton kernels' launch paths, against torch's own op.
 
-    python3 scripts/bench_launch.py --out launch.json          # a CUDA GPU: about 1-2 minutes
-    python3 scripts/bench_launch.py --dry-run --out x.json     # CPU: Triton interpreter, tiny sizes
+    python3 benchmarks/bench_launch.py --out launch.json          # a CUDA GPU: about 1-2 minutes
+    python3 benchmarks/bench_launch.py --dry-run --out x.json     # CPU: Triton interpreter, tiny sizes
 
 Variants, at each float32 size (--sizes, default 1e5,1e6,1e7,1e8) and bfloat16 size
 (--bf16-sizes, default 1e8): torch.mean, fast_mean through Triton's plain launch, fast_mean
@@ -41,14 +41,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
-for p in (str(REPO), str(REPO / "scripts")):
+for p in (str(REPO), str(REPO / "benchmarks")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
 from bench_kernels import environment, fmt_size, git_commit  # noqa: E402
 
 T0 = time.monotonic()
-GOAL = 1.2  # issue 17: the fast kernels' host side at most 1.2x torch's op's
+GOAL = 1.2  # the goal: the fast kernels' host side at most 1.2x torch's op's
 
 
 def log(msg: str) -> None:

@@ -21,8 +21,8 @@ from wait4 on each child alone):
 and checks that each variant's launches and GPU ns in gprof-orch's report equal nsys's.
 
 Usage:
-    python scripts/bench_scale.py [--kernels 3000000,1000000] [--repeat 3] [--keep DIR] > result.md
-    python scripts/bench_scale.py --code /tmp/head --no-nsys   # another checkout's gprof-orch (a "before")
+    python benchmarks/bench_scale.py [--kernels 3000000,1000000] [--repeat 3] [--keep DIR] > result.md
+    python benchmarks/bench_scale.py --code /tmp/head --no-nsys   # another checkout's gprof-orch (a "before")
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchlib import machine, run_child  # noqa: E402
 
 SOURCE_RUN = ROOT / "tests/fixtures/runs/h200/nsys-triton-mean"
@@ -305,7 +305,9 @@ def measure(size: int, repeat: int, work: Path, nsys: Path | None, env: dict[str
 
 
 def markdown(results: list[dict], repeat: int, nsys_version: str, code: Path) -> str:
-    m = machine(["orchestrator", "reports", "scripts"], "the code or scripts", sqlite=sqlite3.sqlite_version)
+    m = machine(
+        ["orchestrator", "reports", "benchmarks"], "the code or benchmarks", sqlite=sqlite3.sqlite_version
+    )
     out = [
         f"- date: {m['date']}; commit: {m['commit']}; gprof-orch measured: {code}",
         f"- machine: {m['cpu']}; {m['os']}",

@@ -15,7 +15,7 @@ process (interpreter start and imports included; configurations alternating), me
 child's peak RSS with wait4, checks the per-variant kernel counts and iterations against
 replicas x the original's, and prints a markdown report (machine, date, git commit) to stdout.
 
-Usage: python scripts/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [--keep PATH]
+Usage: python benchmarks/bench_torch_trace_parse.py [--size-mb 200] [--repeat 3] [--keep PATH]
        [--no-orjson]     also time the standard-library json fallback
        [--no-pyarrow]    time pandas without pyarrow (its `str` columns then hold Python objects)
        [--baseline DIR]  also time the parser of another checkout, e.g. an older commit unpacked
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchlib import machine, run_child  # noqa: E402
 
 SOURCE = ROOT / "tests/fixtures/runs/h200/torch-trace-square/trace.json"
@@ -222,7 +222,7 @@ def main() -> None:
         except ImportError:
             versions[mod] = "not installed"
     m = machine(
-        ["orchestrator/parsers/torch_trace.py", "scripts/bench_torch_trace_parse.py"],
+        ["orchestrator/parsers/torch_trace.py", "benchmarks/bench_torch_trace_parse.py"],
         "the parser or this script",
         **versions,
     )

@@ -1,4 +1,4 @@
-"""The fidelity matrix of `time` (issue 15): does each timer read the GPU time that nsys sees?
+"""The fidelity matrix of `time`: does each timer read the GPU time that nsys sees?
 
 For every variant of the given workloads at every point (size, dtype), side by side in one
 session on one GPU:
@@ -20,7 +20,7 @@ and each one's ratio to nsys. Writes fidelity.json and fidelity.md into --out.
 kernel time of exactly those calls (flushed, held, as the events saw them) sits beside the
 events' median of the same samples: `loop_events` and `loop_nsys`, per point.
 
-    python3 scripts/bench_fidelity.py --out /tmp/fid [--workloads square,mean] [--points 1e6,1e8,1e8:bfloat16]
+    python3 benchmarks/bench_fidelity.py --out /tmp/fid [--workloads square,mean] [--points 1e6,1e8,1e8:bfloat16]
 
 Needs a CUDA GPU and nsys (on the H200: `source .device/setup.sh` first).
 """
@@ -355,7 +355,7 @@ def _markdown(meta: dict, rows: list[dict]) -> str:
 
 
 def _goal(r: dict) -> str:
-    """Issue 15's goal for the default `time` median (the kernel clock): within 3% or 0.5 us,
+    """The goal for the default `time` median (the kernel clock): within 3% or 0.5 us,
     whichever is larger, of nsys's kernel time per iteration. Judged like for like: the flushed
     kernel clock against nsys on the same flushed calls (loop nsys), and the unflushed one
     (kernel-warm) against nsys's back-to-back iterations."""

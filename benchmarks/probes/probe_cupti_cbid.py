@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Name CUPTI runtime-API callback ids with this machine's own CUPTI (cuptiGetCallbackName).
 
-    python3 scripts/probe_cupti_cbid.py 468 486
+    python3 benchmarks/probes/probe_cupti_cbid.py 468 486
 
 nsys 2023.4.4 stops on CUDA 13 programs with "Unknown runtime API function index: N"
 (docs/nsight-facts.md); the index is a CUPTI runtime callback id, which this names. Looks for

@@ -14,7 +14,7 @@ Then it times, on the same file, median of --repeat runs, each a fresh process:
 checks that both give the same per-range launch counts and total GPU ns, and prints a markdown
 report (machine, date, git commit) to stdout.
 
-Usage: python scripts/bench_nsys_parse.py [--kernels 1000000] [--per-range 100] [--repeat 3]
+Usage: python benchmarks/bench_nsys_parse.py [--kernels 1000000] [--per-range 100] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchlib import machine, run_child  # noqa: E402
 
 SOURCE = ROOT / "tests/fixtures/nsys/h200_nvtx_variants_nvtx0217/nvtx_variants_nvtx0217.sqlite"
@@ -266,7 +266,9 @@ def main() -> None:
     nsys_r = nsys_rows(theirs_out)
     same = mine == nsys_r
     med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
-    m = machine(["orchestrator/parsers", "scripts"], "the parser or scripts", sqlite=sqlite3.sqlite_version)
+    m = machine(
+        ["orchestrator/parsers", "benchmarks"], "the parser or benchmarks", sqlite=sqlite3.sqlite_version
+    )
     rows = [
         ("gprof-orch: read_export + attribute_kernels + summarize (fresh process)", ours),
         ("nsys stats --report nvtx_kern_sum --format csv", theirs),

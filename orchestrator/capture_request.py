@@ -1,0 +1,98 @@
+"""What `exec` and `import` were asked (ProgramRequest), the files a capture run folder holds,
+and what kind of capture a file is (capture_kind, by its name or else its first bytes)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.capture_ranges import RangeFilter
+from orchestrator.errors import UsageError, check_seconds
+
+SQLITE = "report.sqlite"
+REPORT = "report.nsys-rep"
+BACKEND = "program"
+NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
+SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
+NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
+
+
+@dataclass
+class ProgramRequest:
+    """What `exec` and `import` were asked: the program (or the capture), the range filter,
+    where the tool is and what it is given, limits and the folder."""
+
+    argv: list[str] = field(default_factory=list)
+    tool: str = "nsys"
+    ranges: str | None = None
+    name: str | None = None
+    iters: int | None = None  # iterations in one range instance (None: 1)
+    nsys: str | None = None
+    nsys_args: list[str] = field(default_factory=list)
+    trace_osrt: bool = False
+    cuda: bool | None = None  # trace CUDA (None: when nvidia-smi sees a GPU)
+    timeout: float | None = None
+    out: Path | None = None
+    root: Path | None = None
+    capture: str | None = None  # import: the source file
+    compare_ranges: bool = False  # the ranges are alternatives: speedups between them
+
+    def validate(self) -> ProgramRequest:
+        RangeFilter.parse(self.ranges)
+        if self.capture is None and not self.argv:
+            raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
+        if self.tool not in ("nsys", "ncu"):
+            raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
+        if self.iters is not None and self.iters < 1:
+            raise UsageError(f"--iters must be at least 1, not {self.iters}")
+        check_seconds(self.timeout, "--timeout")
+        return self
+
+    @property
+    def filter(self) -> RangeFilter:
+        return RangeFilter.parse(self.ranges)
+
+    def workload_name(self) -> str:
+        if self.name:
+            return self.name
+        if self.capture:
+            base = Path(self.capture).name
+            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
+                base = base.removesuffix(suffix)
+            return base or "capture"
+        script = (
+            next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
+        )
+        return Path(script or self.argv[0]).stem or "program"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+
+
+def _is_python(argv: list[str]) -> bool:
+    return bool(argv) and (
+        bool(re.fullmatch(r"python[0-9.]*", Path(argv[0]).name)) or argv[0] == sys.executable
+    )
+
+
+def capture_kind(src: Path) -> str:
+    name = src.name.lower()
+    if name.endswith(NSYS_SUFFIXES):
+        return "nsys-rep"
+    if name.endswith(SQLITE_SUFFIXES):
+        return "sqlite"
+    if name.endswith(NCU_SUFFIXES):
+        return "ncu-rep"
+    if name.endswith(TRACE_SUFFIXES):
+        return "torch-trace"
+    with open(src, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"SQLite format 3"):
+        return "sqlite"
+    raise UsageError(
+        f"{src}: not a capture gprof-orch can import (.nsys-rep, .sqlite from `nsys export`, .ncu-rep, a torch.profiler .json trace)"
+    )
