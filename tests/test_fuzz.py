@@ -172,12 +172,12 @@ def _reading_in_place(seen: dict | None = None):
             parse = backend.parse
 
             def parse_and_compare(rf):
-                frame = parse(rf)
+                parsed = parse(rf)
                 if seen.get("record"):
-                    seen["frame"] = frame
-                elif seen.get("frame") is not None and frame.equals(seen["frame"]):
+                    seen["parsed"] = parsed
+                elif seen.get("parsed") is not None and _same_parse(parsed, seen["parsed"]):
                     raise _Same
-                return frame
+                return parsed
 
             backend.parse = parse_and_compare
         return backend
@@ -193,6 +193,22 @@ def _reading_in_place(seen: dict | None = None):
         RunFolder.writable, ncu_tool._extract_isolated, backends.get, ns.read_export = saved
         if seen is not None:
             seen.pop("record", None)
+
+
+def _same_parse(a, b) -> bool:
+    """Two parses of a folder alike in everything the report is built from (Backend.parse's
+    Parsed): the frame, the findings, the warnings, the lost events and the rest it read."""
+
+    def same_frame(x, y):
+        return (x is None and y is None) or (x is not None and y is not None and x.equals(y))
+
+    return (
+        same_frame(a.frame, b.frame)
+        and same_frame(a.findings, b.findings)
+        and a.warnings == b.warnings
+        and a.lost == b.lost
+        and repr(a.meta) == repr(b.meta)
+    )
 
 
 def table_of(folder: Path, seen: dict | None = None) -> tuple[pd.DataFrame, list[str]]:
