@@ -45,16 +45,6 @@ __all__ = ["ProgramRequest", "import_capture", "profile_program"]
 # --------------------------------------------------------------------------- the library calls
 
 
-def program_request(be, **kw: Any) -> ProgramRequest:
-    """A ProgramRequest of the generic keywords; the backend's own (its Options' fields: nsys=,
-    nsys_args=, a library call's keywords) become its `options`, beside those given as options=."""
-    names = set(be.Options.names())
-    own = {k: kw.pop(k) for k in list(kw) if k in names}
-    given = kw.pop("options", None)
-    base = given.to_json() if given is not None and not isinstance(given, dict) else dict(given or {})
-    return ProgramRequest(**kw, options=be.Options.build({**base, **own}))
-
-
 def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None = None, **options: Any):
     """Run `argv` under `tool` (nsys) and report it per NVTX range: each range named by
     `ranges` ("DOMAIN@PREFIX"; default: every range, nested ones too) is a variant, each of its
@@ -69,7 +59,7 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
 
     cli_argv = options.pop("cli_argv", None)
     be = backends.get(BACKEND)
-    req = program_request(be, argv=list(argv), tool=tool, ranges=ranges, **options).validate()
+    req = ProgramRequest.of(be, argv=list(argv), tool=tool, ranges=ranges, **options).validate()
     tools = be.require(req)  # a missing nsys fails here, before a run folder exists
     notes = []
     problem = nvtx_problem(program_nvtx_version(req.argv), tools.get("nsys_version"))
@@ -121,7 +111,7 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
     be = backends.get(BACKEND)
-    req = program_request(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
+    req = ProgramRequest.of(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
     tools = be.require(req) if kind == "nsys-rep" else {}
     rf = RunFolder.create(
         BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
@@ -158,7 +148,7 @@ def _import_trace(
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
-    req = program_request(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
+    req = ProgramRequest.of(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
     rf = RunFolder.create(
         "torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
     )

@@ -43,6 +43,16 @@ class ProgramRequest:
     options: Any = field(default_factory=dict)
 
     @classmethod
+    def of(cls, be, **kw: Any) -> ProgramRequest:
+        """A request to backend `be` of the generic keywords; its own (its Options' fields: nsys=,
+        nsys_args=, a library call's keywords) become its `options`, beside those given as options=."""
+        names = set(be.Options.names())
+        own = {k: kw.pop(k) for k in list(kw) if k in names}
+        given = kw.pop("options", None)
+        base = given.to_json() if given is not None and not isinstance(given, dict) else dict(given or {})
+        return cls(**kw, options=be.Options.build({**base, **own}))
+
+    @classmethod
     def from_record(cls, record: dict[str, Any]) -> ProgramRequest:
         """The request a capture folder's request record (manifest.json's "request") holds: the
         options nested under "options", or flat beside the generic fields (older records)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.backends.program_options import ProgramOptions
+from orchestrator.backends.program_options import ProgramNcuOptions, ProgramOptions
 from orchestrator.cli_output import _run_and_print
 from reports.formats import FORMATS
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -79,6 +79,13 @@ def _program_options(f):
     """`exec nsys`'s own options but --nsys (among _capture_options): the program backend's
     Options declaration (orchestrator/backends/program_options.py)."""
     for opt in reversed(ProgramOptions.click_options(tool_path=False)):
+        f = opt(f)
+    return f
+
+
+def _ncu_options(f):
+    """`exec ncu`'s own options (--ncu, --ncu-arg): the program-ncu backend's Options declaration."""
+    for opt in reversed(ProgramNcuOptions.click_options()):
         f = opt(f)
     return f
 
@@ -217,13 +224,7 @@ def exec_nsys(
     "the kernels' order, so back-to-back instances with no kernel between read as one).",
 )
 @click.option("--name", default=None, help="The run's workload name (default: the script's).")
-@click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places).")
-@click.option(
-    "--ncu-arg",
-    "ncu_args",
-    multiple=True,
-    help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.",
-)
+@_ncu_options
 @click.option(
     "--out", "-o", type=click.Path(path_type=Path), default=None, help="Run folder (must be new or empty)."
 )
@@ -254,10 +255,11 @@ def exec_ncu(
         # why lazy: off the start-up of every command and of --help
         from orchestrator.proc import format_argv
 
-        be = backends.get("ncu")
-        exe = str(tools.find(be.tool_spec(), ncu, with_version=False).path)
-        where = Path(out).resolve() if out else Path("<run-folder>")
-        click.echo(format_argv(be.program_argv(exe, list(cmd), where, list(ncu_args))))
+        be = backends.get(capture_ncu.PROGRAM_NCU)
+        req = capture_ncu.ProgramRequest.of(be, argv=list(cmd), tool="ncu", ncu=ncu, ncu_args=ncu_args)
+        tools.find(be.tool_spec(), ncu, with_version=False)  # no ncu: exit 3, as a run's
+        for step in be.commands(req.validate(), Path(out).resolve() if out else Path("<run-folder>")):
+            click.echo(format_argv(step.argv))
         return
     _run_and_print(
         lambda: capture_ncu.profile_program_ncu(
@@ -266,7 +268,7 @@ def exec_ncu(
             iters=iters,
             name=name,
             ncu=ncu,
-            ncu_args=list(ncu_args),
+            ncu_args=ncu_args,
             out=out,
             timeout=timeout,
             compare_ranges=compare_ranges,

@@ -1,12 +1,12 @@
-"""`exec nsys`'s own options (the program backend's Options), apart from the backend so that the
-CLI builds the command's flags from them without importing the backend's numpy and pandas."""
+"""The program backends' own options (`exec nsys`'s, `exec ncu`'s), apart from the backends so
+that the CLI builds the commands' flags from them without importing the backends' pandas."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from orchestrator.backends.nsys import NsysOptions
-from orchestrator.backends.options import BackendOptions, option, reuse
+from orchestrator.backends.options import BackendOptions, option, reuse, tool_path
 
 
 @dataclass(frozen=True)
@@ -21,4 +21,17 @@ class ProgramOptions(BackendOptions):
     )
     cuda: bool | None = option(
         None, "--cuda/--no-cuda", help="Trace CUDA (default: when nvidia-smi sees a GPU)."
+    )
+
+
+@dataclass(frozen=True)
+class ProgramNcuOptions(BackendOptions):
+    """`exec ncu`'s own options: where ncu is and the flags it is given besides gprof-orch's."""
+
+    ncu: str | None = tool_path("ncu")
+    ncu_args: tuple[str, ...] = option(
+        (),
+        "--ncu-arg",
+        multiple=True,
+        help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.",
     )
