@@ -58,8 +58,8 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
     """
 
     cli_argv = options.pop("cli_argv", None)
-    req = ProgramRequest(argv=list(argv), tool=tool, ranges=ranges, **options).validate()
     be = backends.get(BACKEND)
+    req = ProgramRequest.of(be, argv=list(argv), tool=tool, ranges=ranges, **options).validate()
     tools = be.require(req)  # a missing nsys fails here, before a run folder exists
     notes = []
     problem = nvtx_problem(program_nvtx_version(req.argv), tools.get("nsys_version"))
@@ -110,8 +110,8 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
         )
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
-    req = ProgramRequest(ranges=ranges, capture=str(src.resolve()), **options).validate()
     be = backends.get(BACKEND)
+    req = ProgramRequest.of(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
     tools = be.require(req) if kind == "nsys-rep" else {}
     rf = RunFolder.create(
         BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
@@ -148,7 +148,7 @@ def _import_trace(
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
-    req = ProgramRequest(ranges=prefix, capture=str(src.resolve()), **options)
+    req = ProgramRequest.of(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
     rf = RunFolder.create(
         "torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
     )

@@ -4,7 +4,6 @@ built-in run's, with the error that names what went wrong."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from orchestrator.errors import (
     ToolTimeoutError,
     interrupt_in,
 )
-from orchestrator.execution import conclude, reporting_error
+from orchestrator.execution import conclude, reporting_error, run_step
 from orchestrator.parsers import compressed
 from orchestrator.parsers import nsys_sqlite as ns
 from orchestrator.results import build_report
@@ -68,15 +67,7 @@ def finish_run(
     imported capture, which an error reading it names as the user's file (`source`). `parsed()`:
     the backend's Parsed of what `manifest()` already read (ncu's report), read once."""
 
-    t0 = time.monotonic()
-    error: GprofError | None = None
-    try:
-        step()
-    except GprofError as exc:
-        error = exc
-    except KeyboardInterrupt:
-        error = InterruptedRunError("interrupted")
-    rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
+    error = run_step(rf, step)
     run, unreadable = None, False  # unreadable: the imported file itself could not be read
     located = _located(rf.path / SQLITE)
     handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once

@@ -289,7 +289,7 @@ def write_workload(rf) -> None:
     as capture_finish.finish_run() would have written them."""
 
     asked = rf.manifest.get("request") or {}
-    req = ProgramRequest(**{k: v for k, v in asked.items() if k in ProgramRequest.__dataclass_fields__})
+    req = ProgramRequest.from_record(asked)
     src = Path(req.capture) if req.capture else None
     borrowed = sibling_workload(src) if src is not None and src.is_file() else None
     with compressed.plain_file(compressed.locate(rf.path / SQLITE)) as plain:

@@ -15,20 +15,22 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends, envinfo, proc, tools
+from orchestrator import backends, envinfo
 from orchestrator.backends import ncu_tool
 from orchestrator.backends.ncu import REPORT, read_report
 from orchestrator.capture_finish import finish_run
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.capture_request import ProgramRequest
-from orchestrator.errors import ParseError, ToolFailedError, UsageError
+from orchestrator.errors import ParseError, UsageError
 from orchestrator.runfolder import RunFolder
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
+
+PROGRAM_NCU = "program-ncu"  # the backend that runs `exec ncu` (orchestrator/backends/program_ncu.py)
 
 
 def ncu_filter(spec: str | None, borrowed: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -184,56 +186,30 @@ def range_instances(variant: pd.Series) -> dict[str, int]:
     return {str(v): int(n) for v, n in variant[starts].value_counts(sort=False).items()}
 
 
-def profile_program_ncu(
-    argv: list[str],
-    *,
-    ranges: str | None = None,
-    ncu: str | None = None,
-    ncu_args: list[str] | None = None,
-    cli_argv=None,
-    **options: Any,
-):
+def profile_program_ncu(argv: list[str], *, ranges: str | None = None, cli_argv=None, **options: Any):
     """`gprof-orch exec ncu -- CMD`: run CMD under Nsight Compute (every kernel it launches is
     replayed and measured: limit them with `--ncu-arg=--launch-count=N` or `-k REGEX`) and report
     it per NVTX range as `import` reports a `.ncu-rep`. Default ranges: every innermost range of
-    any domain. A non-zero exit of ncu or the program fails the run (ToolFailedError, exit 1);
-    the folder keeps whatever report ncu wrote (`gprof-orch import` reads it)."""
-    req = ProgramRequest(argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
+    any domain. `ncu=`, `ncu_args=`: the program-ncu backend's options. A non-zero exit of ncu or
+    the program fails the run (ToolFailedError, exit 1); the folder keeps whatever report ncu
+    wrote (`gprof-orch import` reads it)."""
+    be = backends.get(PROGRAM_NCU)  # its commands() and execute() run ncu, as `exec nsys`'s backend does
+    req = ProgramRequest.of(be, argv=list(argv), tool="ncu", ranges=ranges, **options).validate()
     domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
-    be = backends.get("ncu")  # the registry's ncu backend builds the command, as `exec nsys`'s does
-    found = tools.find(be.tool_spec(), ncu, timeout=req.timeout)  # missing: fails before a folder exists
+    found = be.require(req)  # missing: fails before a folder exists
     name = req.workload_name()
     rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
     rf.update(
         machine=envinfo.machine(),
-        tools={"ncu": str(found.path), "ncu_version": found.version},
+        tools=found,
         kind="exec",
         notes=[],
         program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"},
     )
-    cmd = be.program_argv(str(found.path), req.argv, rf.path.resolve(), list(ncu_args or []))
-
-    def step() -> None:
-        rf.add_command("ncu", cmd)
-        res = proc.run(cmd, log_dir=rf.logs, name="ncu", timeout=req.timeout)
-        if res.returncode != 0:
-            kept = (
-                " (the report it wrote is kept: `gprof-orch import` reads it)"
-                if (rf.path / REPORT).exists()
-                else ""
-            )
-            raise ToolFailedError(
-                f"ncu (or the program under it) exited with status {res.returncode}{kept}",
-                argv=cmd,
-                returncode=res.returncode,
-                log_tail=res.tail(),
-                log=res.stderr,
-            )
 
     read: list = []  # the report manifest() read, which the report is built from
 
     def manifest() -> dict[str, Any]:
-        # `ncu` here is the --ncu PATH parameter, not the backend module: read_report by its own name
         rep = read_report(rf.path / REPORT, domain, prefix)
         read.append(rep)
         return ncu_manifest(
@@ -246,7 +222,14 @@ def profile_program_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return finish_run(rf, req, step, source=" ".join(req.argv), manifest=manifest, parsed=_parsed(rf, read))
+    return finish_run(
+        rf,
+        req,
+        lambda: be.execute(req, rf),
+        source=" ".join(req.argv),
+        manifest=manifest,
+        parsed=_parsed(rf, read),
+    )
 
 
 def _parsed(rf, read: list):

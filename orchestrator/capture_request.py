@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +19,47 @@ NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
 NCU_SUFFIXES = (".ncu-rep", ".ncu-rep.xz", ".ncu-rep.gz")
+# the program backend's options an older request record kept beside the generic fields
+FLAT_OPTIONS = ("nsys", "nsys_args", "trace_osrt", "cuda")
 
 
 @dataclass
 class ProgramRequest:
     """What `exec` and `import` were asked: the program (or the capture), the range filter,
-    where the tool is and what it is given, limits and the folder."""
+    limits and the folder; what only the tool takes (where it is, its flags) is the backend's
+    `options` (its Options, or a dict of them: Backend.opts builds them)."""
 
     argv: list[str] = field(default_factory=list)
     tool: str = "nsys"
     ranges: str | None = None
     name: str | None = None
     iters: int | None = None  # iterations in one range instance (None: 1)
-    nsys: str | None = None
-    nsys_args: list[str] = field(default_factory=list)
-    trace_osrt: bool = False
-    cuda: bool | None = None  # trace CUDA (None: when nvidia-smi sees a GPU)
     timeout: float | None = None
     out: Path | None = None
     root: Path | None = None
     capture: str | None = None  # import: the source file
     compare_ranges: bool = False  # the ranges are alternatives: speedups between them
+    # the backend's own options (its Options, a BackendOptions), or a dict of them
+    options: Any = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, be, **kw: Any) -> ProgramRequest:
+        """A request to backend `be` of the generic keywords; its own (its Options' fields: nsys=,
+        nsys_args=, a library call's keywords) become its `options`, beside those given as options=."""
+        names = set(be.Options.names())
+        own = {k: kw.pop(k) for k in list(kw) if k in names}
+        given = kw.pop("options", None)
+        base = given.to_json() if given is not None and not isinstance(given, dict) else dict(given or {})
+        return cls(**kw, options=be.Options.build({**base, **own}))
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ProgramRequest:
+        """The request a capture folder's request record (manifest.json's "request") holds: the
+        options nested under "options", or flat beside the generic fields (older records)."""
+        generic = {f.name for f in fields(cls)} - {"options"}
+        flat = {k: record[k] for k in FLAT_OPTIONS if k in record}
+        own = {**flat, **(record.get("options") or {})}
+        return cls(**{k: v for k, v in record.items() if k in generic}, options=own)
 
     def validate(self) -> ProgramRequest:
         RangeFilter.parse(self.ranges)
@@ -70,7 +90,14 @@ class ProgramRequest:
         return Path(script or self.argv[0]).stem or "program"
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+        """The request record: the generic fields, and the backend's options under "options"."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = str(v) if isinstance(v, Path) else v
+        o = self.options
+        out["options"] = dict(o) if isinstance(o, dict) else o.to_json()
+        return out
 
 
 def _is_python(argv: list[str]) -> bool:

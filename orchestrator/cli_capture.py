@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.backends.program_options import ProgramNcuOptions, ProgramOptions
 from orchestrator.cli_output import _run_and_print
 from reports.formats import FORMATS
 from workloads.nvtx_ranges import RANGE_PREFIX
@@ -41,7 +42,7 @@ def _capture_options(f):
         click.option(
             "--name", default=None, help="The run's workload name (default: the script's or file's)."
         ),
-        click.option("--nsys", default=None, help="Path to nsys (else $GPROF_NSYS, PATH, install places)."),
+        *ProgramOptions.click_options(tool_paths_only=True),  # --nsys: import reads a .nsys-rep with it
         click.option(
             "--out",
             "-o",
@@ -70,6 +71,21 @@ def _capture_options(f):
         COMPARE_RANGES,
     ]
     for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _program_options(f):
+    """`exec nsys`'s own options but --nsys (among _capture_options): the program backend's
+    Options declaration (orchestrator/backends/program_options.py)."""
+    for opt in reversed(ProgramOptions.click_options(tool_path=False)):
+        f = opt(f)
+    return f
+
+
+def _ncu_options(f):
+    """`exec ncu`'s own options (--ncu, --ncu-arg): the program-ncu backend's Options declaration."""
+    for opt in reversed(ProgramNcuOptions.click_options()):
         f = opt(f)
     return f
 
@@ -132,13 +148,7 @@ def exec_group() -> None:
 @exec_group.command("nsys", context_settings={"allow_interspersed_args": False})
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @_capture_options
-@click.option(
-    "--nsys-arg", "nsys_args", multiple=True, help="Extra flag passed to `nsys profile` (repeatable)."
-)
-@click.option(
-    "--osrt", "trace_osrt", is_flag=True, help="Also trace OS runtime calls (always on without a GPU)."
-)
-@click.option("--cuda/--no-cuda", default=None, help="Trace CUDA (default: when nvidia-smi sees a GPU).")
+@_program_options
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
 def exec_nsys(
     cmd,
@@ -169,31 +179,27 @@ def exec_nsys(
     # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture as cap
 
+    own = ProgramOptions(nsys=nsys, nsys_args=tuple(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
     opts = dict(
         ranges=ranges,
         iters=iters,
         name=name,
-        nsys=nsys,
         out=out,
         timeout=timeout,
-        nsys_args=list(nsys_args),
-        trace_osrt=trace_osrt,
-        cuda=cuda,
         compare_ranges=compare_ranges,
+        options=own,
     )
     if dry_run:
         # why lazy: off the start-up of every command and of --help
-        from orchestrator import backends, envinfo
+        from orchestrator import backends
 
         # why lazy: off the start-up of every command and of --help
         from orchestrator.proc import format_argv
 
         req = cap.ProgramRequest(argv=list(cmd), **opts).validate()
-        if req.cuda is None:
-            req.cuda = envinfo.nvidia_smi() is not None
-        for step in backends.get(cap.BACKEND).commands(
-            req, Path(out).resolve() if out else Path("<run-folder>")
-        ):
+        be = backends.get(cap.BACKEND)
+        be.resolve_cuda(req)
+        for step in be.commands(req, Path(out).resolve() if out else Path("<run-folder>")):
             click.echo(format_argv(step.argv))
         return
     _run_and_print(
@@ -218,13 +224,7 @@ def exec_nsys(
     "the kernels' order, so back-to-back instances with no kernel between read as one).",
 )
 @click.option("--name", default=None, help="The run's workload name (default: the script's).")
-@click.option("--ncu", default=None, help="Path to ncu (else $GPROF_NCU, PATH, install places).")
-@click.option(
-    "--ncu-arg",
-    "ncu_args",
-    multiple=True,
-    help="Extra flag passed to ncu (repeatable), e.g. --ncu-arg=--launch-count=20.",
-)
+@_ncu_options
 @click.option(
     "--out", "-o", type=click.Path(path_type=Path), default=None, help="Run folder (must be new or empty)."
 )
@@ -255,10 +255,11 @@ def exec_ncu(
         # why lazy: off the start-up of every command and of --help
         from orchestrator.proc import format_argv
 
-        be = backends.get("ncu")
-        exe = str(tools.find(be.tool_spec(), ncu, with_version=False).path)
-        where = Path(out).resolve() if out else Path("<run-folder>")
-        click.echo(format_argv(be.program_argv(exe, list(cmd), where, list(ncu_args))))
+        be = backends.get(capture_ncu.PROGRAM_NCU)
+        req = capture_ncu.ProgramRequest.of(be, argv=list(cmd), tool="ncu", ncu=ncu, ncu_args=ncu_args)
+        tools.find(be.tool_spec(), ncu, with_version=False)  # no ncu: exit 3, as a run's
+        for step in be.commands(req.validate(), Path(out).resolve() if out else Path("<run-folder>")):
+            click.echo(format_argv(step.argv))
         return
     _run_and_print(
         lambda: capture_ncu.profile_program_ncu(
@@ -267,7 +268,7 @@ def exec_ncu(
             iters=iters,
             name=name,
             ncu=ncu,
-            ncu_args=list(ncu_args),
+            ncu_args=ncu_args,
             out=out,
             timeout=timeout,
             compare_ranges=compare_ranges,

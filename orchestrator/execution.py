@@ -8,6 +8,7 @@ api.profile and capture build on these."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,22 +40,33 @@ def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError
     rf = RunFolder.create(
         req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
     )
+
+    def step() -> None:
+        rf.update(machine=envinfo.machine(), tools=tools)
+        be.execute(req, rf)
+
+    return rf, run_step(rf, step)
+
+
+def run_step(rf: RunFolder, step: Callable[[], None]) -> GprofError | None:
+    """Run a run's step into its folder (a backend's execute(); for `exec`/`import`, the
+    program's or the copy of a capture): what went wrong kept, Ctrl-C as an interrupt, the variant
+    a --timeout stopped marked, the wall time kept. Every run, a workload's or a capture, ends here."""
     t0 = time.monotonic()
     error: GprofError | None = None
     try:
-        rf.update(machine=envinfo.machine(), tools=tools)
-        be.execute(req, rf)
+        step()
     except GprofError as exc:
         error = exc
     except KeyboardInterrupt:
         error = InterruptedRunError("interrupted")
     rf.ended = True
     if isinstance(error, ToolTimeoutError):
-        on = rf.mark_timed_out()
+        on = rf.mark_timed_out()  # None for a capture: its workload.json is written after
         if on is not None:
             error.message += f"; the workload was {on[1]} variant {on[0]}, marked timed out"
     rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
-    return rf, error
+    return error
 
 
 def final_status(

@@ -84,6 +84,33 @@ def test_exec_ncu_dry_run_is_the_whole_program_under_ncu_with_nvtx(cli):
     assert line.endswith("--launch-count=9 python train.py --steps 5")
 
 
+def test_exec_ncu_is_the_program_ncu_backends_commands(tmp_path):
+    """`exec ncu` runs ncu as every backend runs its tool: the registry's program-ncu backend
+    builds the command (the ncu backend's argv for a whole program) from its own options, and
+    the request record keeps them under "options"."""
+    import sys
+
+    from orchestrator import backends
+    from orchestrator.backends.ncu import NcuBackend
+    from orchestrator.capture_request import ProgramRequest
+
+    be = backends.get("program-ncu")
+    assert be.Options.names() == ["ncu", "ncu_args"]
+    argv = ["python", "train.py"]
+    req = ProgramRequest.of(
+        be, argv=argv, tool="ncu", ncu=sys.executable, ncu_args=("--launch-count=9",)
+    ).validate()
+    (step,) = be.commands(req, tmp_path)
+    assert step.name == "ncu"
+    assert step.argv == NcuBackend.program_argv(sys.executable, argv, tmp_path, ["--launch-count=9"])
+    assert req.to_json()["options"] == {"ncu": sys.executable, "ncu_args": ["--launch-count=9"]}
+    assert (
+        be.merged is None
+        and "program-ncu" not in backends.of_all()
+        and "program-ncu" not in backends.commands()
+    )
+
+
 @pytest.mark.gpu
 @pytest.mark.ncu
 def test_exec_ncu_reports_a_users_program_per_range(tmp_path):

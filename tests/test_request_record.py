@@ -96,3 +96,63 @@ def test_an_option_of_another_backend_is_refused_by_name():
         backends.request("square", "time", timer="fast").validate()
     with pytest.raises(UsageError, match="--metrics 'a b' is not a metric name"):
         backends.request("square", "ncu", ncu_metrics=["a b"]).validate()
+
+
+# --------------------------------------------------------------------------- exec and import
+
+
+def test_exec_nsys_options_are_the_program_backends_declaration():
+    """`exec nsys`'s own flags are the program backend's Options (nsys's declarations reused):
+    the same flags and defaults as NsysOptions', its --osrt help its own."""
+    from orchestrator.backends.nsys import NsysOptions
+
+    prog = backends.backend_class("program").Options
+    assert prog.names() == ["nsys", "nsys_args", "trace_osrt", "cuda"]
+    nsys_fields, prog_fields = NsysOptions.__dataclass_fields__, prog.__dataclass_fields__
+    for name in ("nsys", "nsys_args", "trace_osrt"):
+        assert prog_fields[name].metadata["cli"][0] == nsys_fields[name].metadata["cli"][0]
+    assert prog_fields["trace_osrt"].metadata["cli"][1]["help"] == (
+        "Also trace OS runtime calls (always on without a GPU)."
+    )
+
+
+def test_an_import_records_the_program_options_under_options(tmp_path):
+    from conftest import run_cli
+
+    src = FIXTURES / "nsys" / "cpu_nvtx0210_gprof" / "capture.sqlite"
+    res = run_cli("import", str(src), "--out", str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr
+    rec = json.loads((tmp_path / "run" / "manifest.json").read_text())["request"]
+    assert rec["options"] == {"nsys": None, "nsys_args": [], "trace_osrt": False, "cuda": None}
+    assert not {"nsys", "nsys_args", "trace_osrt", "cuda"} & set(rec)
+    assert rec["capture"] == str(src.resolve())
+
+
+@pytest.mark.parametrize(
+    "path", sorted((FIXTURES / "runs").glob("*-programs/*/manifest.json")), ids=lambda p: p.parent.name
+)
+def test_a_committed_capture_record_loads(path):
+    """The exec/import folders committed before the options were nested: their flat keys read."""
+    from orchestrator.capture_request import ProgramRequest
+
+    rec = json.loads(path.read_text())["request"]
+    req = ProgramRequest.from_record(rec)
+    assert req.argv == rec.get("argv", []) and req.ranges == rec.get("ranges")
+    opts = backends.get("program").opts(req)
+    assert opts.nsys_args == tuple(rec.get("nsys_args") or ()) and opts.trace_osrt is bool(
+        rec.get("trace_osrt")
+    )
+
+
+def test_old_flat_program_options_still_build_the_command(tmp_path):
+    from orchestrator.capture_request import ProgramRequest
+
+    old = {"argv": ["python", "t.py"], "nsys": "/opt/nsys", "nsys_args": ["--x=1"], "trace_osrt": True}
+    req = ProgramRequest.from_record({**old, "cuda": True})
+    profile, _ = backends.get("program").commands(req, tmp_path)
+    assert profile.argv[0] == "/opt/nsys"
+    assert "--trace=cuda,nvtx,osrt" in profile.argv and profile.argv[-3:] == ["--x=1", "python", "t.py"]
+    # the nested record wins over a flat key of the same name
+    new = ProgramRequest.from_record({**old, "options": {"nsys_args": ["--y"], "cuda": False}})
+    profile, _ = backends.get("program").commands(new, tmp_path)
+    assert "--trace=nvtx,osrt" in profile.argv and "--y" in profile.argv and "--x=1" not in profile.argv

@@ -52,6 +52,7 @@ BACKENDS: dict[str, Entry] = {
     ),
     # `exec` and `import`: a user's program or capture, one variant per NVTX range
     "program": Entry("orchestrator.backends.program:ProgramBackend", ""),
+    "program-ncu": Entry("orchestrator.backends.program_ncu:ProgramNcuBackend", ""),
 }
 
 

@@ -32,6 +32,14 @@ def tool_path(tool: str, env: str | None = None) -> Any:
     return field(default=None, metadata={CLI: ((f"--{tool}",), {"help": help_}), TOOL_PATH: True})
 
 
+def reuse(owner: type, name: str, **click_kw: Any) -> Any:
+    """Field `name` of another backend's Options, declared once there: the same default, flags
+    and metadata, its click keywords overridden by `click_kw` (a help that speaks of this command)."""
+    f = owner.__dataclass_fields__[name]
+    decls, kw = f.metadata[CLI]
+    return field(default=f.default, metadata={**f.metadata, CLI: (decls, {**kw, **click_kw})})
+
+
 @dataclass(frozen=True)
 class BackendOptions:
     """A backend's own options: none. A backend with options subclasses it (frozen), each field
@@ -68,15 +76,17 @@ class BackendOptions:
         return cls(**kw)
 
     @classmethod
-    def click_options(cls, tool_paths_only: bool = False) -> list:
+    def click_options(cls, tool_paths_only: bool = False, tool_path: bool = True) -> list:
         """The click options of the backend's command, one per declared field, in their order
-        (`tool_paths_only`: only --<tool> PATH, as `all` takes it)."""
+        (`tool_paths_only`: only --<tool> PATH, as `all` takes it; `tool_path` False: all but it,
+        where a command sets --<tool> PATH among options it shares with another)."""
         import click
 
         out = []
         for f in fields(cls):
             decls, kw = f.metadata.get(CLI) or ((), None)
-            if kw is None or (tool_paths_only and not f.metadata.get(TOOL_PATH)):
+            is_path = bool(f.metadata.get(TOOL_PATH))
+            if kw is None or (tool_paths_only and not is_path) or (not tool_path and is_path):
                 continue
             kw = dict(kw)
             if not kw.get("multiple") and f.default is not MISSING:

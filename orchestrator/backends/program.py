@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
 from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
+from orchestrator.backends.program_options import ProgramOptions
 from orchestrator.capture_manifest import write_workload
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
@@ -51,6 +53,7 @@ class ProgramBackend(ToolBackend):
     name = "program"
     tool = "nsys"
     mode = "capture"
+    Options = ProgramOptions
     merged = None  # a user's program is not one of `all`'s backends
     host_measure = "host-nsys"
     description = "any program (exec) or capture (import) under Nsight Systems, one variant per NVTX range"
@@ -70,11 +73,12 @@ class ProgramBackend(ToolBackend):
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
         finds it, then `nsys export` to SQLite (pure)."""
         exe = self.exe(req)
-        cuda = req.cuda if req.cuda is not None else True
+        o: ProgramOptions = self.opts(req)  # type: ignore[assignment]
+        cuda = o.cuda if o.cuda is not None else True
         trace = ["cuda", "nvtx"] if cuda else ["nvtx"]
-        if req.trace_osrt or not cuda:
+        if o.trace_osrt or not cuda:
             trace.append("osrt")
-        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not _sets_flush(req.nsys_args) else []
+        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not _sets_flush(o.nsys_args) else []
         profile = [
             exe,
             "profile",
@@ -84,10 +88,16 @@ class ProgramBackend(ToolBackend):
             *flush,
             f"--output={run_dir / 'report'}",
             "--force-overwrite=true",
-            *req.nsys_args,
+            *o.nsys_args,
             *req.argv,
         ]
         return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
+
+    def resolve_cuda(self, req: ProgramRequest) -> None:
+        """--cuda/--no-cuda not given: CUDA is traced when nvidia-smi sees a GPU."""
+        o: ProgramOptions = self.opts(req)  # type: ignore[assignment]
+        if o.cuda is None:
+            req.options = replace(o, cuda=envinfo.nvidia_smi() is not None)
 
     def _export_step(self, req: ProgramRequest, run_dir: Path, rep: Path | None = None) -> Step:
         return export_step(self.exe(req), run_dir, rep)
@@ -104,8 +114,7 @@ class ProgramBackend(ToolBackend):
     def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
         """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
         RunFailedError when the program itself failed: its ranges are still reported."""
-        if req.cuda is None:
-            req.cuda = envinfo.nvidia_smi() is not None
+        self.resolve_cuda(req)
         run_dir = rf.path.resolve()
         profile, export = self.commands(req, run_dir)
         rf.add_command(profile.name, profile.argv)
@@ -171,10 +180,6 @@ class ProgramBackend(ToolBackend):
         rf.add_command(step.name, step.argv)
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
         proc.check(res, "nsys export")
-
-    def _explicit(self, req: ProgramRequest | None) -> str | None:  # type: ignore[override]
-        # exec's and import's request (orchestrator/capture.py ProgramRequest) carries --nsys itself
-        return req.nsys if req is not None else None
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the capture's SQLite export (frame_from_capture), with_frame's."""
@@ -383,4 +388,4 @@ def per_range_iterations(
     return out
 
 
-__all__ = ["ProgramBackend", "frame_from_capture", "stop_program_first"]
+__all__ = ["ProgramBackend", "ProgramOptions", "frame_from_capture", "stop_program_first"]
