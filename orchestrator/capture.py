@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from orchestrator import backends, envinfo
+from orchestrator import backends
 from orchestrator.capture_finish import finish_run
 from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix
 from orchestrator.capture_ncu import import_ncu
 from orchestrator.capture_request import BACKEND, SQLITE, ProgramRequest, capture_kind
 from orchestrator.errors import ParseError, UsageError
+from orchestrator.execution import Launch, execute
 from orchestrator.nvtx_support import nvtx_problem, program_nvtx_version
 from orchestrator.parsers import compressed
 from orchestrator.parsers import torch_trace as tt
-from orchestrator.runfolder import RunFolder
 
 # what `gprof-orch exec` and `import` call as capture.X, beside the library calls
 __all__ = ["ProgramRequest", "import_capture", "profile_program"]
@@ -67,17 +68,16 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
         print(f"gprof-orch: warning: {problem}", file=sys.stderr, flush=True)
         notes.append(problem)
 
-    rf = RunFolder.create(
-        BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
+    program = {"argv": req.argv, "tool": req.tool, "ranges": req.filter.spec}
+    launch = Launch(
+        BACKEND,
+        req.workload_name(),
+        tools,
+        partial(be.execute, req),
+        dict(kind="exec", notes=notes, program=program),
     )
-    rf.update(
-        machine=envinfo.machine(),
-        tools=tools,
-        kind="exec",
-        notes=notes,
-        program={"argv": req.argv, "tool": req.tool, "ranges": req.filter.spec},
-    )
-    return finish_run(rf, req, lambda: be.execute(req, rf), source=" ".join(req.argv))
+    rf, error = execute(req, cli_argv, launch=launch)
+    return finish_run(rf, req, error, source=" ".join(req.argv))
 
 
 def import_capture(path: str | Path, *, ranges: str | None = None, **options: Any):
@@ -113,25 +113,22 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     be = backends.get(BACKEND)
     req = ProgramRequest.of(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
     tools = be.require(req) if kind == "nsys-rep" else {}
-    rf = RunFolder.create(
-        BACKEND, req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
+    program = {"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec}
+    launch = Launch(
+        BACKEND,
+        req.workload_name(),
+        tools,
+        lambda rf: be.ingest(req, rf, src, kind),
+        dict(kind="import", notes=[], program=program),
     )
-    rf.update(
-        machine=envinfo.machine(),
-        tools=tools,
-        kind="import",
-        notes=[],
-        program={"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec},
-    )
+    rf, error = execute(req, cli_argv, launch=launch)
     # the copy ingest() makes of an export (a .nsys-rep is read by nsys, which names it itself)
     copy = (
         rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
         if kind == "sqlite"
         else None
     )
-    return finish_run(
-        rf, req, lambda: be.ingest(req, rf, src, kind), source=str(src), borrowed=borrowed, copy=copy
-    )
+    return finish_run(rf, req, error, source=str(src), borrowed=borrowed, copy=copy)
 
 
 def _import_trace(
@@ -149,21 +146,19 @@ def _import_trace(
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
     req = ProgramRequest.of(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
-    rf = RunFolder.create(
-        "torch-trace", req.workload_name(), out=req.out, root=req.root, request=req.to_json(), argv=cli_argv
-    )
-    rf.update(
-        machine=envinfo.machine(),
-        tools={},
-        kind="import",
-        notes=[],
-        program={"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix},
-    )
-    dest = rf.path / (TRACE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
+    program = {"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix}
+    suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
 
-    def step() -> None:
+    def step(rf) -> None:
+        dest = rf.path / (TRACE + suffix)
         shutil.copyfile(src, dest)
         rf.add_command("import", ["cp", str(src), str(dest)])
+
+    launch = Launch(
+        "torch-trace", req.workload_name(), {}, step, dict(kind="import", notes=[], program=program)
+    )
+    rf, error = execute(req, cli_argv, launch=launch)
+    dest = rf.path / (TRACE + suffix)
 
     def manifest() -> dict[str, Any]:
         trace = tt.read_trace(compressed.locate(rf.path / TRACE))
@@ -176,4 +171,4 @@ def _import_trace(
             compare_ranges=req.compare_ranges,
         )
 
-    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest)
+    return finish_run(rf, req, error, source=str(src), manifest=manifest, copy=dest)

@@ -1,5 +1,5 @@
-"""The end of every capture run (`exec`, `import`): run the step (the profiler, or the copy of
-a capture), write the synthetic workload.json, build the report and conclude the folder as a
+"""The end of every capture run (`exec`, `import`), once execution.execute ran its step (the
+profiler, or the copy of a capture): write the synthetic workload.json, build the report and conclude the folder as a
 built-in run's, with the error that names what went wrong."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from orchestrator.errors import (
     ToolTimeoutError,
     interrupt_in,
 )
-from orchestrator.execution import conclude, reporting_error, run_step
+from orchestrator.execution import conclude, reporting_error
 from orchestrator.parsers import compressed
 from orchestrator.parsers import nsys_sqlite as ns
 from orchestrator.results import build_report
@@ -53,7 +53,7 @@ def _unreported_too(error: GprofError, exc: GprofError) -> None:
 def finish_run(
     rf,
     req: ProgramRequest,
-    step,
+    error: GprofError | None,
     *,
     source: str,
     borrowed: dict[str, Any] | None = None,
@@ -61,13 +61,13 @@ def finish_run(
     copy: Path | None = None,
     parsed=None,
 ):
-    """Run `step` (the profiler, or the copy of a capture), write the synthetic workload.json
+    """After the run's step (execute(): the profiler, or the copy of a capture; `error`, what
+    went wrong there), write the synthetic workload.json
     (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
     final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
     imported capture, which an error reading it names as the user's file (`source`). `parsed()`:
     the backend's Parsed of what `manifest()` already read (ncu's report), read once."""
 
-    error = run_step(rf, step)
     run, unreadable = None, False  # unreadable: the imported file itself could not be read
     located = _located(rf.path / SQLITE)
     handed: list = []  # the export nsys_manifest() read, handed on to the report: the file is read once

@@ -12,10 +12,11 @@ the copy of the report, a synthetic workload.json, the ncu backend's parse and t
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends, envinfo
+from orchestrator import backends
 from orchestrator.backends import ncu_tool
 from orchestrator.backends.ncu import REPORT, read_report
 from orchestrator.capture_finish import finish_run
@@ -23,7 +24,7 @@ from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import ParseError, UsageError
-from orchestrator.runfolder import RunFolder
+from orchestrator.execution import Launch, execute
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
@@ -58,19 +59,18 @@ def import_ncu(
         raise UsageError("--nsys applies to nsys captures, not to a .ncu-rep")
     req = ProgramRequest(ranges=ranges, capture=str(src.resolve()), tool="nsys", **options).validate()
     name = req.name or src.name.split(".ncu-rep")[0] or "capture"
-    rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
-    rf.update(
-        machine=envinfo.machine(),
-        tools={},
-        kind="import",
-        notes=[],
-        program={"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"},
-    )
-    dest = rf.path / (REPORT + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
+    program = {"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"}
+    suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
 
-    def step() -> None:
+    def step(rf) -> None:
+        dest = rf.path / (REPORT + suffix)
         shutil.copyfile(src, dest)
         rf.add_command("import", ["cp", str(src), str(dest)])
+
+    rf, error = execute(
+        req, cli_argv, launch=Launch("ncu", name, {}, step, dict(kind="import", notes=[], program=program))
+    )
+    dest = rf.path / (REPORT + suffix)
 
     read: list = []  # the report manifest() read, which the report is built from
 
@@ -94,7 +94,7 @@ def import_ncu(
             compare_ranges=req.compare_ranges,
         )
 
-    return finish_run(rf, req, step, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
+    return finish_run(rf, req, error, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
 
 
 def ncu_manifest(
@@ -198,14 +198,11 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, cli_argv=
     domain, prefix = ncu_filter(ranges, None) if ranges is not None else (None, "")
     found = be.require(req)  # missing: fails before a folder exists
     name = req.workload_name()
-    rf = RunFolder.create("ncu", name, out=req.out, root=req.root, request=req.to_json(), argv=cli_argv)
-    rf.update(
-        machine=envinfo.machine(),
-        tools=found,
-        kind="exec",
-        notes=[],
-        program={"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"},
+    program = {"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"}
+    launch = Launch(
+        "ncu", name, found, partial(be.execute, req), dict(kind="exec", notes=[], program=program)
     )
+    rf, error = execute(req, cli_argv, launch=launch)
 
     read: list = []  # the report manifest() read, which the report is built from
 
@@ -225,7 +222,7 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, cli_argv=
     return finish_run(
         rf,
         req,
-        lambda: be.execute(req, rf),
+        error,
         source=" ".join(req.argv),
         manifest=manifest,
         parsed=_parsed(rf, read),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,21 +32,41 @@ if TYPE_CHECKING:
     from orchestrator.results import Run
 
 
-def execute(req: Request, argv: list[str] | None) -> tuple[RunFolder, GprofError | None]:
+def execute(
+    req: Request,
+    argv: list[str] | None,
+    *,
+    launch: Launch | None = None,
+) -> tuple[RunFolder, GprofError | None]:
     """Run a validated one-point request into a new run folder: the backend's tools looked for (a
     missing one raises before any folder exists), its runs made, the wall time kept. Returns the
-    folder and what went wrong, if anything; no report is built."""
-    be = backends.get(req.backend)
-    tools = be.require(req)
+    folder and what went wrong, if anything; no report is built. A capture (`exec`, `import`:
+    a ProgramRequest) brings its folder's name, the tools it found and its step instead."""
+    if launch is None:
+        be = backends.get(req.backend)
+        launch = Launch(req.backend, req.workload, be.require(req), lambda rf: be.execute(req, rf))
     rf = RunFolder.create(
-        req.backend, req.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
+        launch.backend, launch.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
     )
 
     def step() -> None:
-        rf.update(machine=envinfo.machine(), tools=tools)
-        be.execute(req, rf)
+        rf.update(machine=envinfo.machine(), tools=launch.tools, **launch.facts)
+        launch.step(rf)
 
     return rf, run_step(rf, step)
+
+
+@dataclass
+class Launch:
+    """What a run's folder is named by and what its step runs: a workload's backend and
+    workload, or a capture's (`exec` runs the program, `import` copies the file in), with what
+    its manifest records beside (kind, program, notes)."""
+
+    backend: str
+    workload: str
+    tools: dict[str, Any]
+    step: Callable[[RunFolder], None]
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 def run_step(rf: RunFolder, step: Callable[[], None]) -> GprofError | None:

@@ -177,3 +177,31 @@ def test_the_tree_passes_ruff():
     for args in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
         r = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 0, f"ruff {' '.join(args)}:\n{r.stdout}{r.stderr}"
+
+
+def _calls(attr: str, owner: str | None = None) -> set[str]:
+    """The modules that call `owner.attr` (or a bare `attr` when owner is None)."""
+    found = set()
+    for path, mod in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if owner is None and isinstance(f, ast.Name) and f.id == attr:
+                found.add(mod)
+            elif (
+                owner
+                and isinstance(f, ast.Attribute)
+                and f.attr == attr
+                and getattr(f.value, "id", None) == owner
+            ):
+                found.add(mod)
+    return found
+
+
+def test_every_run_is_created_and_run_by_execution():
+    """One lifecycle: a run's folder, a workload's or a capture's (`exec`, `import`), is created
+    and its step run by execution.execute; api only creates the parents (all, a sweep, --each-gpu)."""
+    assert _calls("create", "RunFolder") == {"orchestrator.execution", "orchestrator.api"}
+    assert _calls("run_step") == {"orchestrator.execution"}
+    assert "orchestrator.capture_finish" not in _calls("execute")
