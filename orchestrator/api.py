@@ -19,15 +19,13 @@ from orchestrator import backends, cluster, envinfo
 from orchestrator.cluster import Point
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError, interrupt_in
 from orchestrator.execution import (
-    conclude,
-    execute,
-    final_status,
     land_point,
     point_unavailable,
     reporting_error,
+    run_request,
 )
 from orchestrator.request import CLUSTER_FIELDS, Request
-from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
+from orchestrator.runfolder import RunFolder
 from workloads.shapes import parse_size
 
 if TYPE_CHECKING:
@@ -86,18 +84,7 @@ def profile(workload: str, backend: str = "time", **options: Any) -> Run | Multi
         return each_gpu(req, argv)
     if req.cluster_spec() is not None:  # the tools are looked for on the worker, not here
         return _profile_on_cluster(req, argv)
-    # why lazy: it imports pandas, which importing api must not
-    from orchestrator.results import build_report
-
-    rf, error = execute(req, argv)
-    run = None
-    try:
-        if (rf.path / WORKLOAD_MANIFEST).exists():
-            run = build_report(rf, write=False)
-    except BaseException as exc:
-        error = reporting_error(rf, exc, error)
-    status, error = final_status(rf, run.workload if run is not None else None, error)
-    return conclude(rf, run, status, error)
+    return run_request(req, argv)
 
 
 def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> MultiRun:

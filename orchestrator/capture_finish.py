@@ -1,6 +1,7 @@
-"""The end of every capture run (`exec`, `import`), once execution.execute ran its step (the
-profiler, or the copy of a capture): write the synthetic workload.json, build the report and conclude the folder as a
-built-in run's, with the error that names what went wrong."""
+"""The report of every capture run (`exec`, `import`), its Launch.report: once
+execution.execute ran its step (the profiler, or the copy of a capture), write the synthetic
+workload.json and build the report, with the error that names what went wrong; run_request then
+concludes the folder as a workload run's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from orchestrator.errors import (
     ToolTimeoutError,
     interrupt_in,
 )
-from orchestrator.execution import conclude, reporting_error
+from orchestrator.execution import Ending, reporting_error
 from orchestrator.parsers import compressed
 from orchestrator.parsers import nsys_sqlite as ns
 from orchestrator.results import build_report
@@ -50,7 +51,7 @@ def _unreported_too(error: GprofError, exc: GprofError) -> None:
     error.hint = (f"{OPEN_AT_STOP}; " if stopped else "") + (error.hint or exc.hint or "")
 
 
-def finish_run(
+def capture_report(
     rf,
     req: ProgramRequest,
     error: GprofError | None,
@@ -60,11 +61,11 @@ def finish_run(
     manifest=None,
     copy: Path | None = None,
     parsed=None,
-):
+) -> Ending:
     """After the run's step (execute(): the profiler, or the copy of a capture; `error`, what
-    went wrong there), write the synthetic workload.json
-    (`manifest()`'s; by default the NVTX ranges of the folder's nsys export), the report and the
-    final status, as api.profile does for a built-in run. `copy`: the folder's copy of an
+    went wrong there), write the synthetic workload.json (`manifest()`'s; by default the NVTX
+    ranges of the folder's nsys export) and build the report (not written): how the run ends, as
+    execution.workload_report says it for a workload run. `copy`: the folder's copy of an
     imported capture, which an error reading it names as the user's file (`source`). `parsed()`:
     the backend's Parsed of what `manifest()` already read (ncu's report), read once."""
 
@@ -106,7 +107,7 @@ def finish_run(
     elif error is None:
         error = ParseError(rf.path, "the profiler left no report")
     status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    return conclude(rf, run, status, error, unreadable_input=unreadable)
+    return Ending(run, status, error, unreadable)
 
 
 def _capture_report(rf, manifest, error: GprofError | None, located: Path | None, handed: list, given=None):

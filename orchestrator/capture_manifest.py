@@ -286,7 +286,7 @@ def stopped_inside(wman: dict[str, Any], error: GprofError | None) -> bool:
 def write_workload(rf) -> None:
     """The workload.json of a folder whose run stopped before it was written (during `nsys
     export`), once the export is made (`gprof-orch report`): the ranges the run's request picks,
-    as capture_finish.finish_run() would have written them."""
+    as capture_finish.capture_report() would have written them."""
 
     asked = rf.manifest.get("request") or {}
     req = ProgramRequest.from_record(asked)

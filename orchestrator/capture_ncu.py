@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import backends
 from orchestrator.backends import ncu_tool
 from orchestrator.backends.ncu import REPORT, read_report
-from orchestrator.capture_finish import finish_run
+from orchestrator.capture_finish import capture_report
 from orchestrator.capture_manifest import capture_baseline
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import ParseError, UsageError
-from orchestrator.execution import Launch, execute
+from orchestrator.execution import Launch, run_request
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
@@ -67,34 +67,37 @@ def import_ncu(
         shutil.copyfile(src, dest)
         rf.add_command("import", ["cp", str(src), str(dest)])
 
-    rf, error = execute(
-        req, cli_argv, launch=Launch("ncu", name, {}, step, dict(kind="import", notes=[], program=program))
-    )
-    dest = rf.path / (REPORT + suffix)
+    def report(rf, error):
+        dest = rf.path / (REPORT + suffix)
 
-    read: list = []  # the report manifest() read, which the report is built from
+        read: list = []  # the report manifest() read, which the report is built from
 
-    def manifest() -> dict[str, Any]:
-        rep = read_report(dest, domain, prefix)
-        read.append(rep)
-        held = None
-        if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
-            held = list(
-                dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna())
+        def manifest() -> dict[str, Any]:
+            rep = read_report(dest, domain, prefix)
+            read.append(rep)
+            held = None
+            if rep.kernels["variant"].dropna().empty:  # say which ranges there are: every range, any domain
+                held = list(
+                    dict.fromkeys(ncu_tool.load(dest, domain=None, prefix="").kernels["variant"].dropna())
+                )
+            return ncu_manifest(
+                rep,
+                domain,
+                prefix,
+                name=name,
+                source=str(src),
+                iters=req.iters,
+                borrowed=borrowed,
+                held=held,
+                compare_ranges=req.compare_ranges,
             )
-        return ncu_manifest(
-            rep,
-            domain,
-            prefix,
-            name=name,
-            source=str(src),
-            iters=req.iters,
-            borrowed=borrowed,
-            held=held,
-            compare_ranges=req.compare_ranges,
+
+        return capture_report(
+            rf, req, error, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read)
         )
 
-    return finish_run(rf, req, error, source=str(src), manifest=manifest, copy=dest, parsed=_parsed(rf, read))
+    facts = dict(kind="import", notes=[], program=program)
+    return run_request(req, cli_argv, launch=Launch("ncu", name, {}, step, facts, report))
 
 
 def ncu_manifest(
@@ -199,33 +202,35 @@ def profile_program_ncu(argv: list[str], *, ranges: str | None = None, cli_argv=
     found = be.require(req)  # missing: fails before a folder exists
     name = req.workload_name()
     program = {"argv": req.argv, "tool": "ncu", "ranges": f"{domain or '*'}@{prefix}"}
-    launch = Launch(
-        "ncu", name, found, partial(be.execute, req), dict(kind="exec", notes=[], program=program)
-    )
-    rf, error = execute(req, cli_argv, launch=launch)
 
-    read: list = []  # the report manifest() read, which the report is built from
+    def report(rf, error):
+        read: list = []  # the report manifest() read, which the report is built from
 
-    def manifest() -> dict[str, Any]:
-        rep = read_report(rf.path / REPORT, domain, prefix)
-        read.append(rep)
-        return ncu_manifest(
-            rep,
-            domain,
-            prefix,
-            name=name,
+        def manifest() -> dict[str, Any]:
+            rep = read_report(rf.path / REPORT, domain, prefix)
+            read.append(rep)
+            return ncu_manifest(
+                rep,
+                domain,
+                prefix,
+                name=name,
+                source=" ".join(req.argv),
+                iters=req.iters,
+                compare_ranges=req.compare_ranges,
+            )
+
+        return capture_report(
+            rf,
+            req,
+            error,
             source=" ".join(req.argv),
-            iters=req.iters,
-            compare_ranges=req.compare_ranges,
+            manifest=manifest,
+            parsed=_parsed(rf, read),
         )
 
-    return finish_run(
-        rf,
-        req,
-        error,
-        source=" ".join(req.argv),
-        manifest=manifest,
-        parsed=_parsed(rf, read),
+    facts = dict(kind="exec", notes=[], program=program)
+    return run_request(
+        req, cli_argv, launch=Launch("ncu", name, found, partial(be.execute, req), facts, report)
     )
 
 

@@ -1,9 +1,9 @@
-"""A run folder's life, apart from its report: a request run into a new folder (execute), its
-status read from what the runner left (final_status), the folder concluded with its report
-(conclude). And a point of a parent folder as a Dask worker runs it (execute_point: no report,
-no pandas) and as the client lands it (land_point: the report built once, where the folder
-lies).
-api.profile and capture build on these."""
+"""A run folder's life: a request run into a new folder (execute), its report (workload_report,
+or a capture's Launch.report), its status read from what the runner left (final_status), the
+folder concluded with its report (conclude); run_request is that whole life, for api.profile
+and for `exec`/`import` alike. And a point of a parent folder as a Dask worker runs it
+(execute_point: no report, no pandas) and as the client lands it (land_point: the report built
+once, where the folder lies)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator import backends, envinfo
 from orchestrator.cluster.archive import unpack
@@ -67,6 +67,42 @@ class Launch:
     tools: dict[str, Any]
     step: Callable[[RunFolder], None]
     facts: dict[str, Any] = field(default_factory=dict)
+    # a capture's report (its synthetic workload.json written first); a workload's: workload_report
+    report: Callable[[RunFolder, GprofError | None], Ending] | None = None
+
+
+class Ending(NamedTuple):
+    """How a run ends, once its report is built: what conclude() takes."""
+
+    run: Run | None
+    status: str
+    error: GprofError | None
+    unreadable_input: bool = False  # the file the user imported could not be read at all
+
+
+def run_request(req: Request, argv: list[str] | None, *, launch: Launch | None = None) -> Run:
+    """A run's whole life, a workload's or a capture's (`exec`, `import`): its step into a new
+    folder (execute), its report (the workload's, or the capture's hook), the folder concluded."""
+    rf, error = execute(req, argv, launch=launch)
+    report = launch.report if launch is not None and launch.report is not None else workload_report
+    end = report(rf, error)
+    return conclude(rf, end.run, end.status, end.error, unreadable_input=end.unreadable_input)
+
+
+def workload_report(rf: RunFolder, error: GprofError | None) -> Ending:
+    """A workload run's report, from the workload.json its runner wrote (if it wrote one), and
+    its status from what that says."""
+    # why lazy: it imports pandas, which importing execution must not
+    from orchestrator.results import build_report
+
+    run = None
+    try:
+        if (rf.path / WORKLOAD_MANIFEST).exists():
+            run = build_report(rf, write=False)
+    except BaseException as exc:
+        error = reporting_error(rf, exc, error)
+    status, error = final_status(rf, run.workload if run is not None else None, error)
+    return Ending(run, status, error)
 
 
 def run_step(rf: RunFolder, step: Callable[[], None]) -> GprofError | None:

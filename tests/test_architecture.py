@@ -201,7 +201,11 @@ def _calls(attr: str, owner: str | None = None) -> set[str]:
 
 def test_every_run_is_created_and_run_by_execution():
     """One lifecycle: a run's folder, a workload's or a capture's (`exec`, `import`), is created
-    and its step run by execution.execute; api only creates the parents (all, a sweep, --each-gpu)."""
+    and its step run by execution.execute, and concluded by execution.conclude, both through
+    execution.run_request (a capture's report is its Launch's hook); api only creates the parents
+    (all, a sweep, --each-gpu)."""
     assert _calls("create", "RunFolder") == {"orchestrator.execution", "orchestrator.api"}
     assert _calls("run_step") == {"orchestrator.execution"}
-    assert "orchestrator.capture_finish" not in _calls("execute")
+    assert _calls("execute") == {"orchestrator.execution"}
+    assert _calls("conclude") == {"orchestrator.execution"}
+    assert {"orchestrator.api", "orchestrator.capture", "orchestrator.capture_ncu"} <= _calls("run_request")
