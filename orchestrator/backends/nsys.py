@@ -102,32 +102,13 @@ class NsysBackend(ToolBackend):
         return " (nsys on the CPU times each variant's range once: its wall time over the iterations)"
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
-        """`nsys profile` of the runner and `nsys export` to SQLite (pure). A CUDA flush interval is
-        added unless the user set one: without it nsys 2023.4 fails past ~10,000 launches."""
+        """`nsys profile` of the runner (profile_argv) and `nsys export` to SQLite (pure)."""
         exe = self.exe(req)
-        cpu = req.on_cpu()
-        trace = ["nvtx"] if cpu else ["cuda", "nvtx"]
-        if self.opts(req).trace_osrt or cpu:
-            trace.append("osrt")
-        # CUDA buffers saved each second, not when they fill: past ~10,000 launches nsys 2023.4.4
-        # otherwise fails to order the events (see SAFE_LAUNCHES)
-        flush = (
-            [f"--cuda-flush-interval={CUDA_FLUSH_MS}"]
-            if "cuda" in trace and not _sets_flush(self.opts(req).nsys_args)
-            else []
+        o = self.opts(req)
+        profile = profile_argv(
+            exe, cuda=not req.on_cpu(), trace_osrt=o.trace_osrt, nsys_args=o.nsys_args, run_dir=run_dir
         )
-        profile = [
-            exe,
-            "profile",
-            f"--trace={','.join(trace)}",
-            "--sample=none",
-            "--cpuctxsw=none",
-            *flush,
-            f"--output={run_dir / 'report'}",
-            "--force-overwrite=true",
-            *self.opts(req).nsys_args,
-            *self.runner_argv(req, run_dir),
-        ]
+        profile += self.runner_argv(req, run_dir)
         return [Step("nsys-profile", profile, ok_codes=(0, 1)), export_step(exe, run_dir)]
 
     def execute(self, req: Request, rf: RunFolder) -> None:
@@ -172,7 +153,7 @@ class NsysBackend(ToolBackend):
             req.on_cpu()
             or found is None
             or not str(found.version).startswith("2023.")
-            or not _sets_flush(self.opts(req).nsys_args, to_zero=True)
+            or not sets_flush(self.opts(req).nsys_args, to_zero=True)
         ):
             return
         n = len(req.selected_variants())
@@ -331,7 +312,30 @@ class NsysBackend(ToolBackend):
         return None
 
 
-def _sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
+def profile_argv(exe: str, *, cuda: bool, trace_osrt: bool, nsys_args: list[str], run_dir: Path) -> list[str]:
+    """`nsys profile` with the traces gprof-orch reads, up to the program it profiles (the runner,
+    or a user's program under `exec nsys`): CUDA and NVTX, the OS runtime where asked or where
+    there is no CUDA (NVTX alone records nothing on a CPU-only process), no sampling. A CUDA flush
+    interval is added unless the user set one: past ~10,000 launches nsys 2023.4.4 otherwise fails
+    to order the events (see SAFE_LAUNCHES)."""
+    trace = ["cuda", "nvtx"] if cuda else ["nvtx"]
+    if trace_osrt or not cuda:
+        trace.append("osrt")
+    flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not sets_flush(nsys_args) else []
+    return [
+        exe,
+        "profile",
+        f"--trace={','.join(trace)}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        *flush,
+        f"--output={run_dir / 'report'}",
+        "--force-overwrite=true",
+        *nsys_args,
+    ]
+
+
+def sets_flush(nsys_args: list[str], to_zero: bool = False) -> bool:
     """Whether the user's --nsys-arg flags set --cuda-flush-interval (to 0, with to_zero)."""
     for i, a in enumerate(nsys_args):
         if a.startswith("--cuda-flush-interval"):
@@ -433,7 +437,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
 class VariantRows:
     """The rows of attribute_kernels()'s frame per variant (None: outside every range), found
     once from the ranges they point at, as slim frames of what the unified rows need: kind,
-    label (_kernel_label), duration_ns, start, end, range_id, launch_cpu_ns. Selecting by
+    label (kernel_label), duration_ns, start, end, range_id, launch_cpu_ns. Selecting by
     variant name compared every row's name once per variant; on a 3,000,000-kernel export that
     and the copies of every column took longer than reading it."""
 
@@ -455,7 +459,7 @@ class VariantRows:
             c: attributed[c].to_numpy() if attributed[c].dtype == object else attributed[c].array
             for c in self.COLUMNS
         }
-        label = _kernel_label(attributed)
+        label = kernel_label(attributed)
         self._cols["label"] = label.to_numpy() if label.dtype == object else label.array
         self._launch = attributed["launch_start"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).max)
         self._index = attributed.index
@@ -485,7 +489,7 @@ class VariantRows:
         )
 
 
-def _kernel_label(act: pd.DataFrame) -> pd.Series:
+def kernel_label(act: pd.DataFrame) -> pd.Series:
     """The full (demangled) kernel name; `[memcpy]` / `[memset]` for copies and fills. Categorical
     where the names are (a lean read's), so that millions of rows share a few names."""
     import numpy as np

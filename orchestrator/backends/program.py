@@ -20,9 +20,9 @@ import pandas as pd
 
 from orchestrator import envinfo, proc
 from orchestrator.backends.base import Parsed, Step, ToolBackend
-from orchestrator.backends.nsys import NsysBackend, VariantRows, _kernel_label, _sets_flush
+from orchestrator.backends.nsys import NsysBackend, VariantRows, kernel_label, profile_argv
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
-from orchestrator.backends.nsys_failures import CUDA_FLUSH_MS, no_report, unreadable_report
+from orchestrator.backends.nsys_failures import no_report, unreadable_report
 from orchestrator.backends.program_options import ProgramOptions
 from orchestrator.capture_manifest import write_workload
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
@@ -75,22 +75,10 @@ class ProgramBackend(ToolBackend):
         exe = self.exe(req)
         o: ProgramOptions = self.opts(req)  # type: ignore[assignment]
         cuda = o.cuda if o.cuda is not None else True
-        trace = ["cuda", "nvtx"] if cuda else ["nvtx"]
-        if o.trace_osrt or not cuda:
-            trace.append("osrt")
-        flush = [f"--cuda-flush-interval={CUDA_FLUSH_MS}"] if cuda and not _sets_flush(o.nsys_args) else []
-        profile = [
-            exe,
-            "profile",
-            f"--trace={','.join(trace)}",
-            "--sample=none",
-            "--cpuctxsw=none",
-            *flush,
-            f"--output={run_dir / 'report'}",
-            "--force-overwrite=true",
-            *o.nsys_args,
-            *req.argv,
-        ]
+        profile = profile_argv(
+            exe, cuda=cuda, trace_osrt=o.trace_osrt, nsys_args=o.nsys_args, run_dir=run_dir
+        )
+        profile += req.argv
         return [Step("nsys-profile", profile, env={RUN_MARK: str(run_dir)}), self._export_step(req, run_dir)]
 
     def resolve_cuda(self, req: ProgramRequest) -> None:
@@ -333,7 +321,7 @@ def _variant_activity(
         srow = ns.range_times(act, ranges)
         srow = srow[srow["variant"] == name]
         act = act.sort_values("launch_start", kind="stable")
-        return act.assign(label=_kernel_label(act)), srow
+        return act.assign(label=kernel_label(act)), srow
     return by_variant.of(name, by_launch=True), summary[summary["variant"] == name]
 
 
