@@ -8,8 +8,8 @@ scripts/capture_proton_fixture.sh on the H200) is skipped until they are committ
 
 import json
 import math
+import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from reports.schema import (
     UNEVEN_LAUNCHES,
 )
 from reports.unify import RowMaker
+from workloads import proton_child as pc
 
 REPO = Path(__file__).resolve().parent.parent
 H200_PROTON = REPO / "tests" / "fixtures" / "runs" / "h200-proton"
@@ -271,8 +272,8 @@ def test_command_is_the_runner_under_the_bootstrap(tmp_path):
     assert step.env == {"TRITON_ENABLE_NVTX": "0"}
     assert step.argv == [
         sys.executable,
-        "-c",
-        "from orchestrator.backends.proton import child_main; child_main()",
+        "-m",
+        "workloads.proton_child",
         str(tmp_path / "proton"),
         "-m",
         "workloads",
@@ -290,6 +291,16 @@ def test_command_is_the_runner_under_the_bootstrap(tmp_path):
         (1000000,),
         "float32",
     )
+
+
+def test_dry_run_shows_the_child_module(tmp_path):
+    from conftest import run_cli
+
+    res = run_cli("proton", "mean", "--dry-run", "-o", str(tmp_path / "a"))
+    assert res.returncode == 0, res.stderr
+    (command,) = [line for line in res.stdout.splitlines() if "proton_child" in line]
+    assert command.startswith(f"TRITON_ENABLE_NVTX=0 {sys.executable} -m workloads.proton_child ")
+    assert " -m workloads run --spec " in command and "orchestrator" not in command
 
 
 def test_backend_declares_its_command_and_merged_column():
@@ -347,8 +358,8 @@ def test_cli_says_why_it_cannot_run_here(tmp_path):
 
 
 class FakeProton:
-    """triton.profiler's scope API as the bridge and child_main use it: records what is done, and
-    at finalize() writes a hatchet file of the scopes entered, one kernel `fake_kernel` of
+    """triton.profiler's scope API as the bridge and the child (workloads.proton_child.main) use
+    it: records what is done, and at finalize() writes a hatchet file of the scopes entered, one kernel `fake_kernel` of
     (n + 1) us and 5 us of host time in each iteration scope iter:<n>."""
 
     def __init__(self, fail_start=False):
@@ -399,48 +410,14 @@ class FakeProton:
             Path(self.session[0] + ".events.json").write_text(json.dumps([self.session, self.events]))
 
 
-class FakeRanges:
-    def __init__(self):
-        self.nvtx = []
-
-    def push(self, text):
-        self.nvtx.append(("push", text))
-
-    def pop(self):
-        self.nvtx.append(("pop",))
-
-
-class FakeRecordFunction:
-    def __init__(self, name, args=None):
-        self.name = name
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
 def test_bridge_marks_variants_and_iterations():
     proton = FakeProton()
-    tp = types.SimpleNamespace(record_function=FakeRecordFunction)
-    push = FakeRanges.push
-    bridge = pb.ScopeBridge(proton, FakeRanges, "variant:", "iter", tp).install()
-    try:
-        ranges = FakeRanges()
-        with tp.record_function("iter"):  # outside every variant: no scope
-            pass
-        for v in ("a", "b"):
-            ranges.push("variant:" + v)
+    bridge = pc.ScopeBridge(proton)
+    for v in ("a", "b"):
+        with bridge.variant("variant:" + v):
             for _ in range(2):
-                with tp.record_function("iter") as rf:
-                    assert isinstance(rf, FakeRecordFunction)
-                with tp.record_function("other"):
+                with bridge.iteration():
                     pass
-            ranges.pop()
-        assert ranges.nvtx == [("push", "variant:a"), ("pop",), ("push", "variant:b"), ("pop",)]
-    finally:
-        bridge.uninstall()
     assert proton.events == [
         ("enter", "scope", "variant:a"),
         ("enter", "cpu_timed_scope", "iter:0"),
@@ -455,35 +432,41 @@ def test_bridge_marks_variants_and_iterations():
         ("exit", "cpu_timed_scope", "iter:1"),
         ("exit", "scope", "variant:b"),
     ]
-    assert FakeRanges.push is push and tp.record_function is FakeRecordFunction
-
-
-def test_runner_contract():
-    ranges, prefix, label = pb.runner_contract()
-    assert callable(ranges.push) and callable(ranges.pop) and (prefix, label) == ("variant:", "iter")
-    with pytest.raises(
-        RuntimeError, match=r"the runner \(json, no.such\) has no Ranges, RANGE_PREFIX, ITER_LABEL"
-    ):
-        pb.runner_contract(("json", "no.such"))
 
 
 def test_child_says_when_proton_cannot_start():
     with pytest.raises(SystemExit) as e:
-        pb.child_main(
-            ["/tmp/x/proton", "-m", "workloads", "run", "mean"], profiler=FakeProton(fail_start=True)
-        )
+        pc.main(["/tmp/x/proton", "-m", "workloads", "run", "mean"], profiler=FakeProton(fail_start=True))
     assert e.value.code == 3
 
 
-# the backend's own command on the CPU, its bootstrap given FakeProton for proton: the real
-# runner still has the ranges and the record_function("iter") the bridge hooks (another change
-# may move them), the profile lands where parse() reads it, and the report builds from it
+def test_child_refuses_a_bad_command_line(capsys):
+    with pytest.raises(SystemExit) as e:
+        pc.main(["/tmp/x/proton", "run", "mean"], profiler=FakeProton())
+    assert e.value.code == 2
+    assert "usage: python -m workloads.proton_child SESSION -m workloads run" in capsys.readouterr().err
+
+
+def test_child_imports_nothing_of_the_parent():
+    # the child is workloads/: it imports neither orchestrator nor reports (docs/architecture.md)
+    code = (
+        "import workloads.proton_child, sys; "
+        "assert not any(m.startswith(('orchestrator', 'reports')) for m in sys.modules), "
+        "sorted(m for m in sys.modules if m.startswith(('orchestrator', 'reports')))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
+# the backend's own command on the CPU, the child module given FakeProton for proton: the real
+# runner marks its variants and iterations through profiled.observe, the profile lands where
+# parse() reads it, and the report builds from it
 FAKE_CHILD = f"""
 import sys
 sys.path.insert(0, {str(REPO / "tests")!r})
 from test_proton import FakeProton
-from orchestrator.backends.proton import child_main
-child_main(profiler=FakeProton())
+from workloads.proton_child import main
+main(profiler=FakeProton())
 """
 
 
@@ -496,8 +479,8 @@ def test_backend_runs_the_real_runner_under_the_bridge(tmp_path):
     req = Request(workload="mean", backend="proton", device="cpu", size="1000", iters=3, warmup=1)
     rf = RunFolder.create("proton", "mean", out=tmp_path / "run")
     (step,) = b.commands(req, rf.path.resolve())
-    assert step.argv[2] == pb.CHILD
-    step.argv[2] = FAKE_CHILD
+    assert step.argv[1:3] == ["-m", "workloads.proton_child"]
+    step.argv[1:3] = ["-c", FAKE_CHILD]
     res = proc.run(step.argv, log_dir=rf.logs, name=step.name, env=step.env, cwd=REPO, timeout=300)
     assert res.returncode == 0, res.tail(40)
     b.after_step(step, res, rf)

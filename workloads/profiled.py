@@ -15,6 +15,31 @@ TRACE = "trace.json"
 ITER_LABEL = "iter"
 
 
+class _NoObserver:
+    def variant(self, label):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def iteration(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+_observer = _NoObserver()
+
+
+def observe(observer) -> None:
+    """Let an in-process profiler mark the `profile` mode's measured block (the proton child,
+    workloads/proton_child.py, whose proton sees no `gprof`-domain NVTX range). `observer.variant(label)`
+    returns a context entered just inside the variant's NVTX range `label` (`variant:<name>`),
+    `observer.iteration()` one entered around each measured call, inside its
+    record_function("iter"). None puts back the default, which marks nothing."""
+    global _observer
+    _observer = _NoObserver() if observer is None else observer
+
+
 def _run_variant_block(spec, v, x, ranges) -> None:
     """The measured block: one NVTX range and one record_function around `iters` calls."""
     import torch
@@ -22,11 +47,11 @@ def _run_variant_block(spec, v, x, ranges) -> None:
     label = RANGE_PREFIX + v.name
     ranges.push(label)
     try:
-        with torch.profiler.record_function(label):
+        with _observer.variant(label), torch.profiler.record_function(label):
             # inside the variant's range: emit_nvtx names the iterations and operators, not it
             with op_ranges(spec):
                 for _ in range(spec.iters):
-                    with torch.profiler.record_function(ITER_LABEL):
+                    with torch.profiler.record_function(ITER_LABEL), _observer.iteration():
                         v.fn(x)
             sync(spec.device)
     finally:
