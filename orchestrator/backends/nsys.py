@@ -176,13 +176,13 @@ class NsysBackend(ToolBackend):
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         # why lazy: it imports numpy, pandas, which importing nsys must not
-        from orchestrator.parsers import nsys_chrome
+        from orchestrator.parsers import nsys as ns
 
         rf.add_command(step.name, step.argv)
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
         proc.check(res, "nsys export")
         # the timeline in the Chrome-trace format torch.profiler writes: Perfetto opens both
-        nsys_chrome.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
+        ns.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the run's SQLite export (a compressed one read through a temporary
@@ -213,7 +213,7 @@ class NsysBackend(ToolBackend):
         record one NVTX range of ours; its check row (orchestrator.checks.check_row), with the
         fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
         # why lazy: it imports numpy, pandas, which importing nsys must not
-        from orchestrator.parsers import nsys_sqlite as ns
+        from orchestrator.parsers import nsys as ns
 
         try:
             t = tools.find(cls.tool, explicit, timeout=timeout)
@@ -350,9 +350,9 @@ def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dic
     if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
         return None
     # why lazy: it imports pandas, which importing nsys must not
-    from orchestrator.parsers import nsys_ops
+    from orchestrator.parsers import nsys as ns
 
-    return nsys_ops.operators(export, ranges, attributed)
+    return ns.operators(export, ranges, attributed)
 
 
 def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
@@ -366,7 +366,7 @@ def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     # why lazy: it imports numpy, pandas, which importing nsys must not
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     # why lazy: it imports numpy, pandas, which importing nsys must not
     from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts

@@ -29,7 +29,7 @@ from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.parsers import compressed
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
     NO_RANGE,
