@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from orchestrator.parsers.nsys.attribution import attribute_kernels
@@ -55,8 +56,6 @@ _LAZY = {"operators": "ops", "to_chrome_trace": "chrome", "write_chrome_trace": 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
