@@ -45,7 +45,7 @@ TEMPLATES = ("D_torch_push", "E_torch_startend")
 OURS = """
 import json, sys, time
 t0 = time.perf_counter()
-from orchestrator.parsers.nsys_sqlite import attribute_kernels, read_export, summarize, variant_ranges
+from orchestrator.parsers.nsys import attribute_kernels, read_export, summarize, variant_ranges
 t1 = time.perf_counter()
 ex = read_export(sys.argv[1])
 t2 = time.perf_counter()

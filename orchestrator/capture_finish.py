@@ -20,7 +20,7 @@ from orchestrator.errors import (
 )
 from orchestrator.execution import Ending, reporting_error
 from orchestrator.parsers import compressed
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 from orchestrator.results import build_report
 from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 

@@ -20,7 +20,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.parsers import compressed
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 from orchestrator.parsers import torch_trace as tt
 from orchestrator.runfolder import WORKLOAD_MANIFEST, write_json
 from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA

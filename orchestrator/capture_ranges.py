@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import UsageError
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
+from orchestrator.parsers.range_nesting import innermost_containing
 
 ANY_DOMAIN = "*"
 
@@ -70,7 +71,7 @@ class RangeFilter:
         return cls(nvtx.get("domain"), nvtx.get("prefix") or "", bool(nvtx.get("top_level", False)))
 
     def select(self, export) -> pd.DataFrame:
-        """The export's ranges this filter takes, shaped as nsys_sqlite.variant_ranges() returns
+        """The export's ranges this filter takes, shaped as nsys.variant_ranges() returns
         them (range_id 0.. in start order), for attribute_kernels(ranges=...) and summarize()."""
         every = all_ranges(export)
         sel = every["text"].str.startswith(self.prefix) if self.prefix else pd.Series(True, index=every.index)
@@ -189,7 +190,7 @@ def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: 
     ]  # activity outside every selected range is outside these too
     if mine.empty or act.empty:
         return attributed.iloc[:0]
-    hit = ns._innermost_containing(
+    hit = innermost_containing(
         mine["global_tid"].to_numpy(),
         mine["start"].to_numpy(),
         mine["end"].to_numpy(),

@@ -60,7 +60,7 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
     full_env.update(env or {})
     argv = [sys.executable, "-m", "orchestrator", *args]
     res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
-    from orchestrator.backends.nsys_failures import AGENT_LOST
+    from orchestrator.backends.nsys import AGENT_LOST
 
     if AGENT_LOST in res.stderr:  # nsys's own transient failure (a loaded CI machine): once more, afresh
         for flag in ("--out", "-o"):

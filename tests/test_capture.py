@@ -21,7 +21,7 @@ from orchestrator.errors import (
     UsageError,
 )
 from orchestrator.nvtx_support import nvtx_problem
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 
 PROGRAM = Path(__file__).resolve().parent / "fixtures" / "programs" / "nvtx_steps.py"
 

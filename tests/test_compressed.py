@@ -70,7 +70,7 @@ def test_trace_json_compressed_gives_the_same_table(suffix, pack, h200_run):
 
 
 def test_sqlite_gz_is_read(h200_run, tmp_path):
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     plain = h200_run("nsys-mean") / "report.sqlite"
     gz = tmp_path / "report.sqlite.gz"
@@ -92,7 +92,7 @@ def test_a_cut_xz_is_a_parse_error_naming_it(tmp_path):
 def test_an_error_about_the_temporary_copy_names_the_archive(tmp_path):
     xz = tmp_path / "report.sqlite.xz"
     xz.write_bytes(lzma.compress(b"not sqlite at all" * 10))
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     with pytest.raises(ParseError) as e:
         ns.read_export(xz)

@@ -149,7 +149,7 @@ def _reading_in_place(seen: dict | None = None):
     equal the undamaged folder's raises _Same."""
     from orchestrator import backends
     from orchestrator.backends import ncu_tool
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
     from orchestrator.runfolder import RunFolder
 
     def fork(path, timeout):
@@ -517,7 +517,7 @@ def test_fork_reader_is_what_the_real_isolation_reads(root):
 def _flipped_export_error(tmp_path, offset: int, mask: int):
     """The ParseError of nsys-triton-mean's export with byte `offset` xor `mask`; it names the file."""
     from orchestrator.errors import ParseError
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     data = bytearray((RUNS / "nsys-triton-mean" / "report.sqlite").read_bytes())
     data[offset] ^= mask

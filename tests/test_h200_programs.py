@@ -118,7 +118,7 @@ def test_lost_events_make_every_range_incomplete_and_the_run_exit_6(h200_run):
     stands on them, `report` exits 6 and says what to do."""
     from conftest import run_cli
 
-    from orchestrator.backends.nsys_failures import NEWER_NSYS
+    from orchestrator.backends.nsys import NEWER_NSYS
 
     path = h200_run("exec-train", "h200-programs")
     t = _t(load_run(path))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import load_run
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 
 RUNS = Path(__file__).resolve().parent / "fixtures" / "runs" / "h200"
 NSYS_RUNS = sorted(p.name for p in RUNS.glob("nsys-*"))

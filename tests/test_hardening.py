@@ -127,7 +127,7 @@ def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
     assert "stopping the workload; nsys keeps what it recorded" in stderr
     assert (out / "report.nsys-rep").exists() and (out / "report.sqlite").exists()
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     ranges = ns.variant_ranges(ns.read_export(out / "report.sqlite"))
     assert "fast" in set(ranges["variant"])
@@ -201,7 +201,7 @@ def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path):
     assert _leftovers(str(out)) == []
     if presses == 1:
         assert not mark.exists(), "nsys was signalled while it wrote its report"
-        from orchestrator.parsers import nsys_sqlite as ns
+        from orchestrator.parsers import nsys as ns
 
         assert set(ns.variant_ranges(ns.read_export(out / "report.sqlite"))["variant"]) == {"fast", "slow"}
     else:

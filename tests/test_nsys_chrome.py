@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from orchestrator.errors import ParseError
-from orchestrator.parsers import nsys_chrome as nc
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 from orchestrator.parsers import torch_trace as tt
+from orchestrator.parsers.nsys import chrome as nc
 
 RUNS = ["nsys-square", "nsys-mean", "nsys-triton-mean", "nsys-load-inline-square"]
 
@@ -31,7 +31,7 @@ def _events(trace: dict, ph: str, cat: str | None = None) -> list[dict]:
 @pytest.mark.parametrize("run", RUNS)
 def test_every_kernel_call_and_range_becomes_one_event(fixtures, run):
     ex = _export(fixtures, run)
-    trace = nc.to_chrome_trace(ex)
+    trace = ns.to_chrome_trace(ex)
     json.loads(json.dumps(trace, allow_nan=False))  # plain JSON types only
     assert len(_events(trace, "X", "kernel")) == len(ex.kernels)
     assert len(_events(trace, "X", "gpu_memcpy")) == len(ex.memcpy)
@@ -60,7 +60,7 @@ def test_every_kernel_call_and_range_becomes_one_event(fixtures, run):
 @pytest.mark.parametrize("run", RUNS)
 def test_times_round_trip_to_the_ns(fixtures, run):
     ex = _export(fixtures, run)
-    trace = nc.to_chrome_trace(ex)
+    trace = ns.to_chrome_trace(ex)
     t0 = trace["otherData"]["time_origin_ns"]
     kernels = _events(trace, "X", "kernel")
     assert [round(e["ts"] * 1000) + t0 for e in kernels] == ex.kernels["start"].tolist()
@@ -74,7 +74,7 @@ def test_times_round_trip_to_the_ns(fixtures, run):
 def test_complete_events_nest_on_every_track(fixtures, run):
     """Perfetto drops 'X' slices that overlap without nesting on one thread: there are none
     (ranges hold calls; one stream runs one thing at a time)."""
-    trace = nc.to_chrome_trace(_export(fixtures, run))
+    trace = ns.to_chrome_trace(_export(fixtures, run))
     tracks: dict[tuple, list] = {}
     for e in _events(trace, "X"):
         tracks.setdefault((e["pid"], e["tid"]), []).append(
@@ -92,7 +92,7 @@ def test_complete_events_nest_on_every_track(fixtures, run):
 
 def test_kernel_args_and_variants(fixtures):
     ex = _export(fixtures, "nsys-square")
-    trace = nc.to_chrome_trace(ex)
+    trace = ns.to_chrome_trace(ex)
     kernels = _events(trace, "X", "kernel")
     assert Counter(e["args"]["variant"] for e in kernels) == {
         "torch_square": 20,
@@ -119,7 +119,7 @@ def test_kernel_args_and_variants(fixtures):
 @pytest.mark.parametrize("run", RUNS)
 def test_flow_arrows_join_each_launch_to_its_gpu_activity(fixtures, run):
     ex = _export(fixtures, run)
-    trace = nc.to_chrome_trace(ex)
+    trace = ns.to_chrome_trace(ex)
     calls = {
         (e["pid"], e["tid"], e["ts"]): e
         for cat in ("cuda_runtime", "cuda_driver")
@@ -144,8 +144,8 @@ def test_flow_arrows_join_each_launch_to_its_gpu_activity(fixtures, run):
 @pytest.mark.parametrize("run", RUNS)
 def test_torch_trace_parser_reads_the_converted_trace_alike(fixtures, tmp_path, run):
     """read_trace + summarize on the converted file give each variant the kernels, GPU ns,
-    memcpys and memsets that nsys_sqlite.summarize gives it on the export."""
-    path = nc.write_chrome_trace(fixtures / "runs" / "h200" / run / "report.sqlite", tmp_path / "trace.json")
+    memcpys and memsets that nsys.summarize gives it on the export."""
+    path = ns.write_chrome_trace(fixtures / "runs" / "h200" / run / "report.sqlite", tmp_path / "trace.json")
     ex = _export(fixtures, run)
     want = ns.summarize(ns.attribute_kernels(ex), ns.variant_ranges(ex)).dropna(subset=["variant"])
     gpu = tt.summarize(tt.read_trace(path))["gpu"]
@@ -166,20 +166,20 @@ def test_torch_trace_parser_reads_the_converted_trace_alike(fixtures, tmp_path, 
 def test_write_gzip_and_speed(fixtures, tmp_path):
     src = fixtures / "runs" / "h200" / "nsys-square" / "report.sqlite"
     t = time.perf_counter()
-    out = nc.write_chrome_trace(src, tmp_path / "square.trace.json.gz")
+    out = ns.write_chrome_trace(src, tmp_path / "square.trace.json.gz")
     assert time.perf_counter() - t < 1.0  # ~0.05 s; the bound only catches a per-row blow-up
     trace = json.loads(gzip.decompress(out.read_bytes()))
     assert len(_events(trace, "X", "kernel")) == 117
     assert not list(tmp_path.glob("*.tmp"))
     with pytest.raises(ParseError, match="no such file"):
-        nc.write_chrome_trace(tmp_path / "missing.sqlite", tmp_path / "x.json")
+        ns.write_chrome_trace(tmp_path / "missing.sqlite", tmp_path / "x.json")
 
 
 def test_the_json_fallback_writes_the_same_trace(fixtures, tmp_path, monkeypatch):
     src = fixtures / "runs" / "h200" / "nsys-mean" / "report.sqlite"
-    fast = json.loads(nc.write_chrome_trace(src, tmp_path / "a.json").read_text())
+    fast = json.loads(ns.write_chrome_trace(src, tmp_path / "a.json").read_text())
     monkeypatch.setattr(nc, "_orjson", None)
-    plain = json.loads(nc.write_chrome_trace(src, tmp_path / "b.json").read_text())
+    plain = json.loads(ns.write_chrome_trace(src, tmp_path / "b.json").read_text())
     assert fast == plain and len(plain["traceEvents"]) > 600
 
 
@@ -205,7 +205,7 @@ def test_other_domains_start_end_ranges_marks_and_unclosed_ranges(fixtures):
         }
     )
     nvtx = pd.concat([n, extra], ignore_index=True).sort_values("start", kind="stable").reset_index(drop=True)
-    trace = nc.to_chrome_trace(dataclasses.replace(ex, nvtx=nvtx))
+    trace = ns.to_chrome_trace(dataclasses.replace(ex, nvtx=nvtx))
     t0 = trace["otherData"]["time_origin_ns"]
     b, e = _events(trace, "b", "nvtx"), _events(trace, "e", "nvtx")
     assert [(x["name"], x["id"]) for x in b] == [(x["name"], x["id"]) for x in e] == [("io:load", b[0]["id"])]
@@ -214,14 +214,14 @@ def test_other_domains_start_end_ranges_marks_and_unclosed_ranges(fixtures):
     # a default-domain range named like a variant is not one: the variants live in "gprof"
     assert set(pushpop) == {"open", "variant:fake"}
     assert pushpop["open"]["args"]["unclosed"] is True
-    assert round((pushpop["open"]["ts"] + pushpop["open"]["dur"]) * 1000) + t0 == ns._last_timestamp(ex)
+    assert round((pushpop["open"]["ts"] + pushpop["open"]["dur"]) * 1000) + t0 == ns.last_timestamp(ex)
     assert [x["name"] for x in _events(trace, "i", "nvtx")] == ["tick"]
     assert len(_events(trace, "X", "user_annotation")) == 5
 
 
 def test_default_domain_and_no_prefix(fixtures):
     ex = _export(fixtures, "nsys-square")
-    trace = nc.to_chrome_trace(ex, domain=None, prefix="")
+    trace = ns.to_chrome_trace(ex, domain=None, prefix="")
     assert _events(trace, "X", "user_annotation") == []
     assert [e["name"] for e in _events(trace, "X", "nvtx")][:2] == [
         "gprof:variant:torch_square",
@@ -241,7 +241,7 @@ def test_a_process_whose_pid_is_a_device_id(fixtures, tmp_path):
         name: getattr(ex, name).assign(global_pid=getattr(ex, name)["global_pid"] & low)
         for name in ("kernels", "memcpy", "memset")
     }
-    trace = nc.to_chrome_trace(dataclasses.replace(ex, runtime=rt, nvtx=nvtx, **gpu_tables))
+    trace = ns.to_chrome_trace(dataclasses.replace(ex, runtime=rt, nvtx=nvtx, **gpu_tables))
     assert {e["pid"] for e in _events(trace, "X", "kernel")} == {"GPU 0"}
     assert {e["pid"] for e in _events(trace, "X", "cuda_runtime")} == {0}
     path = tmp_path / "t.json"

@@ -1,4 +1,4 @@
-"""orchestrator.parsers.nsys_sqlite on real exports (tests/fixtures/nsys/*/README.md says how each
+"""orchestrator.parsers.nsys on real exports (tests/fixtures/nsys/*/README.md says how each
 was captured), on small synthetic frames for the attribution rules, and, where nsys is
 installed, against nsys's own `nsys stats` reports."""
 
@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.errors import EXIT_PARSE, ParseError
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 
 REPO = Path(__file__).resolve().parent.parent
 NSYS_FIX = Path(__file__).resolve().parent / "fixtures" / "nsys"

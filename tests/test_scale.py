@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from orchestrator import load_run
-from orchestrator.parsers import nsys_arrow
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
+from orchestrator.parsers.nsys import arrow as nsys_arrow
 from reports import render
 from reports.schema import ALL_KERNELS, OUTSIDE
 

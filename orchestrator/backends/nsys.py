@@ -3,6 +3,7 @@ through the runtime call that launched it."""
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +12,6 @@ from typing import TYPE_CHECKING
 from orchestrator import proc, tools
 from orchestrator.backends.base import Parsed, Step, ToolBackend, stop_workload_first
 from orchestrator.backends.nsys_export import REPORT, SQLITE, export_pending, export_step, pending_export
-from orchestrator.backends.nsys_failures import (
-    ANALYSIS_FAILED_AT,
-    CUDA_FLUSH_MS,
-    NEWER_NSYS,
-    SAFE_LAUNCHES,
-    no_report,
-)
 from orchestrator.backends.ops_option import ops_field
 from orchestrator.backends.options import BackendOptions, option, tool_path
 from orchestrator.checks import check_row
@@ -35,6 +29,23 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
 
     from reports.unify import RowMaker
 
+# `nsys profile` failing (nsys 2023.4.4, the version CI runs): the limits and the words it says
+# measured with nsys 2023.4.4 on the H200 (scripts/h200_session.sh nsys-limit): with its default
+# --cuda-flush-interval=0, one variant of 10,000 iterations was processed and 20,000 ended in
+# "Status: AnalysisFailed" (no report); with --cuda-flush-interval=1000 (nsys-flush, nsys-limit)
+# 20,000, 40,000, 60,000 (three variants) and 100,000 were processed
+SAFE_LAUNCHES, ANALYSIS_FAILED_AT = 10_000, 20_000
+CUDA_FLUSH_MS = 1000
+# how nsys 2023.4.4 says its agent process went away mid-run ("Connection to Agent lost. This is most
+# likely a bug. Internal reason: 'Connection reset by peer'."): no report, whatever the program did
+AGENT_LOST = "Connection to Agent lost"
+# what to do when nsys lost a thread's events on a CUDA runtime call it does not know (nsys 2023.4.4
+# under CUDA 12.8+ programs: cudaGetDriverEntryPointByVersion, cudaEventElapsedTime_v12080)
+NEWER_NSYS = (
+    "use an nsys at least as new as the CUDA runtime (scripts/install-nsys.sh installs Nsight Systems "
+    "2024.2.3, which records CUDA 13 PyTorch programs whole), or start the capture after the program's "
+    "warm-up: torch.cuda.profiler.start() in the program and --nsys-arg=--capture-range=cudaProfilerApi"
+)
 TRACE = "trace.json"
 # the program of `doctor --check`'s nsys run: one range of ours, in our domain
 _SELF_TEST_PROGRAM = f"""
@@ -42,6 +53,38 @@ import time, nvtx
 with nvtx.annotate("{RANGE_PREFIX}doctor-check", domain="{NVTX_DOMAIN}"):
     time.sleep(0.01)
 """
+
+
+def no_report(res: proc.Result, log: str) -> ToolFailedError:
+    """nsys ended without a report. When its analysis failed (nsys 2023.4.4 on the H200 past
+    about 10,000 launches: "Wrong event order has been detected"), say that, with its own words."""
+    text = proc.log_tail(res.stderr, 400) + "\n" + proc.log_tail(res.stdout, 400)
+    said = re.search(r'ErrorText\s+Value: "([^"\\]+)', text)
+    if "AnalysisFailed" in text or said:
+        detail = said.group(1).strip().rstrip(":") if said else "Status: AnalysisFailed"
+        return ToolFailedError(
+            f"nsys could not process the events it recorded ({detail})",
+            argv=res.argv,
+            returncode=res.returncode,
+            log_tail=said.group(0) if said else log,
+            log=res.stderr,
+            hint=f"nsys 2023.4.4 with --cuda-flush-interval=0 fails so on the H200 past about {SAFE_LAUNCHES:,} "
+            f"kernel launches in one run ({ANALYSIS_FAILED_AT:,} failed; gprof-orch sets "
+            f"--cuda-flush-interval={CUDA_FLUSH_MS} unless told otherwise): profile fewer --iters or "
+            "variants; workload.json holds the workload's own results and report.qdstrm nsys's raw events",
+        )
+    lost = AGENT_LOST in text
+    return ToolFailedError(
+        "nsys wrote no report (No reports were generated)",
+        argv=res.argv,
+        returncode=res.returncode,
+        log_tail=log,
+        log=res.stderr,
+        hint="nsys lost the connection to its own agent: a failure of nsys, not of the program "
+        "(seen once with nsys 2023.4.4 on a loaded 2-core machine); run again"
+        if lost
+        else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,13 +219,13 @@ class NsysBackend(ToolBackend):
 
     def _export(self, step: Step, rf: RunFolder) -> None:
         # why lazy: it imports numpy, pandas, which importing nsys must not
-        from orchestrator.parsers import nsys_chrome
+        from orchestrator.parsers import nsys as ns
 
         rf.add_command(step.name, step.argv)
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
         proc.check(res, "nsys export")
         # the timeline in the Chrome-trace format torch.profiler writes: Perfetto opens both
-        nsys_chrome.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
+        ns.write_chrome_trace(rf.path / SQLITE, rf.path / TRACE)
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the run's SQLite export (a compressed one read through a temporary
@@ -213,7 +256,7 @@ class NsysBackend(ToolBackend):
         record one NVTX range of ours; its check row (orchestrator.checks.check_row), with the
         fix when it fails. `tmp`: where the report and logs go; `explicit`: the --nsys path."""
         # why lazy: it imports numpy, pandas, which importing nsys must not
-        from orchestrator.parsers import nsys_sqlite as ns
+        from orchestrator.parsers import nsys as ns
 
         try:
             t = tools.find(cls.tool, explicit, timeout=timeout)
@@ -350,9 +393,9 @@ def _operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame, wman: dic
     if not (isinstance(wman.get("ops"), dict) and wman["ops"].get("nvtx")):
         return None
     # why lazy: it imports pandas, which importing nsys must not
-    from orchestrator.parsers import nsys_ops
+    from orchestrator.parsers import nsys as ns
 
-    return nsys_ops.operators(export, ranges, attributed)
+    return ns.operators(export, ranges, attributed)
 
 
 def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_gpu: bool) -> None:
@@ -366,7 +409,7 @@ def _operator_rows(rows: RowMaker, ops: pd.DataFrame | None, ran: list[str], on_
 def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None, prefix: str) -> pd.DataFrame:
     """The unified rows of one nsys SQLite export, for the variants the workload ran."""
     # why lazy: it imports numpy, pandas, which importing nsys must not
-    from orchestrator.parsers import nsys_sqlite as ns
+    from orchestrator.parsers import nsys as ns
 
     # why lazy: it imports numpy, pandas, which importing nsys must not
     from reports.unify import RowMaker, activity_rows, idle_gap_rows, variant_facts

@@ -12,13 +12,15 @@ from pathlib import Path
 
 from orchestrator import tools
 from orchestrator.backends.base import Step
-from orchestrator.backends.nsys_failures import unreadable_report
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
 from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
 
 REPORT = "report.nsys-rep"
 SQLITE = "report.sqlite"
+# how `nsys export` begins the line that says a report cannot be read: an empty, cut-short or
+# foreign file ("Cannot read from stream.", "Version tag is not found in the stream.")
+UNREADABLE_REPORT = "Exportation error:"
 
 
 def export_step(exe: str, run_dir: Path, rep: Path | None = None) -> Step:
@@ -87,3 +89,14 @@ def export_pending(export: Callable[[], None], rf: RunFolder) -> None:
         if err is None:
             raise
         raise err from exc
+
+
+def unreadable_report(exc: ToolFailedError, report: Path | str, hint: str) -> ParseError | None:
+    """A failed `nsys export` whose log says the report cannot be read (empty, cut short, not a
+    report): the input is damaged (exit 4), not the tool; None for any other failure."""
+    said = [ln.strip() for ln in exc.log_tail.splitlines() if ln.startswith(UNREADABLE_REPORT)]
+    if not said:
+        return None
+    err = ParseError(report, said[-1], hint=hint)
+    err.log = exc.log
+    return err

@@ -20,16 +20,15 @@ import pandas as pd
 
 from orchestrator import envinfo, proc
 from orchestrator.backends.base import Parsed, Step, ToolBackend
-from orchestrator.backends.nsys import NsysBackend, VariantRows, kernel_label, profile_argv
-from orchestrator.backends.nsys_export import export_pending, export_step, pending_export
-from orchestrator.backends.nsys_failures import no_report, unreadable_report
+from orchestrator.backends.nsys import NsysBackend, VariantRows, kernel_label, no_report, profile_argv
+from orchestrator.backends.nsys_export import export_pending, export_step, pending_export, unreadable_report
 from orchestrator.backends.program_options import ProgramOptions
 from orchestrator.capture_manifest import write_workload
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
 from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.parsers import compressed
-from orchestrator.parsers import nsys_sqlite as ns
+from orchestrator.parsers import nsys as ns
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
     NO_RANGE,

@@ -8,7 +8,7 @@ the run folder and removed afterwards, so reading a folder never writes into it.
 
 Example:
     >>> with plain_file(locate(Path("run/report.sqlite"))) as db:   # report.sqlite or .xz or .gz
-    ...     export = nsys_sqlite.read_export(db)
+    ...     export = nsys.read_export(db)
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import pandas as pd
 
 from orchestrator.errors import ParseError
 from orchestrator.parsers import compressed
-from orchestrator.parsers.nsys_sqlite import _innermost_containing
+from orchestrator.parsers.range_nesting import innermost_containing as _innermost_containing
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 try:  # optional: a faster JSON parser; the standard library's gives the same result

@@ -16,11 +16,11 @@ range, 60 = start/end range, 34 = mark, 75 = domain create, 76 = domain destroy)
 `META_DATA_EXPORT`. A missing table (a CPU-only capture has no CUPTI tables) reads as an empty
 frame with the usual columns.
 
-The stages live beside this module, which reads the file and re-exports the public names:
-nsys_schema (tables, columns, `NsysExport`), nsys_table_reader (the threaded column reader),
-nsys_strings (ids -> text), nsys_lean (what a lean read keeps), nsys_ranges (variant ranges
-and why there are none), range_nesting (innermost containing range), nsys_attribution and
-nsys_summary.
+This module reads the file (and keeps, in a lean read, only the runtime calls that launched
+something: LaunchFilter); the other stages live beside it in this package: schema (tables,
+columns, `NsysExport`), table_reader and arrow (the threaded column reader), strings (ids ->
+text), ranges (variant ranges and why there are none), attribution and summary;
+orchestrator.parsers.range_nesting finds the innermost containing range.
 
 Example:
     >>> ex = read_export("run.sqlite")
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sqlite3
 import struct
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,17 +41,8 @@ import pandas as pd
 
 from orchestrator.errors import ParseError
 from orchestrator.parsers import compressed
-from orchestrator.parsers.nsys_attribution import attribute_kernels
-from orchestrator.parsers.nsys_lean import LaunchFilter
-
-# nsys_chrome, torch_trace and orchestrator.capture import these by their names from before the split
-from orchestrator.parsers.nsys_ranges import last_timestamp as _last_timestamp
-from orchestrator.parsers.nsys_ranges import missing_ranges_hint, require_variant_ranges, variant_ranges
-from orchestrator.parsers.nsys_schema import (
-    ATTRIBUTED_COLUMNS,
+from orchestrator.parsers.nsys.schema import (
     COPY_KINDS,
-    DEFAULT_DOMAIN,
-    DEFAULT_PREFIX,
     KERNEL_COLUMNS,
     KERNEL_SPEC,
     LEAN_COLUMNS,
@@ -59,58 +51,56 @@ from orchestrator.parsers.nsys_schema import (
     MEMCPY_SPEC,
     MEMSET_COLUMNS,
     MEMSET_SPEC,
-    NVTX_COLUMNS,
-    NVTX_DOMAIN_CREATE,
-    NVTX_DOMAIN_DESTROY,
-    NVTX_MARK,
-    NVTX_PUSHPOP_RANGE,
     NVTX_SPEC,
-    NVTX_STARTEND_RANGE,
-    RANGE_COLUMNS,
-    RANGE_EVENT_TYPES,
     RUNTIME_COLUMNS,
     RUNTIME_SPEC,
     NsysExport,
     set_text,
 )
-from orchestrator.parsers.nsys_strings import (
+from orchestrator.parsers.nsys.strings import (
     enum_labels,
     lookup,
     lookup_categorical,
     resolve_nvtx_text,
     string_table,
 )
-from orchestrator.parsers.nsys_summary import range_times, summarize
-from orchestrator.parsers.nsys_table_reader import TableReader
-from orchestrator.parsers.range_nesting import innermost_containing as _innermost_containing
+from orchestrator.parsers.nsys.table_reader import TableReader
 
-__all__ = [
-    "ATTRIBUTED_COLUMNS",
-    "DEFAULT_DOMAIN",
-    "DEFAULT_PREFIX",
-    "KERNEL_COLUMNS",
-    "MEMCPY_COLUMNS",
-    "MEMSET_COLUMNS",
-    "NVTX_COLUMNS",
-    "NVTX_DOMAIN_CREATE",
-    "NVTX_DOMAIN_DESTROY",
-    "NVTX_MARK",
-    "NVTX_PUSHPOP_RANGE",
-    "NVTX_STARTEND_RANGE",
-    "RANGE_COLUMNS",
-    "RANGE_EVENT_TYPES",
-    "RUNTIME_COLUMNS",
-    "NsysExport",
-    "_innermost_containing",
-    "_last_timestamp",
-    "attribute_kernels",
-    "missing_ranges_hint",
-    "range_times",
-    "read_export",
-    "require_variant_ranges",
-    "summarize",
-    "variant_ranges",
-]
+
+class LaunchFilter:
+    """The runtime calls a lean read keeps, chunk by chunk on the worker threads: those whose
+    correlationId some kernel, memcpy or memset has, and those that end before they start
+    (_check_durations reports them). Workers wait here until open() gives the activity's ids
+    (None: the read was abandoned); the latest end of every call is kept in `last_end`."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._ids: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self.last_end: int | None = None
+
+    def open(self, ids: np.ndarray | None) -> None:
+        """`ids`: the GPU activity's correlationIds, sorted. Only the first call counts."""
+        if not self._ready.is_set():
+            self._ids = ids
+            self._ready.set()
+
+    def __call__(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        start, end, corr = cols["start"], cols["end"], cols["correlation_id"]
+        if len(end):
+            with self._lock:
+                self.last_end = max(
+                    int(end.max()), self.last_end if self.last_end is not None else int(end.max())
+                )
+        self._ready.wait()
+        ids = self._ids
+        if ids is None:
+            return np.ones(len(corr), dtype=bool)
+        keep = end < start
+        if len(ids):
+            pos = np.minimum(np.searchsorted(ids, corr), len(ids) - 1)
+            keep |= ids[pos] == corr
+        return keep
 
 
 def read_export(path: str | Path, *, lean: bool = False) -> NsysExport:

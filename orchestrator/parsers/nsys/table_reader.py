@@ -1,6 +1,6 @@
 """Reading an export's integer tables fast: column by column as group_concat strings (or, where
-adbc-driver-sqlite is installed, as Arrow arrays: nsys_arrow), in chunks of rowids on worker
-threads. Used by nsys_sqlite.read_export; knows tables and specs, not what the columns mean."""
+adbc-driver-sqlite is installed, as Arrow arrays: arrow), in chunks of rowids on worker
+threads. Used by export.read_export; knows tables and specs, not what the columns mean."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
-from orchestrator.parsers import nsys_arrow
-from orchestrator.parsers.nsys_schema import REQUIRED_COLUMNS, Spec
+from orchestrator.parsers.nsys import arrow
+from orchestrator.parsers.nsys.schema import REQUIRED_COLUMNS, Spec
 
 # Integer columns travel as one comma-separated string per column and chunk (SQLite's
 # group_concat) parsed by numpy in C: about 3x faster than fetchall(), which builds a Python
@@ -46,8 +46,8 @@ class TableReader:
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
         self.gates: list = []  # LaunchFilter whose workers wait: opened on close, so none waits forever
-        dbapi = nsys_arrow.driver()  # integers without text on the way, where the driver is installed
-        self._arrow = nsys_arrow.ArrowFetcher(dbapi, self.uri) if dbapi is not None else None
+        dbapi = arrow.driver()  # integers without text on the way, where the driver is installed
+        self._arrow = arrow.ArrowFetcher(dbapi, self.uri) if dbapi is not None else None
         try:
             self.con = self._connect()
             self.tables = frozenset(

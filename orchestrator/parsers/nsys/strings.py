@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from orchestrator.parsers.nsys_schema import NVTX_COLUMNS, NVTX_DOMAIN_CREATE, TID_BITS, set_text
+from orchestrator.parsers.nsys.schema import NVTX_COLUMNS, NVTX_DOMAIN_CREATE, TID_BITS, set_text
 
 
 def string_table(con: sqlite3.Connection) -> np.ndarray:

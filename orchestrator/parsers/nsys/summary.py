@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from orchestrator.parsers.nsys_schema import SUMMARY_COLUMNS, set_text
+from orchestrator.parsers.nsys.schema import SUMMARY_COLUMNS, set_text
 
 
 def summarize(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:

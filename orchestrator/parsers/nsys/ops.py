@@ -4,7 +4,7 @@ pushed (the default domain: one per `iter` and per aten operator, "aten::pow, se
 inside each variant's own range (domain `gprof`), and the CUDA runtime calls that launched each
 kernel (by correlation id, as nsys attributes kernels to variants).
 
-Pure: reads an export (orchestrator.parsers.nsys_sqlite.read_export), returns a DataFrame."""
+Pure: reads an export (read_export), returns a DataFrame."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 
 from orchestrator.parsers import torch_ops
 from orchestrator.parsers import torch_trace as tt
-from orchestrator.parsers.nsys_ranges import variant_ranges
+from orchestrator.parsers.nsys.ranges import variant_ranges
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 ITER_LABEL = "iter"
@@ -26,8 +26,8 @@ def op_name(text: str) -> str:
 
 
 def operators(export, ranges: pd.DataFrame, attributed: pd.DataFrame) -> pd.DataFrame:
-    """torch_ops.aggregate()'s table for the variant ranges `ranges` (nsys_ranges.variant_ranges)
-    and the GPU activities `attributed` (nsys_attribution.attribute_kernels); empty when the
+    """torch_ops.aggregate()'s table for the variant ranges `ranges` (ranges.variant_ranges)
+    and the GPU activities `attributed` (attribution.attribute_kernels); empty when the
     export has no `iter` range inside a variant (a run without --ops)."""
     nv = variant_ranges(export, domain=None, prefix="")
     # without the nvtx package the runner's own ranges are in the default domain too

@@ -2,7 +2,7 @@
 installed: SQLite's own values go into Arrow arrays in C, where the sqlite3 module's path has
 SQLite print every integer as text and numpy parse it back (docs/scale-cpu.md: on a
 3,000,000-kernel export that printing and parsing were most of the read). Used by
-nsys_table_reader, which falls back to that path without the driver or with
+table_reader, which falls back to that path without the driver or with
 GPROF_NSYS_READER=sqlite3."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class ArrowFetcher:
 
 
 def _int64(col, table: str) -> np.ndarray:
-    """A fetched column as int64 (Arrow's buffer, read-only: nsys_table_reader copies what it
+    """A fetched column as int64 (Arrow's buffer, read-only: table_reader copies what it
     does not join or filter); DatabaseError unless it holds only integers."""
     import pyarrow
 

@@ -1,7 +1,7 @@
 """Nsight Systems SQLite export -> Chrome Trace Event JSON, the format torch.profiler writes,
 which Perfetto (ui.perfetto.dev) and chrome://tracing open.
 
-Pure: works on an `NsysExport` (nsys_sqlite.read_export); never runs nsys, never imports torch.
+Pure: works on an `NsysExport` (export.read_export); never runs nsys, never imports torch.
 
 Layout, following torch.profiler's traces so that tools made for them read these too (our own
 torch_trace parser among them):
@@ -28,7 +28,7 @@ timestamp written (kept as otherData.time_origin_ns, on nsys's session clock); r
 back with `round(us * 1000)` gives the exported ns exactly.
 
 Example:
-    >>> from orchestrator.parsers.nsys_chrome import write_chrome_trace
+    >>> from orchestrator.parsers.nsys import write_chrome_trace
     >>> write_chrome_trace("report.sqlite", "report.trace.json")   # open it in ui.perfetto.dev
 """
 
@@ -43,17 +43,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator.parsers.nsys_sqlite import (
+from orchestrator.parsers.nsys.attribution import attribute_kernels
+from orchestrator.parsers.nsys.export import read_export
+from orchestrator.parsers.nsys.ranges import last_timestamp, variant_ranges
+from orchestrator.parsers.nsys.schema import (
     DEFAULT_DOMAIN,
     DEFAULT_PREFIX,
     NVTX_MARK,
     NVTX_PUSHPOP_RANGE,
     NVTX_STARTEND_RANGE,
     NsysExport,
-    _last_timestamp,
-    attribute_kernels,
-    read_export,
-    variant_ranges,
 )
 from orchestrator.parsers.torch_trace import _gc_paused
 
@@ -72,7 +71,7 @@ def to_chrome_trace(
 ) -> dict:
     """The export as a Chrome trace: {"traceEvents": [...], "displayTimeUnit": "ms",
     "otherData": {...}}, ready for json.dump. `domain` and `prefix` choose the variant ranges
-    as in nsys_sqlite.variant_ranges (domain=None: the default domain).
+    as in ranges.variant_ranges (domain=None: the default domain).
 
     Example:
         >>> trace = to_chrome_trace(read_export("report.sqlite"))
@@ -85,11 +84,11 @@ def to_chrome_trace(
     n = export.nvtx
     is_variant = _variant_mask(n, domain, prefix)
     if int(is_variant.sum()) != len(ranges):
-        raise RuntimeError("NVTX variant selection disagrees with nsys_sqlite.variant_ranges")
+        raise RuntimeError("NVTX variant selection disagrees with ranges.variant_ranges")
     other = n[~is_variant & n["event_type"].isin((NVTX_PUSHPOP_RANGE, NVTX_STARTEND_RANGE, NVTX_MARK))]
 
     t0 = _time_origin(export, ranges, other)
-    last = _last_timestamp(export)
+    last = last_timestamp(export)
     gpu_pid = _gpu_pids(export, att)
 
     events: list[dict] = []

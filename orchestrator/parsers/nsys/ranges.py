@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import ParseError
-from orchestrator.parsers.nsys_schema import (
+from orchestrator.parsers.nsys.schema import (
     DEFAULT_DOMAIN,
     DEFAULT_PREFIX,
     NVTX_DOMAIN_CREATE,

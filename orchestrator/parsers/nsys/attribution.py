@@ -1,13 +1,13 @@
 """Each GPU activity (kernel, memcpy, memset) -> the variant whose NVTX range contains the start
-of the CUDA API call that launched it, on the same thread (see nsys_sqlite's docstring)."""
+of the CUDA API call that launched it, on the same thread (see export's docstring)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from orchestrator.parsers.nsys_ranges import variant_ranges
-from orchestrator.parsers.nsys_schema import (
+from orchestrator.parsers.nsys.ranges import variant_ranges
+from orchestrator.parsers.nsys.schema import (
     ATTRIBUTED_COLUMNS,
     DEFAULT_DOMAIN,
     DEFAULT_PREFIX,
