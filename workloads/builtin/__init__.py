@@ -254,27 +254,24 @@ def _torch_matmul(a):
     return torch.matmul(a, a)
 
 
-def _matmul_no_tf32(a):
+def _matmul_tf32_set(a, allowed: bool):
+    """a @ a with TF32 allowed or not whatever the process set; restored for the next variant."""
     import torch
 
-    # float32 off the tensor cores whatever the process set; restored for the next variant
     before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = allowed
     try:
         return a @ a
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _matmul_no_tf32(a):
+    return _matmul_tf32_set(a, False)  # float32 off the tensor cores
 
 
 def _matmul_tf32(a):
-    import torch
-
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        return a @ a
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+    return _matmul_tf32_set(a, True)
 
 
 def _triton_matmul(a):
