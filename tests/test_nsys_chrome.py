@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from orchestrator.errors import ParseError
 from orchestrator.parsers import nsys as ns
@@ -18,6 +19,12 @@ from orchestrator.parsers import torch_trace as tt
 from orchestrator.parsers.nsys import chrome as nc
 
 RUNS = ["nsys-square", "nsys-mean", "nsys-triton-mean", "nsys-load-inline-square"]
+# every committed nsys export (plain or .xz), each read by the Chrome trace export
+EXPORTS = sorted(
+    p.relative_to(FIXTURES).as_posix()
+    for p in FIXTURES.rglob("*")
+    if p.name.endswith((".sqlite", ".sqlite.xz"))
+)
 
 
 def _export(fixtures, run: str) -> ns.NsysExport:
@@ -114,6 +121,37 @@ def test_kernel_args_and_variants(fixtures):
     assert names[("thread_name", 0, 7)] == {"name": "stream 7"}
     assert names[("process_name", 0, 0)] == {"name": "GPU 0"}
     assert names[("process_labels", 1377, 0)] == {"labels": "CPU"}
+
+
+@pytest.mark.parametrize("rel", EXPORTS)
+def test_memcpy_and_memset_events_spell_out_their_rows(fixtures, rel):
+    """Each memcpy and memset row becomes one event whose fields and args, in this order, hold
+    the row's values; compared as JSON text, so the order of keys counts too."""
+    ex = ns.read_export(fixtures / rel)
+    trace = ns.to_chrome_trace(ex)
+    att = ns.attribute_kernels(ex)
+    t0 = trace["otherData"]["time_origin_ns"]
+    for kind, table in (("memcpy", ex.memcpy), ("memset", ex.memset)):
+        a = att[att["kind"] == kind]
+        want = []
+        for r, name, variant in zip(table.itertuples(), a["name"], a["variant"]):
+            args = {
+                "device": r.device_id,
+                "stream": r.stream_id,
+                "correlation": r.correlation_id,
+                "bytes": r.bytes,
+            }
+            if kind == "memcpy":
+                args["copy kind"] = r.copy_kind
+            else:
+                args |= {"value": r.value, "memory kind": r.mem_kind}
+            args["variant"] = variant
+            ts, dur = (r.start - t0) / 1000, r.duration_ns / 1000
+            event = {"ph": "X", "cat": f"gpu_{kind}", "name": name, "pid": r.device_id, "tid": r.stream_id}
+            want.append(event | {"ts": ts, "dur": dur, "args": args})
+        got = _events(trace, "X", f"gpu_{kind}")
+        assert len(got) == len(table)
+        assert json.dumps(got) == json.dumps(want, default=int)
 
 
 @pytest.mark.parametrize("run", RUNS)
