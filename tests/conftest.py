@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import signal
@@ -68,6 +69,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict
                 shutil.rmtree(Path(cwd or ".") / args[args.index(flag) + 1], ignore_errors=True)
         res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
     return res
+
+
+def report_rows(folder: Path) -> dict[str, dict]:
+    """A run folder's report.json rows, by variant."""
+    return {r["variant"]: r for r in json.loads((folder / "report.json").read_text())["variants"]}
 
 
 @pytest.fixture

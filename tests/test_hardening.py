@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli, sigint_default
+from conftest import REPO, report_rows, run_cli, sigint_default
 
 
 @pytest.fixture
@@ -24,7 +24,18 @@ def slow_file(tmp_path):
     return p
 
 
-def _start(args, tmp_path):
+@pytest.fixture
+def real_nsys() -> Path:
+    """The nsys gprof-orch finds; the test is skipped where there is none."""
+    from orchestrator import tools
+
+    try:
+        return tools.find("nsys", with_version=False).path
+    except Exception:
+        pytest.skip("nsys not found")
+
+
+def _start(args):
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=REPO,
@@ -33,6 +44,12 @@ def _start(args, tmp_path):
         text=True,
         preexec_fn=sigint_default,
     )
+
+
+def _start_slowsq(command: str, slow_file: Path, out: Path, iters: int, *opts: str) -> subprocess.Popen:
+    """A CPU run of slow_file's slowsq (its fast variant, then its slow one) into `out`."""
+    args = ["slowsq", "--workload-file", str(slow_file), *opts, "--device", "cpu", "--iters", str(iters)]
+    return _start([command, *args, "--warmup", "1", "-o", str(out)])
 
 
 def _wait_for(pred, timeout=120):
@@ -60,23 +77,7 @@ def _leftovers(marker: str) -> list[str]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
     out = tmp_path / "run"
-    p = _start(
-        [
-            "time",
-            "slowsq",
-            "--workload-file",
-            str(slow_file),
-            "--device",
-            "cpu",
-            "--iters",
-            "2000",
-            "--warmup",
-            "1",
-            "-o",
-            str(out),
-        ],
-        tmp_path,
-    )
+    p = _start_slowsq("time", slow_file, out, 2000)
     assert _wait_for(lambda: _variant_done(out, "fast")), "the fast variant never finished"
     time.sleep(0.3)  # inside the slow variant now
     p.send_signal(sig)
@@ -85,7 +86,7 @@ def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
     assert "interrupted" in stderr and "Traceback" not in stderr
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "interrupted"
-    table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    table = report_rows(out)
     assert table["fast"]["status"] == "ok" and table["fast"]["time_median_us"] > 0
     assert table["slow"]["status"] == "interrupted"
     assert json.loads((out / "workload.json").read_text())["status"] == "interrupted"
@@ -93,31 +94,9 @@ def test_signal_mid_run_keeps_what_was_measured(sig, slow_file, tmp_path):
 
 
 @pytest.mark.nsys
-def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path):
-    from orchestrator import tools
-
-    try:
-        tools.find("nsys", with_version=False)
-    except Exception:
-        pytest.skip("nsys not found")
+def test_sigint_during_nsys_leaves_a_readable_report(slow_file, tmp_path, real_nsys):
     out = tmp_path / "run"
-    p = _start(
-        [
-            "nsys",
-            "slowsq",
-            "--workload-file",
-            str(slow_file),
-            "--device",
-            "cpu",
-            "--iters",
-            "2000",
-            "--warmup",
-            "1",
-            "-o",
-            str(out),
-        ],
-        tmp_path,
-    )
+    p = _start_slowsq("nsys", slow_file, out, 2000)
     assert _wait_for(lambda: _variant_done(out, "fast"), timeout=180)
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
@@ -150,38 +129,14 @@ sys.exit(rc)
 
 @pytest.mark.nsys
 @pytest.mark.parametrize("presses", [1, 2])
-def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path):
+def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path, real_nsys):
     """Once the workload has ended, the first Ctrl-C only waits for nsys's report (all variants
     in it); a second one goes to nsys itself."""
-    from orchestrator import tools
-
-    try:
-        real = tools.find("nsys", with_version=False).path
-    except Exception:
-        pytest.skip("nsys not found")
     wrapper, mark = tmp_path / "nsys", tmp_path / "sigints"
-    wrapper.write_text(WRAPPED_NSYS.format(python=sys.executable, real=str(real), mark=str(mark)))
+    wrapper.write_text(WRAPPED_NSYS.format(python=sys.executable, real=str(real_nsys), mark=str(mark)))
     wrapper.chmod(0o755)
     out = tmp_path / "run"
-    p = _start(
-        [
-            "nsys",
-            "slowsq",
-            "--workload-file",
-            str(slow_file),
-            "--nsys",
-            str(wrapper),
-            "--device",
-            "cpu",
-            "--iters",
-            "20",
-            "--warmup",
-            "1",
-            "-o",
-            str(out),
-        ],
-        tmp_path,
-    )
+    p = _start_slowsq("nsys", slow_file, out, 20, "--nsys", str(wrapper))
 
     def ended():
         try:
@@ -211,7 +166,7 @@ def test_ctrl_c_while_nsys_writes_its_report(presses, slow_file, tmp_path):
 def test_two_runs_on_one_out(tmp_path):
     out = tmp_path / "same"
     args = ["time", "square", "--device", "cpu", "--size", "1000", "--iters", "200", "-o", str(out)]
-    a, b = _start(args, tmp_path), _start(args, tmp_path)
+    a, b = _start(args), _start(args)
     ra, rb = a.communicate(timeout=120), b.communicate(timeout=120)
     codes = sorted([a.returncode, b.returncode])
     assert codes == [0, 2], (ra, rb)
@@ -226,7 +181,7 @@ def test_variant_out_of_memory(slow_file, tmp_path):
         "time", "oom", "--workload-file", str(slow_file), "--device", "cpu", "--iters", "5", "-o", str(out)
     )
     assert res.returncode == 1 and "boom: MemoryError: simulated out of memory" in res.stderr
-    table = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    table = report_rows(out)
     assert table["ok"]["time_median_us"] > 0 and table["boom"]["status"] == "failed"
 
 
@@ -383,16 +338,22 @@ def test_full_output_folder(tmp_path):
         subprocess.run(["umount", str(mnt)])
 
 
+def _interrupted_h200_run(h200_run, name: str):
+    """A committed H200 folder of runs/h200-faults, loaded (each of them ended interrupted), and
+    its table by variant."""
+    from orchestrator import load_run
+
+    run = load_run(h200_run(name, group="h200-faults"))
+    assert run.status == "interrupted"
+    return run, run.table.set_index("variant")
+
+
 def test_report_of_an_nsys_run_that_lost_its_events(h200_run):
     """A real H200 folder: 60,000 launches (3 variants x 20,000), past what nsys 2023.4.4
     processes, and a SIGINT sent to nsys while it processed them (before gprof-orch stopped the
     workload instead). The export holds one range and no kernels; the report keeps every row
     and says what is missing."""
-    from orchestrator import load_run
-
-    run = load_run(h200_run("nsys-sigint-lost", group="h200-faults"))
-    assert run.status == "interrupted"
-    t = run.table.set_index("variant")
+    run, t = _interrupted_h200_run(h200_run, "nsys-sigint-lost")
     assert list(t.index) == ["torch_square", "mul", "pow"]
     assert (t["status"] == "not in report").all()
     assert "no GPU activity in its range" in t.loc["torch_square", "note"]
@@ -435,11 +396,7 @@ def test_an_interrupt_marks_each_variant(tmp_path):
 def test_h200_sigint_while_measuring(name, tool, h200_run):
     """Real H200 runs, SIGINT sent while the third variant ran (scripts/h200_session.sh sigint):
     the two measured variants are complete, the third is marked interrupted with what was caught."""
-    from orchestrator import load_run
-
-    run = load_run(h200_run(name, group="h200-faults"))
-    assert run.status == "interrupted"
-    t = run.table.set_index("variant")
+    run, t = _interrupted_h200_run(h200_run, name)
     assert list(t["status"]) == ["ok", "ok", "interrupted"]
     # 4e8 float32 under nsys (~752 us), 1e8 under ncu (~187 us), at ~88% of the 4.8 TB/s peak
     expect_us = 752.5 if tool == "nsys" else 187.0
@@ -457,11 +414,7 @@ def test_h200_sigint_while_measuring(name, tool, h200_run):
 def test_h200_sigint_while_nsys_writes(h200_run):
     """Real H200 run, SIGINT once the workload had ended: gprof-orch waited for nsys, so every
     variant is in the report, and the folder still says interrupted."""
-    from orchestrator import load_run
-
-    run = load_run(h200_run("nsys-sigint-writing", group="h200-faults"))
-    assert run.status == "interrupted"
-    t = run.table.set_index("variant")
+    run, t = _interrupted_h200_run(h200_run, "nsys-sigint-writing")
     assert (t["status"] == "ok").all() and list(t.index) == ["torch_square", "mul", "pow"]
     assert t["time_median_us"].between(745, 760).all()
     assert t.loc["torch_square", "same_kernel_as"] == "pow"

@@ -5,11 +5,15 @@ Every test runs the real CLI (run_cli) on the CPU."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import report_rows, run_cli
 
 MINE = """
 from workloads import Variant, Workload
@@ -39,6 +43,24 @@ def _spec(*args: str) -> dict:
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def _cpu_args(command: str, workload: str, out: Path, *opts: str, iters: int = 5) -> list[str]:
+    """The CLI arguments of a short CPU run of `workload` into `out`, with OPTS of its own."""
+    short = ["--device", "cpu", "--iters", str(iters), "--warmup", "1", "-o", str(out)]
+    return [command, workload, *opts, *short]
+
+
+def _run_in_shell(setup: str, args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI with ARGS, exec'd by bash after SETUP (a umask, a ulimit) so it inherits them."""
+    argv = [sys.executable, "-m", "orchestrator", *args]
+    return subprocess.run(
+        ["bash", "-c", f"{setup}; exec {shlex.join(argv)}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GPROF_NO_PROGRESS": "1", **(env or {})},
+    )
 
 
 # -- a workload file's default_shape holds on the CPU ---------------------------------------------
@@ -75,20 +97,7 @@ def test_list_shows_each_workloads_dtypes_and_what_a_file_replaces(mine):
 
 def test_a_workload_file_that_replaces_a_builtin_says_so(mine, tmp_path):
     out = tmp_path / "run"
-    res = run_cli(
-        "time",
-        "square",
-        "--workload-file",
-        mine,
-        "--device",
-        "cpu",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
-        "-o",
-        str(out),
-    )
+    res = run_cli(*_cpu_args("time", "square", out, "--workload-file", mine))
     assert res.returncode == 0, res.stderr
     said = f"workload square is the one in {mine}, which replaces the built-in square"
     assert f"warning: {said}" in res.stderr
@@ -98,20 +107,7 @@ def test_a_workload_file_that_replaces_a_builtin_says_so(mine, tmp_path):
     assert [v["name"] for v in w["variants"]] == ["mine", "again"] and w["shape"] == [500]
     assert said in (out / "report.md").read_text()
     # a built-in run says nothing of the kind
-    res = run_cli(
-        "time",
-        "mean",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
-        "-o",
-        str(tmp_path / "builtin"),
-    )
+    res = run_cli(*_cpu_args("time", "mean", tmp_path / "builtin", "--size", "1000"))
     assert res.returncode == 0 and "replaces" not in res.stderr + res.stdout
     assert _json(tmp_path / "builtin" / "workload.json")["replaces_builtin"] is False
 
@@ -123,42 +119,14 @@ def test_variants_runs_the_baseline_too_and_says_so(tmp_path):
     res = run_cli("time", "square", "--help")
     assert "baseline" in res.stdout and "runs too" in " ".join(res.stdout.split())
     out = tmp_path / "run"
-    res = run_cli(
-        "time",
-        "square",
-        "--variants",
-        "mul",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
-        "-o",
-        str(out),
-    )
+    res = run_cli(*_cpu_args("time", "square", out, "--variants", "mul", "--size", "1000"))
     assert res.returncode == 0, res.stderr
     note = "baseline torch_square run too, for the speedup column (--variants named mul)"
     assert note in res.stdout and note in (out / "report.md").read_text()
     assert [v["name"] for v in _json(out / "workload.json")["variants"]] == ["torch_square", "mul"]
     # naming the baseline: nothing to say
     res = run_cli(
-        "time",
-        "square",
-        "--variants",
-        "torch_square,mul",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
-        "-o",
-        str(tmp_path / "named"),
+        *_cpu_args("time", "square", tmp_path / "named", "--variants", "torch_square,mul", "--size", "1000")
     )
     assert res.returncode == 0 and "run too" not in res.stdout
 
@@ -166,52 +134,23 @@ def test_variants_runs_the_baseline_too_and_says_so(tmp_path):
 # -- under nsys: workload.json keeps the user's umask; one sample each, no speedup ----------------
 
 
-def _variants(folder: Path) -> dict:
-    return {r["variant"]: r for r in _json(folder / "report.json")["variants"]}
-
-
 def test_nsys_on_the_cpu_keeps_the_umask_and_prints_no_speedup_from_one_sample(tmp_path):
     """nsys starts its target with umask 0 (workload.json came out 0666) and on the CPU times
     each variant's range once: a speedup of two single readings (3.07x) is noise."""
-    import shlex
-    import subprocess
-    import sys
-
     from test_nsys_parser import NSYS
 
     if NSYS is None:
         pytest.skip("nsys not found")
     out = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "nsys",
-        "square",
-        "--variants",
-        "mul,pow",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
-        "-o",
-        str(out),
-    ]
-    res = subprocess.run(
-        ["bash", "-c", f"umask 027; exec {shlex.join(argv)}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "GPROF_NSYS": str(NSYS), "GPROF_NO_PROGRESS": "1"},
+    res = _run_in_shell(
+        "umask 027",
+        _cpu_args("nsys", "square", out, "--variants", "mul,pow", "--size", "1000"),
+        env={"GPROF_NSYS": str(NSYS)},
     )
     assert res.returncode == 0, res.stderr
     assert (out / "workload.json").stat().st_mode & 0o777 == 0o640
     assert (out / "manifest.json").stat().st_mode & 0o777 == 0o640
-    rows = _variants(out)
+    rows = report_rows(out)
     for name in ("torch_square", "mul", "pow"):
         assert rows[name]["samples"] == 1 and rows[name]["speedup_vs_baseline"] is None
         assert rows[name]["note"] == "n=1: one sample, so no spread (IQR, CV) to show and no speedup"
@@ -225,44 +164,17 @@ def test_nsys_on_the_cpu_keeps_the_umask_and_prints_no_speedup_from_one_sample(t
 
 def test_time_with_one_iteration_prints_no_speedup_either(tmp_path):
     """The same rule on every backend: `time --iters 1` has one sample a variant too."""
-    res = run_cli(
-        "time",
-        "square",
-        "--variants",
-        "torch_square,mul",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "1",
-        "--warmup",
-        "1",
-        "-o",
-        str(tmp_path / "one"),
-    )
+    pair = ("--variants", "torch_square,mul", "--size", "1000")
+    res = run_cli(*_cpu_args("time", "square", tmp_path / "one", *pair, iters=1))
     assert res.returncode == 0, res.stderr
-    rows = _variants(tmp_path / "one")
+    rows = report_rows(tmp_path / "one")
     assert rows["mul"]["samples"] == 1 and rows["mul"]["speedup_vs_baseline"] is None
     assert "torch_square, mul had one sample; one reading" in res.stdout
-    res = run_cli(
-        "time",
-        "square",
-        "--variants",
-        "torch_square,mul",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "3",
-        "--warmup",
-        "1",
-        "-o",
-        str(tmp_path / "three"),
-    )
+    res = run_cli(*_cpu_args("time", "square", tmp_path / "three", *pair, iters=3))
     assert res.returncode == 0, res.stderr
-    assert _variants(tmp_path / "three")["mul"]["speedup_vs_baseline"] > 0 and "timed once" not in res.stdout
+    assert (
+        report_rows(tmp_path / "three")["mul"]["speedup_vs_baseline"] > 0 and "timed once" not in res.stdout
+    )
 
 
 # -- the run folder stops taking workload.json: the last save kept, the loss said, never a result --
@@ -274,37 +186,9 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
     ignored, so the write returns the error instead of killing the runner). The old code left a
     truncated workload.json.tmp, said the runner "crashed", and `report` printed the
     measuring/pending rows with exit 0."""
-    import shlex
-    import subprocess
-    import sys
-
     out = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "orchestrator",
-        "time",
-        "square",
-        "--variants",
-        "mul",
-        "--device",
-        "cpu",
-        "--size",
-        "1000",
-        "--iters",
-        "5000",
-        "--warmup",
-        "1",
-        "-o",
-        str(out),
-    ]
-    res = subprocess.run(
-        ["bash", "-c", f"ulimit -f 16; trap '' XFSZ; exec {shlex.join(argv)}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "GPROF_NO_PROGRESS": "1"},
-    )
+    args = _cpu_args("time", "square", out, "--variants", "mul", "--size", "1000", iters=5000)
+    res = _run_in_shell("ulimit -f 16; trap '' XFSZ", args)
     assert res.returncode == 1, res.stderr
     assert (
         f"gprof-orch: error: the workload runner could not save its samples (cannot write {out}/workload.json: "
@@ -317,7 +201,7 @@ def test_a_full_disk_keeps_the_last_workload_json_and_report_passes_nothing_off(
     w = _json(out / "workload.json")
     assert w["status"] == "running" and [v["status"] for v in w["variants"]] == ["measuring", "pending"]
     assert _json(out / "manifest.json")["status"] == "failed"
-    rows = _variants(out)
+    rows = report_rows(out)
     assert rows["torch_square"]["status"] == "not saved" and rows["torch_square"]["time_median_us"] is None
     assert rows["mul"]["status"] == "skipped" and rows["mul"]["note"] == "not run: the run stopped before it"
     assert "| torch_square | torch.square | not saved |" in (out / "report.md").read_text()
@@ -349,7 +233,7 @@ def test_a_median_59x_its_fastest_sample_is_flagged_whatever_the_noise(h200_run)
     (folder / "workload.json").write_text(json.dumps(w))
     res = run_cli("report", str(folder))
     assert res.returncode == 0, res.stderr
-    rows = _variants(folder)
+    rows = report_rows(folder)
     m = rows["mul"]
     assert (m["samples"], round(m["time_median_us"], 2), m["time_min_us"]) == (31, 11986.84, 203.0)
     assert m["noise_pct"] < 0.5 and m["status"] == "noisy"
