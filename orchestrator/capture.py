@@ -107,7 +107,9 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
     be = backends.get(BACKEND)
-    req = ProgramRequest.of(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
+    req = ProgramRequest.of(
+        be, ranges=ranges, capture=str(src.resolve()), given=str(src), **options
+    ).validate()
     tools = be.require(req) if kind == "nsys-rep" else {}
     program = {"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec}
 
@@ -135,7 +137,9 @@ def _import_trace(
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
-    req = ProgramRequest.of(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
+    req = ProgramRequest.of(
+        backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), given=str(src), **options
+    )
     program = {"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix}
     suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
 

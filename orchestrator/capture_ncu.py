@@ -34,7 +34,7 @@ def import_ncu(
     if options.pop("nsys", None) is not None:
         raise UsageError("--nsys applies to nsys captures, not to a .ncu-rep")
     req = ProgramRequest(
-        backend=PROGRAM_NCU, ranges=ranges, capture=str(src.resolve()), tool="nsys", **options
+        backend=PROGRAM_NCU, ranges=ranges, capture=str(src.resolve()), given=str(src), tool="nsys", **options
     ).validate()
     name = req.workload_name()
     program = {"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"}

@@ -37,7 +37,8 @@ class ProgramRequest(BaseRequest):
     tool: str = "nsys"
     ranges: str | None = None
     name: str | None = None
-    capture: str | None = None  # import: the source file
+    capture: str | None = None  # import: the source file, resolved
+    given: str | None = None  # import: the source file as the user named it, which messages name
     compare_ranges: bool = False  # the ranges are alternatives: speedups between them
     options: Any = field(default_factory=dict, kw_only=True)
 

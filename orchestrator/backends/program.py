@@ -190,7 +190,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
         folder). An imported capture in a gprof-orch run folder lends that run's workload.json."""
         if req.capture is None:
             return self._nsys_report(req, rf, error, build, " ".join(req.argv))
-        src = Path(req.capture)
+        src = Path(req.given or req.capture)
         kind = capture_kind(src)
         suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
         if kind == "torch-trace":
@@ -242,7 +242,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
     def _trace_report(self, req: ProgramRequest, rf: RunFolder, error, build, copy: Path) -> Ending:
         """The report of a torch.profiler trace's record_function ranges named `req.ranges`
         (the prefix import settled): a torch-trace folder, which its backend reads."""
-        src = Path(req.capture or "")
+        src = Path(req.given or req.capture or "")
 
         def manifest() -> dict[str, Any]:
             trace = tt.read_trace(compressed.locate(rf.path / TRACE))

@@ -99,7 +99,7 @@ class ProgramNcuBackend(ToolBackend[ProgramRequest]):
             source, borrowed, copy = " ".join(req.argv), None, None
             rep_path = rf.path / REPORT
         else:
-            src = Path(req.capture)
+            src = Path(req.given or req.capture)
             source, borrowed = str(src), sibling_workload(src)
             domain, prefix = ncu_filter(req.ranges, borrowed)
             rep_path = copy = rf.path / (
