@@ -17,13 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends, cluster, envinfo
 from orchestrator.cluster import Point
+from orchestrator.ending import reporting_error
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, UsageError, interrupt_in
-from orchestrator.execution import (
-    land_point,
-    point_unavailable,
-    reporting_error,
-    run_request,
-)
+from orchestrator.execution import land_point, point_unavailable, run_request
 from orchestrator.request import CLUSTER_FIELDS, Request
 from orchestrator.runfolder import RunFolder
 from workloads.shapes import parse_size

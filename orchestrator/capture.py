@@ -30,15 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import backends
-from orchestrator.capture_finish import capture_report
-from orchestrator.capture_manifest import TRACE, sibling_workload, trace_manifest, trace_prefix
+from orchestrator.capture_manifest import TRACE, sibling_workload, trace_prefix
 from orchestrator.capture_ncu import import_ncu
-from orchestrator.capture_request import BACKEND, SQLITE, ProgramRequest, capture_kind
+from orchestrator.capture_request import BACKEND, ProgramRequest, capture_kind
 from orchestrator.errors import ParseError, UsageError
 from orchestrator.execution import Launch, run_request
 from orchestrator.nvtx_support import nvtx_problem, program_nvtx_version
-from orchestrator.parsers import compressed
-from orchestrator.parsers import torch_trace as tt
 
 # what `gprof-orch exec` and `import` call as capture.X, beside the library calls
 __all__ = ["ProgramRequest", "import_capture", "profile_program"]
@@ -75,7 +72,6 @@ def profile_program(argv: list[str], tool: str = "nsys", *, ranges: str | None =
         tools,
         partial(be.execute, req),
         dict(kind="exec", notes=notes, program=program),
-        report=lambda rf, error: capture_report(rf, req, error, source=" ".join(req.argv)),
     )
     return run_request(req, cli_argv, launch=launch)
 
@@ -111,18 +107,11 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
     be = backends.get(BACKEND)
-    req = ProgramRequest.of(be, ranges=ranges, capture=str(src.resolve()), **options).validate()
+    req = ProgramRequest.of(
+        be, ranges=ranges, capture=str(src.resolve()), given=str(src), **options
+    ).validate()
     tools = be.require(req) if kind == "nsys-rep" else {}
     program = {"capture": str(src.resolve()), "tool": "nsys", "ranges": req.filter.spec}
-
-    def report(rf, error):
-        # the copy ingest() makes of an export (a .nsys-rep is read by nsys, which names it itself)
-        copy = (
-            rf.path / (SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), ""))
-            if kind == "sqlite"
-            else None
-        )
-        return capture_report(rf, req, error, source=str(src), borrowed=borrowed, copy=copy)
 
     launch = Launch(
         BACKEND,
@@ -130,7 +119,6 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
         tools,
         lambda rf: be.ingest(req, rf, src, kind),
         dict(kind="import", notes=[], program=program),
-        report,
     )
     return run_request(req, cli_argv, launch=launch)
 
@@ -149,7 +137,9 @@ def _import_trace(
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]
-    req = ProgramRequest.of(backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), **options)
+    req = ProgramRequest.of(
+        backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), given=str(src), **options
+    )
     program = {"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix}
     suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
 
@@ -158,22 +148,5 @@ def _import_trace(
         shutil.copyfile(src, dest)
         rf.add_command("import", ["cp", str(src), str(dest)])
 
-    def report(rf, error):
-        def manifest() -> dict[str, Any]:
-            trace = tt.read_trace(compressed.locate(rf.path / TRACE))
-            return trace_manifest(
-                trace,
-                prefix,
-                name=req.workload_name(),
-                source=str(src),
-                borrowed=borrowed,
-                compare_ranges=req.compare_ranges,
-            )
-
-        dest = rf.path / (TRACE + suffix)
-        return capture_report(rf, req, error, source=str(src), manifest=manifest, copy=dest)
-
     facts = dict(kind="import", notes=[], program=program)
-    return run_request(
-        req, cli_argv, launch=Launch("torch-trace", req.workload_name(), {}, step, facts, report)
-    )
+    return run_request(req, cli_argv, launch=Launch("torch-trace", req.workload_name(), {}, step, facts))

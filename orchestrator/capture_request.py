@@ -1,4 +1,4 @@
-"""What `exec` and `import` were asked (ProgramRequest), the files a capture run folder holds,
+"""What `exec` and `import` were asked (ProgramRequest, a BaseRequest as a workload run's is), the files a capture run folder holds,
 and what kind of capture a file is (capture_kind, by its name or else its first bytes)."""
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from orchestrator.base_request import BaseRequest
 from orchestrator.capture_ranges import RangeFilter
-from orchestrator.errors import UsageError, check_seconds
+from orchestrator.errors import UsageError
 
 SQLITE = "report.sqlite"
 REPORT = "report.nsys-rep"
-BACKEND = "program"
+BACKEND = "program"  # the backend of `exec nsys` and of an nsys or torch.profiler capture's `import`
+PROGRAM_NCU = "program-ncu"  # of `exec ncu` and of a .ncu-rep's `import`
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db")
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")  # torch.profiler's export_chrome_trace
@@ -24,23 +26,21 @@ FLAT_OPTIONS = ("nsys", "nsys_args", "trace_osrt", "cuda")
 
 
 @dataclass
-class ProgramRequest:
-    """What `exec` and `import` were asked: the program (or the capture), the range filter,
-    limits and the folder; what only the tool takes (where it is, its flags) is the backend's
-    `options` (its Options, or a dict of them: Backend.opts builds them)."""
+class ProgramRequest(BaseRequest):
+    """What `exec` and `import` were asked: what every run is (BaseRequest: the backend, `program`
+    or `program-ncu`; `iters`, the iterations in one range instance, None: 1), the program (or the
+    capture), the range filter and the name; what only the tool takes (where it is, its flags) is
+    the backend's `options` (its Options, or a dict of them: Backend.opts builds them)."""
 
+    backend: str = field(default=BACKEND, kw_only=True)
     argv: list[str] = field(default_factory=list)
     tool: str = "nsys"
     ranges: str | None = None
     name: str | None = None
-    iters: int | None = None  # iterations in one range instance (None: 1)
-    timeout: float | None = None
-    out: Path | None = None
-    root: Path | None = None
-    capture: str | None = None  # import: the source file
+    capture: str | None = None  # import: the source file, resolved
+    given: str | None = None  # import: the source file as the user named it, which messages name
     compare_ranges: bool = False  # the ranges are alternatives: speedups between them
-    # the backend's own options (its Options, a BackendOptions), or a dict of them
-    options: Any = field(default_factory=dict)
+    options: Any = field(default_factory=dict, kw_only=True)
 
     @classmethod
     def of(cls, be, **kw: Any) -> ProgramRequest:
@@ -50,16 +50,21 @@ class ProgramRequest:
         own = {k: kw.pop(k) for k in list(kw) if k in names}
         given = kw.pop("options", None)
         base = given.to_json() if given is not None and not isinstance(given, dict) else dict(given or {})
-        return cls(**kw, options=be.Options.build({**base, **own}))
+        return cls(**{"backend": be.name, **kw}, options=be.Options.build({**base, **own}))
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ProgramRequest:
         """The request a capture folder's request record (manifest.json's "request") holds: the
-        options nested under "options", or flat beside the generic fields (older records)."""
+        options nested under "options", or flat beside the generic fields (older records). An older
+        record names no backend: `exec ncu`'s said tool "ncu", a .ncu-rep's import its file."""
         generic = {f.name for f in fields(cls)} - {"options"}
         flat = {k: record[k] for k in FLAT_OPTIONS if k in record}
         own = {**flat, **(record.get("options") or {})}
-        return cls(**{k: v for k, v in record.items() if k in generic}, options=own)
+        kw = {k: v for k, v in record.items() if k in generic}
+        if "backend" not in kw:
+            ncu = kw.get("tool") == "ncu" or str(kw.get("capture") or "").endswith(NCU_SUFFIXES)
+            kw["backend"] = PROGRAM_NCU if ncu else BACKEND
+        return cls(**kw, options=own)
 
     def validate(self) -> ProgramRequest:
         RangeFilter.parse(self.ranges)
@@ -67,9 +72,7 @@ class ProgramRequest:
             raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
         if self.tool not in ("nsys", "ncu"):
             raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
-        if self.iters is not None and self.iters < 1:
-            raise UsageError(f"--iters must be at least 1, not {self.iters}")
-        check_seconds(self.timeout, "--timeout")
+        super().validate()
         return self
 
     @property
@@ -81,6 +84,8 @@ class ProgramRequest:
             return self.name
         if self.capture:
             base = Path(self.capture).name
+            if base.endswith(NCU_SUFFIXES):
+                return base.split(".ncu-rep")[0] or "capture"
             for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
                 base = base.removesuffix(suffix)
             return base or "capture"
@@ -88,16 +93,6 @@ class ProgramRequest:
             next((a for a in self.argv[1:] if a.endswith(".py")), None) if _is_python(self.argv) else None
         )
         return Path(script or self.argv[0]).stem or "program"
-
-    def to_json(self) -> dict[str, Any]:
-        """The request record: the generic fields, and the backend's options under "options"."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = str(v) if isinstance(v, Path) else v
-        o = self.options
-        out["options"] = dict(o) if isinstance(o, dict) else o.to_json()
-        return out
 
 
 def _is_python(argv: list[str]) -> bool:

@@ -1,9 +1,10 @@
-"""A run folder's life: a request run into a new folder (execute), its report (workload_report,
-or a capture's Launch.report), its status read from what the runner left (final_status), the
-folder concluded with its report (conclude); run_request is that whole life, for api.profile
-and for `exec`/`import` alike. And a point of a parent folder as a Dask worker runs it
-(execute_point: no report, no pandas) and as the client lands it (land_point: the report built
-once, where the folder lies)."""
+"""A run folder's life: a request (a BaseRequest: a workload run's Request, or a capture's
+ProgramRequest) run into a new folder (execute), its report and status made by its backend's
+report hook (Backend.report: a workload's from what its runner left, a capture's from its
+synthetic workload.json), the folder concluded with its report (conclude); run_request is that
+whole life, for api.profile and for `exec`/`import` alike. And a point of a parent folder as a
+Dask worker runs it (execute_point: no report, no pandas) and as the client lands it
+(land_point: the report built once, where the folder lies)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import backends, envinfo
+from orchestrator.base_request import BaseRequest
 from orchestrator.cluster.archive import unpack
+from orchestrator.ending import final_status, reporting_error
 from orchestrator.errors import (
     GprofError,
     InterruptedRunError,
-    RunFailedError,
     SamplesLostError,
     ToolTimeoutError,
     UsageError,
@@ -29,11 +31,12 @@ from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from orchestrator.table_errors import incomplete_error
 
 if TYPE_CHECKING:
+    from orchestrator.backends.base import Parsed
     from orchestrator.results import Run
 
 
 def execute(
-    req: Request,
+    req: BaseRequest,
     argv: list[str] | None,
     *,
     launch: Launch | None = None,
@@ -44,7 +47,7 @@ def execute(
     a ProgramRequest) brings its folder's name, the tools it found and its step instead."""
     if launch is None:
         be = backends.get(req.backend)
-        launch = Launch(req.backend, req.workload, be.require(req), lambda rf: be.execute(req, rf))
+        launch = Launch(req.backend, req.workload_name(), be.require(req), lambda rf: be.execute(req, rf))
     rf = RunFolder.create(
         launch.backend, launch.workload, out=req.out, root=req.root, request=req.to_json(), argv=argv
     )
@@ -60,49 +63,32 @@ def execute(
 class Launch:
     """What a run's folder is named by and what its step runs: a workload's backend and
     workload, or a capture's (`exec` runs the program, `import` copies the file in), with what
-    its manifest records beside (kind, program, notes)."""
+    its manifest records beside (kind, program, notes). Its report is not here: every run's is
+    its request's backend's hook (Backend.report)."""
 
     backend: str
     workload: str
     tools: dict[str, Any]
     step: Callable[[RunFolder], None]
     facts: dict[str, Any] = field(default_factory=dict)
-    # a capture's report (its synthetic workload.json written first); a workload's: workload_report
-    report: Callable[[RunFolder, GprofError | None], Ending] | None = None
 
 
-class Ending(NamedTuple):
-    """How a run ends, once its report is built: what conclude() takes."""
-
-    run: Run | None
-    status: str
-    error: GprofError | None
-    unreadable_input: bool = False  # the file the user imported could not be read at all
-
-
-def run_request(req: Request, argv: list[str] | None, *, launch: Launch | None = None) -> Run:
+def run_request(req: BaseRequest, argv: list[str] | None, *, launch: Launch | None = None) -> Run:
     """A run's whole life, a workload's or a capture's (`exec`, `import`): its step into a new
-    folder (execute), its report (the workload's, or the capture's hook), the folder concluded."""
+    folder (execute), its report and status by its backend's hook (Backend.report, handed the
+    report builder: the backends sit below the reports), the folder concluded."""
     rf, error = execute(req, argv, launch=launch)
-    report = launch.report if launch is not None and launch.report is not None else workload_report
-    end = report(rf, error)
+    end = backends.get(req.backend).report(req, rf, error, build_run)
     return conclude(rf, end.run, end.status, end.error, unreadable_input=end.unreadable_input)
 
 
-def workload_report(rf: RunFolder, error: GprofError | None) -> Ending:
-    """A workload run's report, from the workload.json its runner wrote (if it wrote one), and
-    its status from what that says."""
+def build_run(rf: RunFolder, parsed: Parsed | None = None) -> Run:
+    """The Run of a folder whose step ran (`parsed`: what its backend already read, else read
+    now), not written: conclude() writes it once the status is set."""
     # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import build_report
 
-    run = None
-    try:
-        if (rf.path / WORKLOAD_MANIFEST).exists():
-            run = build_report(rf, write=False)
-    except BaseException as exc:
-        error = reporting_error(rf, exc, error)
-    status, error = final_status(rf, run.workload if run is not None else None, error)
-    return Ending(run, status, error)
+    return build_report(rf, parsed, write=False)
 
 
 def run_step(rf: RunFolder, step: Callable[[], None]) -> GprofError | None:
@@ -124,56 +110,6 @@ def run_step(rf: RunFolder, step: Callable[[], None]) -> GprofError | None:
             error.message += f"; the workload was {on[1]} variant {on[0]}, marked timed out"
     rf.manifest["wall_s"] = round(time.monotonic() - t0, 3)
     return error
-
-
-def final_status(
-    rf: RunFolder, workload: dict[str, Any] | None, error: GprofError | None
-) -> tuple[str, GprofError | None]:
-    """The run folder's status and the error to raise, from what went wrong and what the
-    workload manifest (read and checked) says."""
-    status = "interrupted" if isinstance(error, InterruptedRunError) else "failed" if error else "ok"
-    if workload is None or error is not None:
-        return status, error
-    variants = workload.get("variants", [])
-    failed = [v for v in variants if v.get("status") == "failed"]
-    wstatus = workload.get("status")
-    if failed:
-        first = failed[0]
-        return "failed", RunFailedError(
-            f"{len(failed)} variant(s) failed: "
-            + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
-            log=rf.logs / "workload.stderr.log",
-            hint=f"the other variants' results are in {rf.path}; the traceback of "
-            f"{first['name']} is in {rf.path / 'workload.json'}",
-        )
-    if wstatus == "interrupted":
-        return "interrupted", InterruptedRunError("the workload was interrupted")
-    if wstatus != "ok" or any(v.get("status") in ("pending", "measuring") for v in variants):
-        # the runner exited without finishing workload.json (it could not write it, say)
-        return "failed", RunFailedError(
-            f"the workload runner stopped before it finished (workload.json says {wstatus!r})",
-            log=rf.logs / "workload.stderr.log",
-        )
-    return status, error
-
-
-def reporting_error(rf: RunFolder, exc: BaseException, error: GprofError | None) -> GprofError:
-    """The error a run ends with when building or writing its report raised `exc`: an interrupt
-    (Ctrl-C, SIGTERM, or an error one caused) is the run's interrupt, so the folder ends
-    `interrupted`, never `running`; a GprofError, the run's error unless it had one already.
-    Anything else is a bug: the folder is ended `failed` and `exc` raised again."""
-    if interrupt_in(exc):
-        if isinstance(error, InterruptedRunError):
-            return error
-        had = f" (the run had already failed: {error.message})" if error is not None else ""
-        return InterruptedRunError(
-            f"interrupted while the report was made{had}",
-            hint=f"the run's data is kept: `gprof-orch report {rf.path}` writes the reports",
-        )
-    if not isinstance(exc, GprofError):
-        rf.finish("failed", "gprof-orch failed to build the report (a bug: see the traceback)")
-        raise exc
-    return error or exc
 
 
 def conclude(

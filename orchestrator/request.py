@@ -3,11 +3,12 @@ checked before anything starts (so a bad name or size never costs a profiler lau
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import envinfo, proc
+from orchestrator.base_request import BaseRequest
 from orchestrator.cluster.spec import ClusterSpec, parse_spec
 from orchestrator.errors import ToolTimeoutError, UnknownNameError, UsageError, check_seconds
 from workloads import registry
@@ -96,37 +97,35 @@ def _list_in_child(path: Path, timeout: float | None) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Request:
-    """What every run takes, whatever its backend, plus the backend's own options (`options`:
-    the frozen dataclass its backend declares, orchestrator/backends/options.py). Built from
-    flat keyword arguments by orchestrator.backends.request(), which gives each key to its
-    owner; read back from a run folder's request record by backends.request_from_record()."""
+class Request(BaseRequest):
+    """A workload run's request: what every run takes (BaseRequest: the backend, iterations, time
+    limit, folder, and the backend's own options, the frozen dataclass its backend declares,
+    orchestrator/backends/options.py) and what a workload run takes beside. Built from flat
+    keyword arguments by orchestrator.backends.request(), which gives each key to its owner; read
+    back from a run folder's request record by backends.request_from_record()."""
 
     workload: str
-    backend: str = "time"
+    backend: str = field(default="time", kw_only=True)
     variants: list[str] = field(default_factory=list)
     size: str | None = None
     dtype: str = "float32"
     device: str = "auto"
-    iters: int | None = None
     warmup: int | None = None
     seed: int = 0
     workload_file: str | None = None
     triton_interpret: bool = False
-    timeout: float | None = None
-    out: Path | None = None
-    root: Path | None = None
     dry_run: bool = False
     fail_variant: str | None = None  # testing aid: the runner makes this variant raise
-    # the backend's own options (Backend.Options, a BackendOptions); `all`: every one of its
-    # backends' options by name, as a dict
-    options: Any = None
+    # (options, from BaseRequest: `all`'s is every one of its backends' options by name, a dict)
     # scale-out (orchestrator/cluster.py): where the points run; none of these reach a point's own run
     cluster: str | None = None  # local:N, local-cuda, tcp://HOST:PORT
     scheduler_file: str | None = None  # a running scheduler's file (dask scheduler --scheduler-file)
     retries: int = 2  # resubmissions of a point whose worker was lost
     each_gpu: bool = False  # the one point once on every worker's GPU
     connect_timeout: float = 10.0  # seconds a scheduler has to answer
+
+    def workload_name(self) -> str:
+        return self.workload
 
     def cluster_spec(self) -> ClusterSpec | None:
         """Where the points run (orchestrator.cluster.ClusterSpec), or None: here, one by one.
@@ -185,23 +184,12 @@ class Request:
             )
         if self.device not in DEVICES:
             raise UsageError(f"--device {self.device!r} unknown; valid: {', '.join(DEVICES)}")
-        for name in ("iters", "warmup"):
-            v = getattr(self, name)
-            if v is not None and (v < (1 if name == "iters" else 0)):
-                raise UsageError(f"--{name} must be {'>= 1' if name == 'iters' else '>= 0'}, not {v}")
+        super().validate()
+        if self.warmup is not None and self.warmup < 0:
+            raise UsageError(f"--warmup must be >= 0, not {self.warmup}")
         if self.options is not None and not isinstance(self.options, dict):
             self.options.validate()
         return self
-
-    def to_json(self) -> dict[str, Any]:
-        """The request record (manifest.json's "request"): the generic fields, and the backend's
-        options under "options"."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("out", "root"):
-            d[k] = str(d[k]) if d[k] is not None else None
-        opts = self.options
-        d["options"] = dict(opts) if isinstance(opts, dict) else opts.to_json() if opts is not None else {}
-        return d
 
 
 def resolve_spec(

@@ -202,10 +202,42 @@ def _calls(attr: str, owner: str | None = None) -> set[str]:
 def test_every_run_is_created_and_run_by_execution():
     """One lifecycle: a run's folder, a workload's or a capture's (`exec`, `import`), is created
     and its step run by execution.execute, and concluded by execution.conclude, both through
-    execution.run_request (a capture's report is its Launch's hook); api only creates the parents
-    (all, a sweep, --each-gpu)."""
+    execution.run_request (every run's report is its backend's hook, Backend.report); api only
+    creates the parents (all, a sweep, --each-gpu)."""
     assert _calls("create", "RunFolder") == {"orchestrator.execution", "orchestrator.api"}
     assert _calls("run_step") == {"orchestrator.execution"}
     assert _calls("execute") == {"orchestrator.execution"}
     assert _calls("conclude") == {"orchestrator.execution"}
     assert {"orchestrator.api", "orchestrator.capture", "orchestrator.capture_ncu"} <= _calls("run_request")
+
+
+def test_one_request_family_and_the_report_a_backend_hook():
+    """One pipeline for every run: a workload run's Request and a capture's ProgramRequest are
+    both BaseRequests (the fields every run has, declared once); a run's report is its backend's
+    hook (Backend.report, the workload run's by default, the capture report where the program
+    backends override it), not a callable its Launch carries; and the program backends' hooks
+    take the shared request, with no override the types would refuse."""
+    from dataclasses import fields
+
+    from orchestrator import backends
+    from orchestrator.backends.base import Backend
+    from orchestrator.base_request import BaseRequest
+    from orchestrator.capture_request import ProgramRequest
+    from orchestrator.execution import Launch
+    from orchestrator.request import Request
+
+    shared = ["backend", "iters", "timeout", "out", "root", "options"]
+    assert [f.name for f in fields(BaseRequest)] == shared
+    for cls in (Request, ProgramRequest):
+        assert issubclass(cls, BaseRequest)
+        assert [f.name for f in fields(cls)][: len(shared)] == shared
+    assert [f.name for f in fields(Launch)] == ["backend", "workload", "tools", "step", "facts"]
+    own = {n: backends.backend_class(n).report is not Backend.report for n in backends.BACKENDS}
+    assert own == {n: n in ("program", "program-ncu") for n in backends.BACKENDS}
+    ignored = [
+        f"{p.name}:{i}"
+        for p in sorted((ROOT / "orchestrator" / "backends").glob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "type: ignore[override]" in line
+    ]
+    assert ignored == []

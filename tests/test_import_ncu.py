@@ -30,7 +30,9 @@ def test_a_report_in_a_run_folder_rebuilds_that_runs_table(tmp_path):
     assert list(got.index) == list(own.index) == ["torch_square", "mul", "pow", "triton", "numba"]
     for col in ("time_median_us", "dram_pct_of_peak", "achieved_gb_s", "label", "launches_per_iter"):
         assert got[col].tolist() == own[col].tolist(), col
-    assert json.loads((tmp_path / "imported" / "manifest.json").read_text())["kind"] == "import"
+    manifest = json.loads((tmp_path / "imported" / "manifest.json").read_text())
+    # the request names the backend whose report hook made the folder's workload.json
+    assert manifest["kind"] == "import" and manifest["request"]["backend"] == "program-ncu"
 
 
 @needs_ncu_report
@@ -158,7 +160,7 @@ def test_range_instances_are_counted_from_the_kernels_order():
     """ncu keeps no range instances: a new one starts where a kernel of the range follows another's."""
     import pandas as pd
 
-    from orchestrator.capture_ncu import range_instances
+    from orchestrator.backends.program_ncu import range_instances
 
     order = pd.Series(["fwd", "fwd", "reduce", None, "fwd", "fwd", "reduce", "fwd", "reduce"])
     assert range_instances(order) == {"fwd": 3, "reduce": 3}

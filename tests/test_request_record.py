@@ -125,7 +125,7 @@ def test_an_import_records_the_program_options_under_options(tmp_path):
     rec = json.loads((tmp_path / "run" / "manifest.json").read_text())["request"]
     assert rec["options"] == {"nsys": None, "nsys_args": [], "trace_osrt": False, "cuda": None}
     assert not {"nsys", "nsys_args", "trace_osrt", "cuda"} & set(rec)
-    assert rec["capture"] == str(src.resolve())
+    assert rec["capture"] == str(src.resolve()) and rec["backend"] == "program"
 
 
 @pytest.mark.parametrize(
@@ -138,6 +138,9 @@ def test_a_committed_capture_record_loads(path):
     rec = json.loads(path.read_text())["request"]
     req = ProgramRequest.from_record(rec)
     assert req.argv == rec.get("argv", []) and req.ranges == rec.get("ranges")
+    # these records name no backend: `exec ncu`'s is told by its tool; each round trips with it
+    assert "backend" not in rec and req.backend == ("program-ncu" if rec["tool"] == "ncu" else "program")
+    assert ProgramRequest.from_record(req.to_json()) == req
     opts = backends.get("program").opts(req)
     assert opts.nsys_args == tuple(rec.get("nsys_args") or ()) and opts.trace_osrt is bool(
         rec.get("trace_osrt")

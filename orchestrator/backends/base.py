@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from orchestrator import proc, tools
 from orchestrator.backends.options import BackendOptions
+from orchestrator.base_request import BaseRequest
+from orchestrator.ending import Ending, final_status, reporting_error
 from orchestrator.errors import (
     GprofError,
     InterruptedRunError,
@@ -35,7 +38,11 @@ from workloads.spec import SPEC_FILE, RunSpec
 if TYPE_CHECKING:  # pandas at run time only where a report is built (parse)
     import pandas as pd
 
+    from orchestrator.results import Run
+
 RUNNER_MODULE = "workloads"
+# the request a backend takes: a workload run's (request.Request) unless it says otherwise
+R = TypeVar("R", bound=BaseRequest)
 
 
 @dataclass
@@ -77,9 +84,10 @@ class Plan:
     steps: list[Step]
 
 
-class Backend:
+class Backend(Generic[R]):
     """One way to measure a workload. A backend declares itself with the class attributes below
-    and overrides the hooks it needs; each hook's docstring says what a backend overrides it for."""
+    and overrides the hooks it needs; each hook's docstring says what a backend overrides it for.
+    `R`: the request it runs (a Request, the default; a capture's backend: ProgramRequest)."""
 
     name = ""  # its command and registry name (orchestrator/backends/__init__.py)
     tool = ""  # the external profiler it wraps (ToolBackend), "" for none
@@ -120,7 +128,7 @@ class Backend:
         fill (Request.options). Not overridden: declare the options in Options."""
         return cls.Options.click_options()
 
-    def opts(self, req: Request) -> BackendOptions:
+    def opts(self, req: R) -> BackendOptions:
         """The request's options as this backend's Options: the Request's own, else (a Request
         built without them, `all`'s dict of every backend's) built from them, defaults elsewhere."""
         o = req.options
@@ -152,13 +160,13 @@ class Backend:
         version); none by default."""
         return {}
 
-    def check(self, req: Request | None = None) -> Availability:
+    def check(self, req: R | None = None) -> Availability:
         """Whether it can run here, and where its tool is or why not; cheap, raises nothing
         (`doctor` and `all` ask every backend). Override when it needs more than torch: a
         profiler on PATH, a GPU, triton's proton."""
         return Availability(True, "needs only torch")
 
-    def require(self, req: Request) -> dict[str, str]:
+    def require(self, req: R) -> dict[str, str]:
         """Find the tools this backend needs (raising ToolNotFoundError, or UsageError for a request
         it cannot take) before a run folder exists; their paths and versions, for the manifest.
         Override where check() can say no."""
@@ -191,7 +199,7 @@ class Backend:
                 raise disk_error(run_dir, exc) from exc
         return [sys.executable, "-m", RUNNER_MODULE, "run", "--spec", str(path), "--out", str(run_dir)]
 
-    def commands(self, req: Request, run_dir: Path) -> list[Step]:
+    def commands(self, req: R, run_dir: Path) -> list[Step]:
         """Every command of a run into run_dir, in order, built and not run (pinned by exact-argv
         tests; --dry-run prints them). Override to put the runner under a profiler and to add
         steps (nsys's export)."""
@@ -206,7 +214,7 @@ class Backend:
         finally:
             self.planning = False
 
-    def execute(self, req: Request, rf: RunFolder) -> None:
+    def execute(self, req: R, rf: RunFolder) -> None:
         """Run the commands into the run folder, each recorded (commands.sh) before it starts,
         through orchestrator.proc. Override where a step needs its own Ctrl-C policy, timeout or
         recovery (nsys exports what it wrote after an interrupt)."""
@@ -214,6 +222,27 @@ class Backend:
             rf.add_command(step.name, step.argv, step.env)
             res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=req.timeout, env=step.env)
             self.after_step(step, res, rf)
+
+    def report(
+        self,
+        req: R,
+        rf: RunFolder,
+        error: GprofError | None,
+        build: Callable[[RunFolder, Parsed | None], Run],
+    ) -> Ending:
+        """How its run ends once execute() ran (`error`: what went wrong there): the Run built, not
+        written, with `build` (execution.build_run: results sit above the backends, so the builder
+        is handed down), and the status. A workload run's, by default: the report of the
+        workload.json its runner wrote, if it wrote one, the status from what that says. Override
+        where the run leaves no workload.json of its own (a capture's: program, program-ncu)."""
+        run = None
+        try:
+            if (rf.path / WORKLOAD_MANIFEST).exists():
+                run = build(rf, None)
+        except BaseException as exc:
+            error = reporting_error(rf, exc, error)
+        status, error = final_status(rf, run.workload if run is not None else None, error)
+        return Ending(run, status, error)
 
     def after_step(self, step: Step, res: proc.Result, rf: RunFolder) -> None:
         """Judge a finished step: raise failure() unless its exit code is one of its ok_codes.
@@ -332,7 +361,7 @@ def _is_runner(pid: int, run_dir: Path) -> bool:
     return RUNNER_MODULE.encode() in cmdline and str(run_dir).encode() in cmdline
 
 
-class ToolBackend(Backend):
+class ToolBackend(Backend[R]):
     """A backend that wraps an external profiler (`tool`: its name, 'nsys' or 'ncu'), found by
     orchestrator.tools from the path its Options declare with tool_path() (--<tool>), its
     variable, PATH, its install places (`tool_spec()`)."""
@@ -345,10 +374,10 @@ class ToolBackend(Backend):
         ($GPROF_<TOOL>, PATH). Override to name a tool's own variable and install places."""
         return tools.spec_for(cls.tool)
 
-    def _explicit(self, req: Request | None) -> str | None:
+    def _explicit(self, req: R | None) -> str | None:
         return self.opts(req).tool_path() if req is not None else None
 
-    def check(self, req: Request | None = None) -> Availability:
+    def check(self, req: R | None = None) -> Availability:
         """The tool found (path and version), or why not with how to get it."""
         try:
             t = tools.find(
@@ -358,7 +387,7 @@ class ToolBackend(Backend):
             return Availability(False, exc.render())
         return Availability(True, f"{t.path} ({t.version})")
 
-    def require(self, req: Request) -> dict[str, str]:
+    def require(self, req: R) -> dict[str, str]:
         """The tool's path, version and how it was found; ToolNotFoundError without it."""
         t = tools.find(self.tool_spec(), self._explicit(req), timeout=req.timeout)
         self._found = t
@@ -368,7 +397,7 @@ class ToolBackend(Backend):
             f"{self.tool}_found_via": t.found_via,
         }
 
-    def exe(self, req: Request) -> str:
+    def exe(self, req: R) -> str:
         """The tool's path: the one require() found, else a lookup (for --dry-run), else as given."""
         t = getattr(self, "_found", None)
         if t is None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,12 +25,20 @@ from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, kernel_label, no_report, profile_argv
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export, unreadable_report
 from orchestrator.backends.program_options import ProgramOptions
-from orchestrator.capture_manifest import write_workload
+from orchestrator.capture_finish import capture_report
+from orchestrator.capture_manifest import (
+    TRACE,
+    sibling_workload,
+    trace_manifest,
+    workload_manifest,
+    write_workload,
+)
 from orchestrator.capture_ranges import RangeFilter, inclusive_activity
-from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest
+from orchestrator.capture_request import REPORT, SQLITE, ProgramRequest, capture_kind
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, ToolFailedError
 from orchestrator.parsers import compressed
 from orchestrator.parsers import nsys as ns
+from orchestrator.parsers import torch_trace as tt
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
     NO_RANGE,
@@ -41,11 +51,15 @@ from reports.schema import (
 )
 from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
 
+if TYPE_CHECKING:
+    from orchestrator.ending import Ending
+    from orchestrator.results import Run
+
 # set in the program's environment: on Ctrl-C, the process to stop is the one that carries it
 RUN_MARK = "GPROF_EXEC_RUN"
 
 
-class ProgramBackend(ToolBackend):
+class ProgramBackend(ToolBackend[ProgramRequest]):
     """`exec nsys -- CMD` and `import FILE`: a user's program or capture under Nsight Systems, one
     variant per NVTX range; not a command of its own and not one of `all`'s backends."""
 
@@ -68,7 +82,7 @@ class ProgramBackend(ToolBackend):
         )
         return {v: m if v in gpu else self.host_measure for v, m in out.items()}
 
-    def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:  # type: ignore[override]
+    def commands(self, req: ProgramRequest, run_dir: Path) -> list[Step]:
         """`nsys profile` of the program itself, marked by RUN_MARK in its environment so Ctrl-C
         finds it, then `nsys export` to SQLite (pure)."""
         exe = self.exe(req)
@@ -98,7 +112,7 @@ class ProgramBackend(ToolBackend):
             if not (rf.path / WORKLOAD_MANIFEST).is_file():
                 write_workload(rf)
 
-    def execute(self, req: ProgramRequest, rf: RunFolder) -> None:  # type: ignore[override]
+    def execute(self, req: ProgramRequest, rf: RunFolder) -> None:
         """Profile the program, export what nsys wrote (also after a timeout or Ctrl-C), and raise
         RunFailedError when the program itself failed: its ranges are still reported."""
         self.resolve_cuda(req)
@@ -163,6 +177,86 @@ class ProgramBackend(ToolBackend):
         shutil.copyfile(src, rf.path / name)
         rf.add_command("import", ["cp", str(src), str(rf.path / name)])
 
+    def report(
+        self,
+        req: ProgramRequest,
+        rf: RunFolder,
+        error: GprofError | None,
+        build: Callable[[RunFolder, Parsed | None], Run],
+    ) -> Ending:
+        """A capture's report (orchestrator/capture_finish.py): its synthetic workload.json of the
+        ranges the request picks, written first, from the folder's nsys export (`exec nsys`, an
+        nsys capture's `import`) or its torch.profiler trace (a trace's `import`, a torch-trace
+        folder). An imported capture in a gprof-orch run folder lends that run's workload.json."""
+        if req.capture is None:
+            return self._nsys_report(req, rf, error, build, " ".join(req.argv))
+        src = Path(req.given or req.capture)
+        kind = capture_kind(src)
+        suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+        if kind == "torch-trace":
+            return self._trace_report(req, rf, error, build, rf.path / (TRACE + suffix))
+        # the copy ingest() made of an export (a .nsys-rep is read by nsys, which names it itself)
+        copy = rf.path / (SQLITE + suffix) if kind == "sqlite" else None
+        return self._nsys_report(req, rf, error, build, str(src), sibling_workload(src), copy)
+
+    def _nsys_report(
+        self, req: ProgramRequest, rf: RunFolder, error, build, source: str, borrowed=None, copy=None
+    ) -> Ending:
+        """The report of the ranges of the folder's nsys export (also of what nsys wrote before
+        the program failed or was stopped); the export is read once, for both."""
+        located = _located(rf.path / SQLITE)
+        handed: list = []  # the export manifest() read, handed on to the report: the file is read once
+
+        def manifest() -> dict[str, Any]:
+            with compressed.plain_file(located) as plain:
+                # lean: what the manifest and the report use (a million-kernel capture read twice in
+                # full took longer than `nsys stats` on it)
+                export = ns.read_export(plain, lean=True)
+                wman = workload_manifest(
+                    export,
+                    plain,
+                    req.filter,
+                    name=req.workload_name(),
+                    source=source,
+                    iters_per_range=req.iters or 1,
+                    borrowed=borrowed,
+                    compare_ranges=req.compare_ranges,
+                )
+            handed.append(export)
+            return wman
+
+        def parsed() -> Parsed | None:
+            if not handed:
+                return None
+            # the rows from the export already in memory, by workload.json as written
+            wman = rf.workload_manifest()
+            return self.with_frame(
+                rf, frame_from_capture(located, wman, run=rf.path.name, export=handed.pop())
+            )
+
+        found = manifest if located is not None else None
+        return capture_report(
+            rf, error, build, found, source=source, copy=copy, parsed=parsed, despite_error=True
+        )
+
+    def _trace_report(self, req: ProgramRequest, rf: RunFolder, error, build, copy: Path) -> Ending:
+        """The report of a torch.profiler trace's record_function ranges named `req.ranges`
+        (the prefix import settled): a torch-trace folder, which its backend reads."""
+        src = Path(req.given or req.capture or "")
+
+        def manifest() -> dict[str, Any]:
+            trace = tt.read_trace(compressed.locate(rf.path / TRACE))
+            return trace_manifest(
+                trace,
+                req.ranges,
+                name=req.workload_name(),
+                source=str(src),
+                borrowed=sibling_workload(src),
+                compare_ranges=req.compare_ranges,
+            )
+
+        return capture_report(rf, error, build, manifest, source=str(src), copy=copy)
+
     def _export(self, step: Step, rf: RunFolder) -> None:
         rf.add_command(step.name, step.argv)
         res = proc.run(step.argv, log_dir=rf.logs, name=step.name, timeout=600)
@@ -181,6 +275,14 @@ class ProgramBackend(ToolBackend):
         return Parsed(
             frame, warnings=list(rf.manifest.get("notes") or []), lost=NsysBackend().lost_events(rf)
         )
+
+
+def _located(sqlite: Path) -> Path | None:
+    """The run's export, or its .xz/.gz, if there is one."""
+    for p in (sqlite, sqlite.with_name(sqlite.name + ".xz"), sqlite.with_name(sqlite.name + ".gz")):
+        if p.is_file():
+            return p
+    return None
 
 
 def _last_lines(log: Path, lines: int = 10) -> str:
