@@ -129,6 +129,8 @@ def why_lead(r: pd.Series) -> str:
         parts.append(f"{r['pct_of_peak_flops']:.1f}% of peak FLOP/s")
     if pd.notna(r.get("pct_of_measured_flops")):
         parts.append(f"{r['pct_of_measured_flops']:.0f}% of the measured FLOP roof")
+    if pd.notna(r.get("tensor_active_pct")):
+        parts.append(f"tensor cores active {r['tensor_active_pct']:.0f}% of cycles")
     text = "compute-bound: " + ", ".join(parts)
     ai, ridge = r.get("flops_per_byte"), r.get("ridge_flops_per_byte")
     if pd.notna(ai) and pd.notna(ridge):

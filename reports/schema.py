@@ -305,6 +305,16 @@ REPORT_COLUMNS: list[Column] = [
         source="ncu:lts__t_sector_hit_rate.pct",
         agg=TIME_WEIGHTED,
     ),
+    # the tensor cores' share of the kernel's cycles (any MMA: HMMA, HGMMA, QGMMA, IMMA): what a
+    # compute-bound GEMM's verdict leads with beside its TFLOP/s; 0 for a kernel without MMA
+    Column(
+        "tensor_active_pct",
+        "tensor active %",
+        PCT,
+        tables=(VARIANT, KERNEL),
+        source="ncu:sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        agg=TIME_WEIGHTED,
+    ),
     Column(
         "registers_per_thread",
         "regs",

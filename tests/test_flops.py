@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
+from orchestrator.backends import ncu as ncu_backend
 from reports import flops, why
 from reports.summary import variant_table
 from workloads.devices import FLOP_UNITS, flop_unit, peak_flops
@@ -206,6 +207,17 @@ def test_footer_names_the_peak_flops_and_its_datasheet():
         "% peak FLOP/s against 989 TFLOP/s (NVIDIA H200 datasheet: dense BF16 tensor); TFLOP/s counts the "
         "FLOPs each variant declares"
     ]
+
+
+def test_ncus_tensor_active_share_follows_the_flop_figures_in_the_compute_lead():
+    r = pd.Series(
+        {"bound": "compute", "tflop_s": 640.0, "pct_of_peak_flops": 64.7, "tensor_active_pct": 71.4}
+    )
+    assert flops.why_lead(r) == (
+        "compute-bound: 640 TFLOP/s, 64.7% of peak FLOP/s, tensor cores active 71% of cycles"
+    )
+    # ncu declares the column once and collects its metric on every run
+    assert "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed" in ncu_backend.table_metrics()
 
 
 def test_an_elementwise_op_with_flops_is_memory_bound_and_its_why_is_unchanged():
