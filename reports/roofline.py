@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -278,7 +279,7 @@ def _draw_roofs(
             label=f"measured memory roof: {measured:,.0f} GB/s",
             gid=f"{id_prefix}-roof-measured",
         )
-    for (precision, peak), dash in zip(compute.items(), ("-", "--", ":")):
+    for (precision, peak), dash in zip(compute.items(), itertools.cycle(("-", "--", ":", "-."))):
         ax.plot(
             [peak / bw, x_hi],
             [peak, peak],

@@ -104,7 +104,7 @@ def test_ncu_argv_is_pinned(tmp_path):
     ]
     # WarpStateStats and SchedulerStats: their rules explain a latency-bound kernel (reports/why.py);
     # SpeedOfLight_RooflineChart: ncu's roofline rates (reports/roofline.py); the L2 hit rate: a
-    # column of reports/schema.py read from an ncu metric
+    # column of reports/schema.py read from an ncu metric, as is the tensor pipe's active share
     assert argv[6:20] == [
         "--section",
         "SpeedOfLight",
@@ -119,7 +119,8 @@ def test_ncu_argv_is_pinned(tmp_path):
         "--section",
         "SchedulerStats",
         "--metrics",
-        "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct",
+        "dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,"
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
     ]
     assert argv[20:24] == ["--clock-control", "none", "--cache-control", "all"]
     assert "--log-file" in argv and argv[argv.index("-m") + 1 : argv.index("-m") + 4] == [
