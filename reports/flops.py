@@ -87,7 +87,7 @@ def columns(
     row["tflop_s"] = flops / median_ns / 1e3  # FLOPs per ns / 1e3 = TFLOP/s
     row["flops_source"] = source
     unit = v.get("flop_unit")
-    peak = _rate(_dict(env.get("peak_flops")).get(unit) if isinstance(unit, str) else None)
+    peak = unit_peak(v, env)
     roof = _rate(
         _dict(_dict(env.get("compute_roof")).get(unit)).get("flop_per_s") if isinstance(unit, str) else None
     )
@@ -104,6 +104,13 @@ def columns(
     if verdict and not (isinstance(row.get("bound"), str) and row["bound"]):
         row["bound"] = verdict
     return source
+
+
+def unit_peak(v: dict[str, Any], env: dict[str, Any]) -> float | None:
+    """The datasheet's peak FLOP/s (workloads/devices.py) for the variant's unit (workload.json's
+    `flop_unit`), None where the unit or the device has none."""
+    unit = v.get("flop_unit")
+    return _rate(_dict(env.get("peak_flops")).get(unit) if isinstance(unit, str) else None)
 
 
 def _dict(x: Any) -> dict:

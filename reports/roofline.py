@@ -101,6 +101,46 @@ def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict
     return out
 
 
+# the units whose work runs on the tensor cores (workloads/devices.py FLOP_UNITS)
+TENSOR_UNITS = ("bf16", "fp16", "tf32", "fp8")
+
+
+def declared_tensor_point(
+    rows: pd.DataFrame, row: dict[str, Any], unit: Any, peak_flop_per_s: float | None
+) -> dict[str, Any]:
+    """The roofline columns of a variant whose work runs on the tensor cores, or {} for any other.
+    ncu's roofline rates count SIMT instructions (FADD/FMUL/FFMA and their FP64 and FP16 kin),
+    never the tensor cores' work: a bf16 GEMM would sit a thousand times under the FP32 roof,
+    its % of roof beside the point. So a variant that declares its FLOPs in a tensor unit
+    (`unit`: bf16, fp16, tf32, fp8) and has an ncu point gets its point from them: its TFLOP/s
+    (the declared FLOPs over its kernel time, reports/flops.py) over ncu's DRAM bytes/s, against
+    the datasheet's dense peak for that unit (`peak_flop_per_s`) and ncu's DRAM roof. Kept only
+    where the declared work is above the SIMT work ncu counted (a kernel off the tensor cores
+    keeps ncu's own point).
+
+    Example:
+        >>> declared_tensor_point(rows, {"tflop_s": 640.0, "achieved_gflop_s": 95.0, ...}, "bf16", 989.4e12)
+        {'roofline_precision': 'bf16-tensor', 'achieved_gflop_s': 640000.0, ...}
+    """
+    tflops, counted = row.get("tflop_s"), row.get("achieved_gflop_s")
+    if unit not in TENSOR_UNITS or not peak_flop_per_s or not (isinstance(tflops, float) and tflops > 0):
+        return {}
+    traffic, peak_traffic = time_weighted(rows, TRAFFIC), time_weighted(rows, PEAK_TRAFFIC)
+    if not (traffic > 0 and peak_traffic > 0):
+        return {}  # no ncu point: not an ncu run, or one without the roofline section
+    achieved = tflops * 1e12
+    if isinstance(counted, float) and math.isfinite(counted) and counted * 1e9 >= achieved:
+        return {}
+    intensity = achieved / traffic
+    return {
+        "roofline_precision": f"{unit}-tensor",
+        "achieved_gflop_s": achieved / 1e9,
+        "arithmetic_intensity": intensity,
+        "roof_gflop_s": peak_flop_per_s / 1e9,
+        "pct_of_roof": 100.0 * achieved / roof_at(intensity, peak_flop_per_s, peak_traffic),
+    }
+
+
 def roof_at(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -> float:
     """The roof at an arithmetic intensity (FLOP/byte): the lower of the compute and memory roofs.
 

@@ -14,6 +14,7 @@ import pandas as pd
 from reports import flops, operators, schema, why
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
+from reports.roofline import declared_tensor_point
 from reports.roofline import point as roofline_point
 from reports.schema import (
     ALL_KERNELS,
@@ -130,6 +131,8 @@ def _variant_row(
             row, g, iters, env.get("peak_bandwidth_bytes_per_s"), roof.get("bytes_per_s")
         )
         flops.columns(row, g, v, env, t["median"], iters)
+        # a tensor-core variant's roofline point from its declared FLOPs (ncu counts SIMT work only)
+        row.update(declared_tensor_point(g, row, v.get("flop_unit"), flops.unit_peak(v, env)))
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)

@@ -136,6 +136,66 @@ def test_the_precision_with_the_most_flops_names_the_roof():
     assert p["pct_of_roof"] == pytest.approx(100 * 5e12 / min(H200_FP32 / 2, 5 * H200_DRAM))
 
 
+def _ncu_gemm(unit: str, dtype_bytes: int, kernel_ms: float, fp32_flop_per_s: float):
+    """A variant table of one n=8192 matmul launch under ncu: its kernel time, the SIMT FLOP/s and
+    the DRAM bytes/s ncu's roofline section gives, the FLOPs the workload declares in `unit`."""
+    n = 8192
+    rows = [{"variant": "mm", "kernel": "*", "metric": "time_ns", "value": kernel_ms * 1e6, "unit": "ns"}]
+    rows += [{"variant": "mm", "kernel": "*", "metric": "flops", "value": 2.0 * n**3, "unit": "flop"}]
+    rows += [{"variant": "mm", "kernel": "*", "metric": "bytes_moved", "value": 3.0 * n * n * dtype_bytes}]
+    _launch(
+        rows,
+        "mm",
+        "nvjet_sm90_tst_256x128",
+        kernel_ms * 1e6,
+        fp32_flop_per_s=fp32_flop_per_s,
+        dram_bytes_per_s=3.0 * n * n * dtype_bytes * 1.5 / (kernel_ms * 1e-3),
+        **PEAKS,
+    )
+    for r in rows:
+        r.setdefault("unit", "bytes")
+    peak = {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": H200_FP32}
+    wman = {
+        "baseline": "mm",
+        "iters": 1,
+        "env": {"peak_flops": peak, "peak_bandwidth_bytes_per_s": H200_DRAM},
+        "variants": [{"name": "mm", "label": "mm", "status": "ok", "flop_unit": unit}],
+    }
+    return summary.variant_table(_frame(rows), wman).iloc[0], n
+
+
+def test_a_tensor_core_gemm_sits_under_its_tensor_roof_not_ncus_fp32_one():
+    """ncu's roofline counts SIMT FLOPs only: a bf16 GEMM at 1.37 ms (803 TFLOP/s declared) reads
+    90 GFLOP/s of epilogue FFMAs there. Its point takes the declared FLOPs against the BF16
+    tensor roof, its intensity over the DRAM bytes ncu measured."""
+    r, n = _ncu_gemm("bf16", 2, 1.37, 90e9)
+    achieved = 2 * n**3 / 1.37e-3
+    assert r["roofline_precision"] == "bf16-tensor"
+    assert r["achieved_gflop_s"] == pytest.approx(achieved / 1e9)
+    assert r["roof_gflop_s"] == pytest.approx(989.4e3)
+    dram_bytes = 3 * n * n * 2 * 1.5
+    assert r["arithmetic_intensity"] == pytest.approx(2 * n**3 / dram_bytes)  # 1820 FLOP/byte
+    assert r["pct_of_roof"] == pytest.approx(100 * achieved / 989.4e12)  # 81.1: past the ridge
+    assert r["pct_of_roof"] == pytest.approx(r["pct_of_peak_flops"])
+
+
+def test_a_simt_gemm_keeps_ncus_own_point_and_roof():
+    """The float32 GEMM off the tensor cores: ncu's FFMA count is its work, its roof the FP32 one."""
+    r, n = _ncu_gemm("fp32", 4, 27.0, 40.7e12)
+    assert r["roofline_precision"] == "fp32"
+    assert r["achieved_gflop_s"] == pytest.approx(40.7e3)
+    assert r["roof_gflop_s"] == pytest.approx(H200_FP32 / 1e9)
+
+
+def test_the_chart_draws_the_tensor_roof_beside_the_fp32_one():
+    tensor, _ = _ncu_gemm("bf16", 2, 1.37, 90e9)
+    simt, _ = _ncu_gemm("fp32", 4, 27.0, 40.7e12)
+    table = pd.DataFrame([tensor, simt]).assign(variant=["bf16", "fp32"])
+    svg = roofline.roofline_svg(table, id_prefix="mm")
+    assert 'id="mm-roof-bf16-tensor"' in svg and 'id="mm-roof-fp32"' in svg
+    assert "BF16-TENSOR roof: 989,400 GFLOP/s" in svg
+
+
 def test_no_flops_no_point_and_no_metrics_nothing():
     rows = []
     _launch(rows, "copy", "k", 1e5, fp32_flop_per_s=0.0, fp64_flop_per_s=0.0, dram_bytes_per_s=4e12, **PEAKS)
