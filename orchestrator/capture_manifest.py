@@ -113,11 +113,43 @@ def workload_manifest(
         env.setdefault("device_name", device_name)
     flat = [v["name"] for v in variants if v["name"] not in holds]
     baseline = capture_baseline(flat, variants[0]["name"], borrowed, compare_ranges)
+    return capture_workload(
+        name,
+        description=f"NVTX ranges ({filt.spec}) of {source}",
+        baseline=baseline,
+        compare_ranges=compare_ranges,
+        borrowed=borrowed,
+        device=device,
+        iters=iters.pop() if len(iters) == 1 else None,
+        nvtx=filt.to_json(),
+        env=env,
+        variants=variants,
+        iters_per_range=iters_per_range,
+    )
+
+
+def capture_workload(
+    name: str,
+    *,
+    description: str,
+    baseline: str | None,
+    compare_ranges: bool,
+    borrowed: dict[str, Any],
+    device: str,
+    iters: int | None,
+    nvtx: dict[str, Any],
+    env: dict[str, Any],
+    variants: list[dict[str, Any]],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The synthetic workload.json of a capture (an nsys export's or a torch trace's, manifest();
+    an ncu report's, backends/program_ncu.py): its ranges as variants, the shape, numel and dtype
+    lent by the run folder it sits in (`borrowed`, else none), `extra` keys after `iters`."""
     return {
         "schema_version": WORKLOAD_SCHEMA,
         "workload": name,
         "workload_source": "capture",
-        "description": f"NVTX ranges ({filt.spec}) of {source}",
+        "description": description,
         "baseline": baseline,
         "compare_ranges": compare_ranges,
         "mode": "capture",
@@ -125,9 +157,9 @@ def workload_manifest(
         "numel": borrowed.get("numel"),
         "dtype": borrowed.get("dtype") or "",
         "device": device,
-        "iters": iters.pop() if len(iters) == 1 else None,
-        "iters_per_range": iters_per_range,
-        "nvtx": {**filt.to_json(), "api": "capture"},
+        "iters": iters,
+        **extra,
+        "nvtx": {**nvtx, "api": "capture"},
         "env": env,
         "status": "ok",
         "variants": variants,

@@ -24,12 +24,11 @@ from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.ncu import REPORT, NcuBackend, read_report
 from orchestrator.backends.program_options import ProgramNcuOptions
 from orchestrator.capture_finish import capture_report
-from orchestrator.capture_manifest import capture_baseline, sibling_workload
+from orchestrator.capture_manifest import capture_baseline, capture_workload, sibling_workload
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import GprofError, ParseError, ToolFailedError
 from orchestrator.runfolder import RunFolder
-from workloads.manifest import SCHEMA_VERSION as WORKLOAD_SCHEMA
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
@@ -205,24 +204,18 @@ def ncu_manifest(
     )
     if len(named) and str(named.iloc[0]).strip():  # the GPU ncu profiled on: the title names it
         env.setdefault("device_name", str(named.iloc[0]).strip())
-    return {
-        "schema_version": WORKLOAD_SCHEMA,
-        "workload": name,
-        "workload_source": "capture",
-        "description": f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
-        "baseline": baseline,
-        "compare_ranges": compare_ranges,
-        "mode": "capture",
-        "shape": borrowed.get("shape") or [],
-        "numel": borrowed.get("numel"),
-        "dtype": borrowed.get("dtype") or "",
-        "device": "cuda",
-        "iters": n_iters,
-        "nvtx": {"domain": domain, "prefix": prefix, "api": "capture"},
-        "env": env,
-        "status": "ok",
-        "variants": variants,
-    }
+    return capture_workload(
+        name,
+        description=f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",
+        baseline=baseline,
+        compare_ranges=compare_ranges,
+        borrowed=borrowed,
+        device="cuda",
+        iters=n_iters,
+        nvtx={"domain": domain, "prefix": prefix},
+        env=env,
+        variants=variants,
+    )
 
 
 def range_instances(variant: pd.Series) -> dict[str, int]:
