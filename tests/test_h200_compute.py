@@ -124,3 +124,15 @@ def test_ncus_ops_path_counters_count_every_tensor_core_flop(tmp_path):
                 if m is not None and m.as_double() > 0:
                     seen[(name[:10], src)] = m.as_double()
     assert seen == {("nvjet_sm90", "bf16"): flops, ("sm90_xmma_", "tf32"): flops, ("_mm", "bf16"): flops}
+
+
+@pytest.mark.skipif(not ncu_rep.have_ncu_report(), reason="pip install ncu-report")
+def test_an_imported_ncu_report_of_a_users_matmuls_reads_their_tensor_active_share(tmp_path):
+    """The probe's report is a user's capture: its default-domain ranges import by --ranges, and
+    the tensor pipe's share per range is ncu's own figure (bf16 HGMMA 90.4%, TF32 88.7%, Triton 79.4%)."""
+    out = tmp_path / "imported"
+    res = run_cli("import", str(PROBE), "--ranges", "*@", "-o", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    got = {v: round(r["tensor_active_pct"], 1) for v, r in rows.items()}
+    assert got == {"bf16": 90.4, "tf32": 88.7, "triton_bf16": 79.4}
