@@ -36,6 +36,7 @@ from orchestrator.capture_request import BACKEND, ProgramRequest, capture_kind
 from orchestrator.errors import ParseError, UsageError
 from orchestrator.execution import Launch, run_request
 from orchestrator.nvtx_support import nvtx_problem, program_nvtx_version
+from orchestrator.parsers import compressed
 
 # what `gprof-orch exec` and `import` call as capture.X, beside the library calls
 __all__ = ["ProgramRequest", "import_capture", "profile_program"]
@@ -141,7 +142,7 @@ def _import_trace(
         backends.get(BACKEND), ranges=prefix, capture=str(src.resolve()), given=str(src), **options
     )
     program = {"capture": str(src.resolve()), "tool": "torch.profiler", "ranges": prefix}
-    suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+    suffix = compressed.suffix_of(src)
 
     def step(rf) -> None:
         dest = rf.path / (TRACE + suffix)

@@ -20,6 +20,7 @@ from orchestrator.backends.program_ncu import ncu_filter
 from orchestrator.capture_request import PROGRAM_NCU, ProgramRequest
 from orchestrator.errors import UsageError
 from orchestrator.execution import Launch, run_request
+from orchestrator.parsers import compressed
 
 
 def import_ncu(
@@ -38,7 +39,7 @@ def import_ncu(
     ).validate()
     name = req.workload_name()
     program = {"capture": str(src.resolve()), "tool": "ncu", "ranges": f"{domain or ''}@{prefix}"}
-    suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+    suffix = compressed.suffix_of(src)
 
     def step(rf) -> None:
         dest = rf.path / (REPORT + suffix)

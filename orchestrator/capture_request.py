@@ -84,9 +84,7 @@ class ProgramRequest(BaseRequest):
             return self.name
         if self.capture:
             base = Path(self.capture).name
-            if base.endswith(NCU_SUFFIXES):
-                return base.split(".ncu-rep")[0] or "capture"
-            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, ".pt.trace"):
+            for suffix in (*NSYS_SUFFIXES, *SQLITE_SUFFIXES, *TRACE_SUFFIXES, *NCU_SUFFIXES, ".pt.trace"):
                 base = base.removesuffix(suffix)
             return base or "capture"
         script = (

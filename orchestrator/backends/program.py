@@ -173,7 +173,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
                     raise
                 raise err from exc
             return
-        name = SQLITE + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+        name = SQLITE + compressed.suffix_of(src)
         shutil.copyfile(src, rf.path / name)
         rf.add_command("import", ["cp", str(src), str(rf.path / name)])
 
@@ -192,7 +192,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
             return self._nsys_report(req, rf, error, build, " ".join(req.argv))
         src = Path(req.given or req.capture)
         kind = capture_kind(src)
-        suffix = next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
+        suffix = compressed.suffix_of(src)
         if kind == "torch-trace":
             return self._trace_report(req, rf, error, build, rf.path / (TRACE + suffix))
         # the copy ingest() made of an export (a .nsys-rep is read by nsys, which names it itself)
@@ -204,7 +204,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
     ) -> Ending:
         """The report of the ranges of the folder's nsys export (also of what nsys wrote before
         the program failed or was stopped); the export is read once, for both."""
-        located = _located(rf.path / SQLITE)
+        located = compressed.locate(rf.path / SQLITE)
         handed: list = []  # the export manifest() read, handed on to the report: the file is read once
 
         def manifest() -> dict[str, Any]:
@@ -234,7 +234,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
                 rf, frame_from_capture(located, wman, run=rf.path.name, export=handed.pop())
             )
 
-        found = manifest if located is not None else None
+        found = manifest if located.is_file() else None
         return capture_report(
             rf, error, build, found, source=source, copy=copy, parsed=parsed, despite_error=True
         )
@@ -275,14 +275,6 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
         return Parsed(
             frame, warnings=list(rf.manifest.get("notes") or []), lost=NsysBackend().lost_events(rf)
         )
-
-
-def _located(sqlite: Path) -> Path | None:
-    """The run's export, or its .xz/.gz, if there is one."""
-    for p in (sqlite, sqlite.with_name(sqlite.name + ".xz"), sqlite.with_name(sqlite.name + ".gz")):
-        if p.is_file():
-            return p
-    return None
 
 
 def _last_lines(log: Path, lines: int = 10) -> str:

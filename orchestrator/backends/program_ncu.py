@@ -28,6 +28,7 @@ from orchestrator.capture_manifest import capture_baseline, capture_workload, si
 from orchestrator.capture_ranges import ANY_DOMAIN, RangeFilter
 from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import GprofError, ParseError, ToolFailedError
+from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
@@ -101,9 +102,7 @@ class ProgramNcuBackend(ToolBackend[ProgramRequest]):
             src = Path(req.given or req.capture)
             source, borrowed = str(src), sibling_workload(src)
             domain, prefix = ncu_filter(req.ranges, borrowed)
-            rep_path = copy = rf.path / (
-                REPORT + next((s for s in (".xz", ".gz") if src.name.endswith(s)), "")
-            )
+            rep_path = copy = rf.path / (REPORT + compressed.suffix_of(src))
         read: list = []  # the report manifest() read, which the report is built from
 
         def manifest() -> dict[str, Any]:

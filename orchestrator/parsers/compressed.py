@@ -38,6 +38,13 @@ def is_compressed(path: Path | str) -> bool:
     return Path(path).suffix in OPENERS
 
 
+def suffix_of(path: Path | str) -> str:
+    """The compression suffix `path`'s name ends with (".xz", ".gz"), else "": what a copy of it
+    keeps, so it is read the same way."""
+    name = Path(path).name
+    return next((s for s in OPENERS if name.endswith(s)), "")
+
+
 def locate(path: Path | str) -> Path:
     """`path` where it exists, else the first of `path.xz`, `path.gz` that does; else `path`
     itself (so the reader's "no such file" names the file it looked for)."""
