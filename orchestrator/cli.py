@@ -14,7 +14,7 @@ import click
 
 from orchestrator import __version__, backends
 from orchestrator.cli_capture import exec_group, import_cmd
-from orchestrator.cli_output import _run_and_print, error_doc, exit_internal, exit_with_error
+from orchestrator.cli_output import error_doc, exit_internal, exit_with_error, run_and_print
 from orchestrator.cli_reports import compare, report
 from orchestrator.errors import (
     EXIT_BROKEN_PIPE,
@@ -286,7 +286,7 @@ def _execute(ctx: click.Context, backend: str, **kw) -> None:
     if kw.pop("dry_run"):
         _dry_run(workload, backend, kw)
         return
-    _run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
+    run_and_print(_entry(workload, backend, kw), fmt, False, per_kernel)
 
 
 def _dry_run(workload: str, backend: str, kw: dict) -> None:

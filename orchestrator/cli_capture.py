@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from orchestrator.backends.program_options import ProgramNcuOptions, ProgramOptions
-from orchestrator.cli_output import _run_and_print
+from orchestrator.cli_output import run_and_print
 from reports.formats import FORMATS
 from workloads.nvtx_ranges import RANGE_PREFIX
 
@@ -115,7 +115,7 @@ def import_cmd(
     # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture as cap
 
-    _run_and_print(
+    run_and_print(
         lambda: cap.import_capture(
             capture,
             ranges=ranges,
@@ -202,7 +202,7 @@ def exec_nsys(
         for step in be.commands(req, Path(out).resolve() if out else Path("<run-folder>")):
             click.echo(format_argv(step.argv))
         return
-    _run_and_print(
+    run_and_print(
         lambda: cap.profile_program(list(cmd), "nsys", cli_argv=sys.argv, **opts), fmt, as_json, per_kernel
     )
 
@@ -261,7 +261,7 @@ def exec_ncu(
         for step in be.commands(req.validate(), Path(out).resolve() if out else Path("<run-folder>")):
             click.echo(format_argv(step.argv))
         return
-    _run_and_print(
+    run_and_print(
         lambda: capture_ncu.profile_program_ncu(
             list(cmd),
             ranges=ranges,

@@ -110,7 +110,7 @@ def run_doc(
     return doc
 
 
-def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
+def print_run(run, fmt: str, per_kernel: bool = False) -> None:
     # why lazy: it imports pandas, which importing cli_output must not
     from reports import render, term
 
@@ -164,7 +164,7 @@ def _print_run(run, fmt: str, per_kernel: bool = False) -> None:
         )
 
 
-def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
+def run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> None:
     fmt = "json" if as_json else fmt
     click.get_current_context().meta["gprof.per_kernel"] = per_kernel
     try:
@@ -174,6 +174,6 @@ def _run_and_print(fn, fmt: str, as_json: bool, per_kernel: bool = False) -> Non
         # the data collected goes where data goes, stdout (`--format csv > out.csv` keeps it);
         # the error, to stderr (JSON: the Group prints the partial run with the error in it)
         if partial is not None and fmt != "json":
-            _print_run(partial, fmt, per_kernel=per_kernel)
+            print_run(partial, fmt, per_kernel=per_kernel)
         raise
-    _print_run(run, fmt, per_kernel=per_kernel)
+    print_run(run, fmt, per_kernel=per_kernel)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from orchestrator.backends.ops_option import OPS_HELP
-from orchestrator.cli_output import _print_run, run_doc
+from orchestrator.cli_output import print_run, run_doc
 from orchestrator.errors import (
     EXIT_PARSE,
     EXIT_RUN_FAILED,
@@ -173,7 +173,7 @@ def report(runs, fmt, as_json, per_kernel, ops) -> None:
         if fmt == "json":  # one document on stdout: printed once every folder is read
             docs.append(doc)
         else:
-            _print_run(run, fmt, per_kernel=per_kernel)
+            print_run(run, fmt, per_kernel=per_kernel)
         if not run.saved:
             click.echo(f"gprof-orch: {path} is read-only: its saved reports were not rewritten", err=True)
         if doc["exit_code"]:

@@ -13,7 +13,7 @@ import pandas as pd
 from orchestrator import backends
 from orchestrator.cluster.each_gpu import each_gpu_table, slow_lines
 from orchestrator.errors import ParseError, ToolFailedError, ToolNotFoundError
-from orchestrator.results import Run, _weighting_legend, _words, build_report, heading, report_doc
+from orchestrator.results import Run, build_report, heading, joined_words, report_doc, weighting_footer
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder, disk_error, run_exit_code
 from reports.schema import concat
 
@@ -89,7 +89,7 @@ class MultiRun:
         w = self.workload
         dev = (w.get("env") or {}).get("device_name") or w.get("device", "")
         what = {"all": "all backends", "each-gpu": "each GPU"}.get(self.kind, "sweep")
-        return heading(self.manifest.get("workload"), _words(what, dev and f"on {dev}"), self.path)
+        return heading(self.manifest.get("workload"), joined_words(what, dev and f"on {dev}"), self.path)
 
     def footer(self) -> list[str]:
         """The lines printed under the merged table: how the run ended, the children skipped or
@@ -105,7 +105,7 @@ class MultiRun:
             f"{name}: unreadable, left out of the table: {why}" for name, why in self.unreadable.items()
         ]
         for name, r in self.runs.items():
-            weighted = _weighting_legend(r)
+            weighted = weighting_footer(r)
             if weighted:
                 lines.append(f"{name}: {weighted}")
         if self.kind == "all":

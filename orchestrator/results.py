@@ -84,8 +84,8 @@ class Run:
             else "iterations per variant"
         )
         return heading(
-            _words(self.backend, w.get("workload")),
-            _words(shape, w.get("dtype"), dev and f"on {dev}"),
+            joined_words(self.backend, w.get("workload")),
+            joined_words(shape, w.get("dtype"), dev and f"on {dev}"),
             count,
             self.path,
         )
@@ -131,7 +131,7 @@ class Run:
         if unsized and w.get("device") != "cpu":
             lines.append(f"no bytes_moved recorded for {', '.join(unsized)}: GB/s and % peak BW left empty")
         lines += self._backend().footer(w)
-        weighted = _weighting_legend(self)
+        weighted = weighting_footer(self)
         if weighted:
             lines.append(weighted)
         if not self.outside.empty:
@@ -166,7 +166,7 @@ def heading(*fields: Any) -> str:
     return " | ".join(str(f) for f in fields if f)
 
 
-def _words(*words: Any) -> str:
+def joined_words(*words: Any) -> str:
     """The non-empty words, one space between them."""
     return " ".join(str(w) for w in words if w)
 
@@ -315,7 +315,7 @@ def replaced_builtin(w: dict) -> str:
     )
 
 
-def _weighting_legend(run: Any) -> str | None:
+def weighting_footer(run: Any) -> str | None:
     """The footer line on variants whose ncu readings are time-weighted over several kernels."""
     # why lazy: it imports numpy, which importing results must not
     from reports.kernels import weighting_legend

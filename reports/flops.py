@@ -82,12 +82,15 @@ def columns(
     """Fills the row's compute columns (COLUMNS) and, where ncu has not, its `bound`; returns where
     its FLOPs come from ("" when none: nothing is filled)."""
     flops, source = flops_per_call(g, iters)
+    unit = v.get("flop_unit")
+    if not source and median_ns > 0:
+        flops, unit = counted_per_call(row, median_ns)
+        source = "ncu" if unit else ""
     if not source or not median_ns > 0:
         return ""
     row["tflop_s"] = flops / median_ns / 1e3  # FLOPs per ns / 1e3 = TFLOP/s
     row["flops_source"] = source
-    unit = v.get("flop_unit")
-    peak = unit_peak(v, env)
+    peak = unit_peak({"flop_unit": unit}, env)
     roof = _rate(
         _dict(_dict(env.get("compute_roof")).get(unit)).get("flop_per_s") if isinstance(unit, str) else None
     )
@@ -104,6 +107,17 @@ def columns(
     if verdict and not (isinstance(row.get("bound"), str) and row["bound"]):
         row["bound"] = verdict
     return source
+
+
+def counted_per_call(row: dict[str, Any], median_ns: float) -> tuple[float, str]:
+    """(FLOPs of one call, unit) from the tensor-core FLOPs ncu counted (the row's roofline point,
+    reports/roofline.py), for a variant that declares none; (NaN, "") without them. An ncu
+    variant's time is its kernels' time, so the rate over it is the count over the call."""
+    precision, achieved = str(row.get("roofline_precision") or ""), row.get("achieved_gflop_s")
+    if not precision.endswith("-tensor") or not (isinstance(achieved, float) and achieved > 0):
+        return math.nan, ""
+    unit = precision if precision == "fp64-tensor" else precision.removesuffix("-tensor")
+    return achieved * median_ns, unit  # GFLOP/s x ns = FLOPs
 
 
 def unit_peak(v: dict[str, Any], env: dict[str, Any]) -> float | None:
@@ -161,20 +175,26 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
         return []
     env = w.get("env") or {}
     measured = set(table.loc[table["tflop_s"].notna(), "variant"])
-    units = list(
-        dict.fromkeys(
-            v["flop_unit"]
-            for v in w.get("variants", [])
-            if isinstance(v.get("flop_unit"), str) and v["name"] in measured
+    declared = [
+        v["flop_unit"]
+        for v in w.get("variants", [])
+        if isinstance(v.get("flop_unit"), str) and v["name"] in measured
+    ]
+    counted = [
+        u
+        for _, u in (
+            counted_per_call(r, 1.0) for r in table.to_dict("records") if r.get("flops_source") == "ncu"
         )
-    )
+    ]
+    units = list(dict.fromkeys(declared + counted))
     names, peaks = _dict(env.get("flop_units")), _dict(env.get("peak_flops"))
     source = env.get("peak_flops_source", "")
     lines = []
     known = [u for u in units if _rate(peaks.get(u))]
     if known:
         against = ", ".join(f"{peaks[u] / 1e12:,.0f} TFLOP/s ({source}: {names.get(u, u)})" for u in known)
-        lines.append(f"% peak FLOP/s against {against}; TFLOP/s counts the FLOPs each variant declares")
+        tail = "" if counted else "; TFLOP/s counts the FLOPs each variant declares"
+        lines.append(f"% peak FLOP/s against {against}{tail}")
     if w.get("device") == "cpu":
         lines.append(
             "% peak FLOP/s left empty: no peak FLOP/s for a CPU run; TFLOP/s is the FLOPs each variant "
@@ -183,11 +203,18 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
     elif [u for u in units if u not in known]:
         missing = ", ".join(names.get(u, u) for u in units if u not in known)
         lines.append(f"no peak FLOP/s for {missing} ({source}): % peak FLOP/s left empty")
-    meta = table.loc[table.get("flops_source", pd.Series(dtype=object)) == "launch_metadata", "variant"]
+    sources = table.get("flops_source", pd.Series(dtype=object))
+    meta = table.loc[sources == "launch_metadata", "variant"]
     if len(meta):
         lines.append(
             f"TFLOP/s of {', '.join(meta)} from the FLOPs its Triton kernels' launch_metadata declares "
             "(the workload declares none)"
+        )
+    counted = table.loc[sources == "ncu", "variant"]
+    if len(counted):
+        lines.append(
+            f"TFLOP/s of {', '.join(counted)} from the tensor-core FLOPs ncu counted "
+            "(sm__ops_path_tensor_*; the workload declares none)"
         )
     roofs = _dict(env.get("compute_roof"))
     shown = [u for u in units if _rate(_dict(roofs.get(u)).get("flop_per_s"))]

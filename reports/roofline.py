@@ -64,19 +64,26 @@ CHART_ONLY = ["roofline_precision", "roof_gflop_s", "roof_dram_gb_s", "measured_
 SECTION = "SpeedOfLight_RooflineChart"
 
 
-def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict[str, Any]:
+def point(
+    rows: pd.DataFrame,
+    measured_bytes_per_s: float | None = None,
+    peak_flops: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The roofline columns (ROOFLINE_COLUMNS) of one variant's frame rows: NaN (and "" for the
     precision) when the rows hold no roofline rates or no DRAM traffic; a point without FLOPs
     keeps its roofs but has no intensity or % of roof (it is not on a FLOP roofline).
     `measured_bytes_per_s`: the GPU's attainable DRAM bandwidth (workloads/memory_roof.py), the
     second memory roof; `pct_of_measured_roof` is the variant's DRAM bytes/s over it.
+    Where ncu counted more tensor-core FLOPs than SIMT ones (TENSOR_RATES), the point is the tensor
+    cores': their FLOP/s against `peak_flops` (workload.json's datasheet peaks by unit, dense) for
+    the format with the most; no % of roof where the datasheet gives no peak.
 
     Example:
         >>> point(frame[frame["variant"] == "mul"], 4.1e12)["pct_of_measured_roof"]
     """
     out: dict[str, Any] = dict.fromkeys(ROOFLINE_COLUMNS, np.nan)
     out["roofline_precision"] = ""
-    if rows.empty or not rows["metric"].isin([PEAK_TRAFFIC]).any():
+    if rows.empty:
         return out
     traffic, peak_traffic = time_weighted(rows, TRAFFIC), time_weighted(rows, PEAK_TRAFFIC)
     if measured_bytes_per_s and measured_bytes_per_s > 0 and traffic > 0:
@@ -86,7 +93,19 @@ def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict
         )
     work = {p: (time_weighted(rows, a), time_weighted(rows, pk)) for p, (a, pk) in PRECISIONS.items()}
     work = {p: w for p, w in work.items() if math.isfinite(w[0]) and math.isfinite(w[1]) and w[1] > 0}
-    if not work or not (peak_traffic > 0) or not (traffic > 0):
+    tensor = {u: time_weighted(rows, m) for u, m in TENSOR_RATES.items()}
+    tensor = {u: w for u, w in tensor.items() if math.isfinite(w) and w > 0}
+    if tensor and max(tensor.values()) > max((w[0] for w in work.values()), default=0.0):
+        # the tensor counters stand without the roofline section: a capture with only them
+        # still reads its TFLOP/s (no intensity without its DRAM bytes)
+        unit = max(tensor, key=lambda u: tensor[u])
+        peak = (peak_flops or {}).get(unit)
+        peak = float(peak) if isinstance(peak, (int, float)) and peak > 0 else None
+        out.update(_tensor_point(unit, tensor[unit], traffic, peak_traffic, peak))
+        return out
+    if not (peak_traffic > 0) or not (traffic > 0):
+        return out
+    if not work:
         return out
     # the most FLOPs; fp32 first on a tie (dict order), as a kernel with no FLOPs at all
     precision = max(work, key=lambda p: work[p][0])
@@ -102,22 +121,49 @@ def point(rows: pd.DataFrame, measured_bytes_per_s: float | None = None) -> dict
     return out
 
 
-# the units whose work runs on the tensor cores (workloads/devices.py FLOP_UNITS)
-TENSOR_UNITS = ("bf16", "fp16", "tf32", "fp8")
+# the units whose work runs on the tensor cores (workloads/devices.py FLOP_UNITS) -> the frame's
+# metric of the FLOPs per second ncu counted on them (orchestrator/parsers/ncu_metrics.py
+# TENSOR_FLOPS, the same names)
+TENSOR_RATES: dict[str, str] = {
+    u: f"tensor_{u.removesuffix('-tensor')}_flop_per_s"
+    for u in ("bf16", "fp16", "tf32", "fp8", "fp64-tensor")
+}
+TENSOR_UNITS = tuple(TENSOR_RATES)
+
+
+def _tensor_point(
+    unit: str, achieved: float, traffic: float, peak_traffic: float, peak: float | None
+) -> dict[str, Any]:
+    """The roofline columns of tensor-core work at `achieved` FLOP/s over `traffic` DRAM bytes/s,
+    against the unit's dense `peak` (no roof, no % of roof without one)."""
+    out: dict[str, Any] = {
+        "roofline_precision": unit if unit.endswith("-tensor") else f"{unit}-tensor",
+        "achieved_gflop_s": achieved / 1e9,
+    }
+    if peak:
+        out["roof_gflop_s"] = peak / 1e9
+    if not (traffic > 0 and peak_traffic > 0):
+        return out
+    intensity = achieved / traffic
+    out.update(arithmetic_intensity=intensity, roof_dram_gb_s=peak_traffic / 1e9)
+    if peak:
+        out["pct_of_roof"] = 100.0 * achieved / roof_at(intensity, peak, peak_traffic)
+    return out
 
 
 def declared_tensor_point(
     rows: pd.DataFrame, row: dict[str, Any], unit: Any, peak_flop_per_s: float | None
 ) -> dict[str, Any]:
-    """The roofline columns of a variant whose work runs on the tensor cores, or {} for any other.
-    ncu's roofline rates count SIMT instructions (FADD/FMUL/FFMA and their FP64 and FP16 kin),
-    never the tensor cores' work: a bf16 GEMM would sit a thousand times under the FP32 roof,
-    its % of roof beside the point. So a variant that declares its FLOPs in a tensor unit
-    (`unit`: bf16, fp16, tf32, fp8) and has an ncu point gets its point from them: its TFLOP/s
-    (the declared FLOPs over its kernel time, reports/flops.py) over ncu's DRAM bytes/s, against
-    the datasheet's dense peak for that unit (`peak_flop_per_s`) and ncu's DRAM roof. Kept only
-    where the declared work is above the SIMT work ncu counted (a kernel off the tensor cores
-    keeps ncu's own point).
+    """The roofline columns of a variant whose work runs on the tensor cores, from the FLOPs it
+    declares, or {} for any other. For a report without ncu's tensor FLOP counters (point takes
+    them where it has them): ncu's roofline rates count SIMT instructions (FADD/FMUL/FFMA and
+    their FP64 and FP16 kin), never the tensor cores' work, so a bf16 GEMM would sit a thousand
+    times under the FP32 roof. A variant that declares its FLOPs in a tensor unit (`unit`: bf16,
+    fp16, tf32, fp8) and has an ncu point gets its point from them: its TFLOP/s (the declared
+    FLOPs over its kernel time, reports/flops.py) over ncu's DRAM bytes/s, against the
+    datasheet's dense peak for that unit (`peak_flop_per_s`) and ncu's DRAM roof. Kept only where
+    the declared work is above the work ncu counted (a kernel off the tensor cores keeps ncu's
+    own point).
 
     Example (the H200's cuBLAS bf16 8192 matmul under ncu: 793 TFLOP/s declared, 80% of the roof):
         >>> declared_tensor_point(rows, row, "bf16", 989.4e12)["pct_of_roof"]
@@ -126,20 +172,15 @@ def declared_tensor_point(
     tflops, counted = row.get("tflop_s"), row.get("achieved_gflop_s")
     if unit not in TENSOR_UNITS or not peak_flop_per_s or not (isinstance(tflops, float) and tflops > 0):
         return {}
+    if str(row.get("roofline_precision", "")).endswith("-tensor"):
+        return {}  # ncu counted the tensor cores' work: its point stands
     traffic, peak_traffic = time_weighted(rows, TRAFFIC), time_weighted(rows, PEAK_TRAFFIC)
     if not (traffic > 0 and peak_traffic > 0):
         return {}  # no ncu point: not an ncu run, or one without the roofline section
     achieved = tflops * 1e12
     if isinstance(counted, float) and math.isfinite(counted) and counted * 1e9 >= achieved:
         return {}
-    intensity = achieved / traffic
-    return {
-        "roofline_precision": f"{unit}-tensor",
-        "achieved_gflop_s": achieved / 1e9,
-        "arithmetic_intensity": intensity,
-        "roof_gflop_s": peak_flop_per_s / 1e9,
-        "pct_of_roof": 100.0 * achieved / roof_at(intensity, peak_flop_per_s, peak_traffic),
-    }
+    return _tensor_point(unit, achieved, traffic, peak_traffic, peak_flop_per_s)
 
 
 def roof_at(intensity: float, peak_flop_per_s: float, peak_bytes_per_s: float) -> float:

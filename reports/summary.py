@@ -128,7 +128,12 @@ def _variant_row(
         env = wman.get("env") or {}
         roof = env.get("memory_roof") if isinstance(env.get("memory_roof"), dict) else {}
         t, kernel_sets[name] = _measured_columns(
-            row, g, iters, env.get("peak_bandwidth_bytes_per_s"), roof.get("bytes_per_s")
+            row,
+            g,
+            iters,
+            env.get("peak_bandwidth_bytes_per_s"),
+            roof.get("bytes_per_s"),
+            env.get("peak_flops"),
         )
         flops.columns(row, g, v, env, t["median"], iters)
         # a tensor-core variant's roofline point from its declared FLOPs (ncu counts SIMT work only)
@@ -169,10 +174,16 @@ def _stopped_row(row: dict[str, Any], g: pd.DataFrame, note: str) -> str:
 
 
 def _measured_columns(
-    row: dict[str, Any], g: pd.DataFrame, iters: int, peak: float | None, roof: float | None = None
+    row: dict[str, Any],
+    g: pd.DataFrame,
+    iters: int,
+    peak: float | None,
+    roof: float | None = None,
+    peak_flops: dict[str, Any] | None = None,
 ) -> tuple[dict[str, float], frozenset[str]]:
     """Fills a measured variant's numeric columns into row from its rows g; returns the
-    statistics of its time samples and the set of kernels it launched."""
+    statistics of its time samples and the set of kernels it launched. `peak`: the DRAM peak
+    bytes/s, `roof` the measured one, `peak_flops` the datasheet's FLOP/s by unit."""
     times = g.loc[g["metric"] == "time_ns", "value"].to_numpy()
     t = sample_stats(times)
     c = sample_stats(g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy())
@@ -204,7 +215,8 @@ def _measured_columns(
         row[col.name] = aggregate(g, col)
     if pd.notna(row.get("dram_pct_of_peak")) and pd.notna(row.get("sm_pct_of_peak")):
         row["bound"] = "memory" if row["dram_pct_of_peak"] >= row["sm_pct_of_peak"] else "compute"
-    row.update(roofline_point(g, roof))  # reports/roofline.py: ncu's roofline rates, time-weighted
+    # reports/roofline.py: ncu's roofline rates (SIMT or tensor cores), time-weighted
+    row.update(roofline_point(g, roof, peak_flops if isinstance(peak_flops, dict) else None))
     return t, frozenset(launches.index)
 
 

@@ -378,7 +378,7 @@ def test_python_api_is_exported():
     assert orchestrator.import_capture is capture.import_capture
 
 
-# ------------------------------------------------------------------------------ nested ranges (issue 16)
+# ------------------------------------------------------------------------------ nested ranges
 
 
 def test_nesting_and_inclusive_activity_on_gpu_kernels():

@@ -199,7 +199,7 @@ def test_a_local_cluster_sweep_uses_both_workers_in_the_serial_format(tmp_path, 
     for kept in ("report.csv", "report.json", "report.md", "report.html", "frame.csv"):
         assert (out / kept).is_file()
     serial_child = {p.name for p in (serial.path / "1000000-float32").iterdir()}
-    # spec.json: the runner's resolved spec, which runs since issue 14 write (the committed one predates it)
+    # spec.json: the runner's resolved spec, which runs write since the runner resolves it (the committed one predates it)
     assert {p.name for p in (out / "1000-float32").iterdir()} == serial_child | {"spec.json"}
     res = cli("report", str(out), "--json")
     assert res.exit_code == 0, res.output

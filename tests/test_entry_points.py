@@ -1,4 +1,4 @@
-"""Explicit entry points (issue 14): `profile` runs one backend at one size and dtype; a sweep
+"""Explicit entry points: `profile` runs one backend at one size and dtype; a sweep
 and every backend are `sweep` and `profile_all`, which the CLI calls when it means them."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Behaviour kept (issue 14): every committed run folder rebuilds to the tables saved in
+"""Behaviour kept: every committed run folder rebuilds to the tables saved in
 tests/fixtures/golden by scripts/golden_tables.py before the schema/backend refactor began.
 A refactor that changes a number, a column, a row or a footer line fails here."""
 

@@ -156,7 +156,7 @@ def test_ncu_runs_equal_ncu_report(name, h200_run):
 
 
 def test_ncu_fast_kernels_reach_85_percent_of_dram_peak(h200_run):
-    # DRAM % peak: time-weighted over the variant's launches (issue 16), not their median
+    # DRAM % peak: time-weighted over the variant's launches, not their median
     tri = _t(load_run(h200_run("ncu-triton-mean")))
     assert tri.loc["triton_fast", "dram_pct_of_peak"] == pytest.approx(90.48, abs=0.01)
     # the lecture kernel is 99.8% of triton_lecture's time and reads at 3.8% of peak; the median

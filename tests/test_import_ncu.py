@@ -1,4 +1,4 @@
-"""`gprof-orch import FILE.ncu-rep` (issue 16): an Nsight Compute report made by anyone,
+"""`gprof-orch import FILE.ncu-rep`: an Nsight Compute report made by anyone,
 reported per NVTX range as `gprof-orch ncu` reports its own; real H200 reports."""
 
 import json

@@ -345,7 +345,7 @@ def test_cuda_sources_text():
     assert "dim3 threads_per_block(16, 16);" in src["lecture"]
     assert "result[idx] = matrix[idx] * matrix[idx];" in src["lecture"]
     assert "float4" in src["fast"] and "gprof_launch_vec4" in src["fast"]
-    # the launch asks the runtime nothing per call (issue 17: host time on every launch)
+    # the launch asks the runtime nothing per call (host time on every launch)
     assert "cudaOccupancy" not in src["fast"] and "cudaFuncGetAttributes" not in src["fast"]
     assert src["cuda"].count("__global__") == 3
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME" in src["cpp"] and "torch/" not in src["cpp"]

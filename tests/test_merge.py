@@ -178,7 +178,7 @@ def test_a_sweep_point_whose_folder_is_gone_is_unreadable_not_skipped(h200_run):
 
 
 def test_report_on_an_all_folder_with_one_damaged_result_keeps_the_others(h200_run):
-    """Issue 14: one unreadable backend result in an `all` folder (its ncu report cut short)
+    """One unreadable backend result in an `all` folder (its ncu report cut short)
     used to make `report` exit with no merged table. Now the others' merged table is printed,
     the damaged one named with its reason, and the exit code says a result could not be read."""
     folder = h200_run("all-square")

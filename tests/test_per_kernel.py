@@ -1,4 +1,4 @@
-"""Multi-kernel variants (issue 16): each variant's kernels one by one (`run.kernels`,
+"""Multi-kernel variants: each variant's kernels one by one (`run.kernels`,
 `--per-kernel`, report.html), and ncu's readings time-weighted over a variant's kernels instead
 of a median across different kernels. On the committed H200 run folders; the expected numbers
 are computed here from the rebuilt run's unified frame rows, apart from reports/kernels.py."""

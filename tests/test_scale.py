@@ -1,4 +1,4 @@
-"""Big runs on one machine (issue 18): an nsys export repeated N times by
+"""Big runs on one machine: an nsys export repeated N times by
 benchmarks/bench_scale.py's builder gives exactly N times every variant's launches and GPU ns, the
 same per-iteration numbers, and the frame as frame.parquet, with frame.csv only under
 reports.render.FRAME_CSV_MAX_ROWS rows or when asked (GPROF_FRAME_CSV). The timings at

@@ -1,4 +1,4 @@
-"""Columns declared once (reports/schema.py, issue 14): a column read from an ncu metric is one
+"""Columns declared once (reports/schema.py): a column read from an ncu metric is one
 line there, and the ncu backend then collects the metric and the tables fill it; a column nobody
 declared is shown, not dropped; a backend's merged column comes from the backend."""
 

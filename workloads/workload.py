@@ -73,7 +73,7 @@ class Variant:
             object.__setattr__(self, "label", self.name)
 
 
-def _default_input(shape: tuple[int, ...], dtype: str, device: str, seed: int):
+def default_input(shape: tuple[int, ...], dtype: str, device: str, seed: int):
     import torch
 
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -101,7 +101,7 @@ class Workload:
     reference: Callable[[Any], Any]
     bytes_moved: Callable[[int, int], int]
     baseline: str = ""
-    make_input: Callable[[tuple[int, ...], str, str, int], Any] = _default_input
+    make_input: Callable[[tuple[int, ...], str, str, int], Any] = default_input
     # the shape a run without --size takes: default_shape on a GPU, cpu_default_shape on the CPU;
     # a workload that sets only default_shape runs it on the CPU too (__post_init__ settles both)
     default_shape: tuple[int, ...] | None = None

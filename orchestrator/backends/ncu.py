@@ -69,6 +69,7 @@ KERNEL_METRICS = {
     # the roofline (reports/roofline.py): achieved and peak rates, time-weighted per variant there
     "dram_bytes_per_s": ("dram_bytes_per_s", "bytes/s"),
     **{r.column: (r.column, r.unit) for r in ncu_rep.ROOFLINE_RATES},
+    **{t.column: (t.column, "flop/s") for t in ncu_rep.TENSOR_FLOPS},
 }
 
 
@@ -78,6 +79,12 @@ def table_metrics() -> list[str]:
     return [
         c.source.removeprefix(NCU_SOURCE) for c in schema.REPORT_COLUMNS if c.source.startswith(NCU_SOURCE)
     ]
+
+
+def tensor_metrics(exe: str) -> list[str]:
+    """The tensor pipe's FLOP counters (ncu_rep.TENSOR_FLOPS) the attached GPU has: the roofline
+    point of a tensor-core kernel. Asked of ncu first, as their names differ by chip."""
+    return ncu_tool.on_this_gpu(exe, ncu_rep.tensor_counters())
 
 
 # the program of `doctor --check`'s ncu run: one real kernel
@@ -190,10 +197,12 @@ class NcuBackend(ToolBackend):
         return out
 
     def commands(self, req: Request, run_dir: Path) -> list[Step]:
-        """The one ncu command (pure): the runner under `ncu --nvtx`, the default sections and
-        metrics unless --set/--section/--metrics replace them, plus every metric a table column reads."""
+        """The one ncu command: the runner under `ncu --nvtx`, the default sections and metrics
+        unless --set/--section/--metrics replace them, plus every metric a table column reads and
+        the tensor FLOP counters this GPU has (one `ncu --query-metrics`, nothing else runs)."""
         o: NcuOptions = self.opts(req)  # type: ignore[assignment]
-        argv = [self.exe(req), "--nvtx", *self.nvtx_filters(req)]
+        exe = self.exe(req)
+        argv = [exe, "--nvtx", *self.nvtx_filters(req)]
         if o.ncu_set:
             argv += ["--set", o.ncu_set]
         for s in o.sections():
@@ -203,6 +212,7 @@ class NcuBackend(ToolBackend):
                 list(o.ncu_metrics)
                 + ([] if o.ncu_set or o.ncu_sections else list(DEFAULT_METRICS))
                 + table_metrics()
+                + tensor_metrics(exe)
             )
         )
         if metrics:
@@ -224,10 +234,10 @@ class NcuBackend(ToolBackend):
 
     @staticmethod
     def program_argv(exe: str, argv: list[str], run_dir: Path, ncu_args: list[str]) -> list[str]:
-        """`exec ncu`'s command (pure): ncu over a whole program, every kernel with its NVTX stack
+        """`exec ncu`'s command: ncu over a whole program, every kernel with its NVTX stack
         (`--nvtx`), the sections and metrics `gprof-orch ncu` collects (so the table has the same
-        columns), one report."""
-        metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics()]))
+        columns; the tensor counters as this GPU names them, one `ncu --query-metrics`), one report."""
+        metrics = ",".join(dict.fromkeys([*DEFAULT_METRICS, *table_metrics(), *tensor_metrics(exe)]))
         return [
             exe,
             "--nvtx",

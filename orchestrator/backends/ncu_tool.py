@@ -8,10 +8,13 @@ ncu's log. The parsers (orchestrator.parsers.ncu_rep, ncu_csv) only read files.
 - `load`: that, or without the ncu_report module, `ncu --import` exporting the report's raw and
   details pages as CSV for the parser.
 - `ncu_errors`, `classify_ncu_failure`: what ncu's `--log-file` says went wrong.
+- `on_this_gpu`: which of some metrics the attached GPU has (`ncu --query-metrics`), for the
+  metrics whose names differ by chip: ncu fails a whole run on one it does not know.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import re
@@ -81,6 +84,48 @@ def read_report(
     return ncu_rep.read_report(
         path, domain=domain, prefix=prefix, extract=lambda p: _extract_isolated(p, timeout)
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The metrics of the attached GPU.
+
+
+def query_argv(ncu: str | Path) -> list[str]:
+    """The command that lists the attached GPU's metrics, one base name first on each line."""
+    return [str(ncu), "--query-metrics"]
+
+
+def listed_metrics(text: str) -> frozenset[str]:
+    """The base metric names of `ncu --query-metrics` output: each line's first word that looks
+    like a metric (unit__name); headers and descriptions are not."""
+    return frozenset(
+        w for w in (line.split(maxsplit=1)[0] for line in text.splitlines() if line.strip()) if "__" in w
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _gpu_metrics(ncu: str, timeout: float) -> frozenset[str]:
+    with tempfile.TemporaryDirectory(prefix="gprof-ncu-query-") as tmp:
+        try:
+            res = proc.run(query_argv(ncu), log_dir=Path(tmp), name="query", timeout=timeout)
+        except (ToolFailedError, ToolNotFoundError):
+            return frozenset()
+        if res.returncode != 0:
+            return frozenset()
+        return listed_metrics(res.stdout.read_text(errors="replace"))
+
+
+def on_this_gpu(ncu: str | Path, metrics: list[str], timeout: float = 120.0) -> list[str]:
+    """Those of `metrics` (full names, `base.rollup`) whose base the attached GPU has, in their
+    order; [] when ncu cannot list them (no GPU, an old ncu): the run goes on without them.
+    One query per ncu per process (about a second).
+
+    Example:
+        >>> on_this_gpu("ncu", ["sm__ops_path_tensor_src_bf16_dst_fp32.sum"])
+        ['sm__ops_path_tensor_src_bf16_dst_fp32.sum']
+    """
+    known = _gpu_metrics(str(ncu), timeout)
+    return [m for m in metrics if m.split(".", 1)[0] in known]
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from orchestrator.capture_request import ProgramRequest
 from orchestrator.errors import GprofError, ParseError, ToolFailedError
 from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
+from workloads.devices import FLOP_UNITS, peak_flops
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
 if TYPE_CHECKING:
@@ -203,6 +204,11 @@ def ncu_manifest(
     )
     if len(named) and str(named.iloc[0]).strip():  # the GPU ncu profiled on: the title names it
         env.setdefault("device_name", str(named.iloc[0]).strip())
+    # the datasheet's peaks, for the % of peak of the tensor-core FLOPs ncu counted
+    peaks, why = peak_flops(str(env.get("device_name") or ""))
+    env.setdefault("peak_flops", peaks)
+    env.setdefault("peak_flops_source", why)
+    env.setdefault("flop_units", dict(FLOP_UNITS))
     return capture_workload(
         name,
         description=f"NVTX ranges ({domain or '*'}@{prefix}*) of {source}",

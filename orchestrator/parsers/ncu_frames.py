@@ -19,9 +19,11 @@ from orchestrator.parsers.ncu_metrics import (
     METRIC_COLUMNS,
     ROOFLINE_RATES,
     RULE_COLUMNS,
+    TENSOR_FLOPS,
     KeyMetric,
     NcuReport,
     RooflineRate,
+    TensorFlops,
     normalize_unit,
 )
 
@@ -138,6 +140,8 @@ def _kernels_frame(where: str | Path, records: list[dict], variant: dict, lookup
             rec[key.column] = _key_value(where, lookup, kid, key)
         for rate in ROOFLINE_RATES:
             rec[rate.column] = _rate_value(where, lookup, kid, rate)
+        for work in TENSOR_FLOPS:
+            rec[work.column] = _tensor_rate(lookup, kid, work, rec["duration_ns"])
         krows.append(rec)
     kernels = pd.DataFrame(krows, columns=KERNEL_COLUMNS)
     kernels["id"] = kernels["id"].astype("int64")
@@ -159,6 +163,18 @@ def _key_value(where: str | Path, lookup: dict, kid: int, key: KeyMetric) -> flo
                     f"{metric} is in {unit!r} after normalisation, expected {key.unit!r} for {key.column}",
                 )
         return float(sum(f[0] for f in found))
+    return math.nan
+
+
+def _tensor_rate(lookup: dict, kid: int, work: TensorFlops, duration_ns: float) -> float:
+    """One launch's tensor FLOPs per second in one format; NaN when the report lacks the counters
+    or the duration. A counter in a unit other than a plain count (a CSV scaled to "Gop"?) reads
+    as missing: the column is optional, the report stays readable."""
+    for alternative in work.sources:
+        found = [lookup.get((kid, m)) for m in alternative]
+        if all(f is not None and math.isfinite(f[0]) and f[1] == "" for f in found):
+            ok = math.isfinite(duration_ns) and duration_ns > 0
+            return float(sum(f[0] for f in found)) / duration_ns * 1e9 if ok else math.nan
     return math.nan
 
 

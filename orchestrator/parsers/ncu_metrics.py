@@ -183,12 +183,57 @@ ROOFLINE_RATES: tuple[RooflineRate, ...] = (
 # the section that holds the FP32/FP64 terms, the DRAM peak and the clocks
 ROOFLINE_SECTION = "SpeedOfLight_RooflineChart"
 
+
+# --------------------------------------------------------------------------------------------
+# Tensor-core work, which the roofline sections above never count (they count SIMT instructions):
+# the tensor pipe's FLOP counters by input format. On GH100 under ncu 2025.3.1 each
+# `sm__ops_path_tensor_src_<format>[_dst_fp32].sum` counts exactly 2 x m x n x k per GEMM, wgmma
+# (HGMMA) and Triton's tl.dot included (docs/nsight-facts.md). The names differ by chip (GH100
+# names fp16 whole, other chips split it by accumulator), so a format takes the first alternative
+# the report holds, and the ncu backend asks only for those the GPU has (ncu fails a run on an
+# unknown metric). int8 and int1 count integer operations, not FLOPs: left out.
+
+
+@dataclass(frozen=True)
+class TensorFlops:
+    """One input format's tensor-core FLOPs: the first alternative whose counters are all in the
+    report, summed; `unit` is the format's name in workloads/devices.py (its datasheet peak)."""
+
+    unit: str
+    sources: tuple[tuple[str, ...], ...]
+
+    @property
+    def column(self) -> str:
+        """The per-launch rate: the counted FLOPs over the launch's duration."""
+        return f"tensor_{self.unit.removesuffix('-tensor')}_flop_per_s"
+
+
+_TENSOR = "sm__ops_path_tensor_src_{}.sum"
+TENSOR_FLOPS: tuple[TensorFlops, ...] = (
+    TensorFlops("bf16", ((_TENSOR.format("bf16_dst_fp32"),),)),
+    TensorFlops(
+        "fp16",
+        ((_TENSOR.format("fp16"),), (_TENSOR.format("fp16_dst_fp32"), _TENSOR.format("fp16_dst_fp16"))),
+    ),
+    TensorFlops("tf32", ((_TENSOR.format("tf32_dst_fp32"),),)),
+    TensorFlops("fp8", ((_TENSOR.format("fp8"),),)),
+    TensorFlops("fp64-tensor", ((_TENSOR.format("fp64"),), (_TENSOR.format("fp64_dst_fp64"),))),
+)
+
+
+def tensor_counters() -> list[str]:
+    """Every counter TENSOR_FLOPS may read, in declaration order (what the backend asks ncu for,
+    of those the GPU has)."""
+    return list(dict.fromkeys(m for t in TENSOR_FLOPS for alt in t.sources for m in alt))
+
+
 KERNEL_COLUMNS = (
     KERNEL_ID_COLUMNS
     + ["kernel_demangled"]
     + list(LAUNCH_METRICS)
     + [k.column for k in KEY_METRICS]
     + [r.column for r in ROOFLINE_RATES]
+    + [t.column for t in TENSOR_FLOPS]
 )
 
 

@@ -39,8 +39,10 @@ from orchestrator.parsers.ncu_metrics import (
     ROOFLINE_RATES,
     ROOFLINE_SECTION,
     RULE_COLUMNS,
+    TENSOR_FLOPS,
     NcuReport,
     normalize_unit,
+    tensor_counters,
 )
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "ROOFLINE_RATES",
     "ROOFLINE_SECTION",
     "RULE_COLUMNS",
+    "TENSOR_FLOPS",
     "NcuReport",
     "extract_raw",
     "have_ncu_report",
@@ -60,6 +63,7 @@ __all__ = [
     "read_csv_details",
     "read_csv_raw",
     "read_report",
+    "tensor_counters",
 ]
 
 PIP_HINT = (

@@ -84,7 +84,7 @@ def read_trace(path: str | Path) -> TorchTrace:
     # The parse creates millions of Python objects, none of them in a cycle: the cyclic GC
     # would walk the growing heap again and again (half the time of a 200 MiB trace) and free
     # nothing.
-    with _gc_paused():
+    with gc_paused():
         data = _loads(path, raw)
         del raw
         if isinstance(data, list):  # the bare-array form of the Chrome trace format
@@ -203,7 +203,7 @@ def _complete_events(path: Path, events: list) -> dict[str, object]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     enabled = gc.isenabled()
     gc.disable()
     try:

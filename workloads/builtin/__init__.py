@@ -5,7 +5,7 @@ Importing this package registers them. Callables import torch and the kernels la
 
 from __future__ import annotations
 
-from workloads.workload import Variant, Workload, _default_input, register
+from workloads.workload import Variant, Workload, default_input, register
 
 # -- the operations --------------------------------------------------------------------------
 
@@ -300,7 +300,7 @@ def _square_matrix(shape, dtype, device, seed):
         raise ValueError(
             f"matmul multiplies an n x n matrix by itself: --size NxN, not {'x'.join(map(str, shape))}"
         )
-    return _default_input(shape, dtype, device, seed)
+    return default_input(shape, dtype, device, seed)
 
 
 register(

@@ -54,7 +54,7 @@ from orchestrator.parsers.nsys.schema import (
     NVTX_STARTEND_RANGE,
     NsysExport,
 )
-from orchestrator.parsers.torch_trace import _gc_paused
+from orchestrator.parsers.torch_trace import gc_paused
 
 try:  # optional: a faster JSON writer
     import orjson as _orjson
@@ -92,7 +92,7 @@ def to_chrome_trace(
     gpu_pid = _gpu_pids(export, att)
 
     events: list[dict] = []
-    with _gc_paused():  # millions of acyclic dicts: the cyclic GC would only slow this 3x
+    with gc_paused():  # millions of acyclic dicts: the cyclic GC would only slow this 3x
         events += _variant_range_events(ranges, prefix, t0)
         events += _nvtx_events(other, t0, last)
         events += _runtime_events(export.runtime, t0)
