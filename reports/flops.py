@@ -152,11 +152,33 @@ def why_lead(r: pd.Series) -> str:
         parts.append(f"{r['pct_of_measured_flops']:.0f}% of the measured FLOP roof")
     if pd.notna(r.get("tensor_active_pct")):
         parts.append(f"tensor cores active {r['tensor_active_pct']:.0f}% of cycles")
+    extra = counted_over_declared(r)
+    if extra:
+        parts.append(extra)
     text = "compute-bound: " + ", ".join(parts)
     ai, ridge = r.get("flops_per_byte"), r.get("ridge_flops_per_byte")
     if pd.notna(ai) and pd.notna(ridge):
         text += f" ({ai:,.0f} FLOP/byte, above the ridge at {ridge:,.0f})"
     return text
+
+
+def counted_over_declared(r: pd.Series) -> str:
+    """Where ncu counted the tensor cores' FLOPs and the workload declares its own: how far the
+    count is off the declared work, past 1% ("" within it). Above: the tensor cores did work the
+    result does not need (a tile that runs past the matrix's edge: cuBLAS's 320-row tiles over
+    8192 rows count 1.6% more); below: part of the work ran off the tensor cores."""
+    counted, declared = r.get("achieved_gflop_s"), r.get("tflop_s")
+    tensor = str(r.get("roofline_precision") or "").endswith("-tensor")
+    if not (tensor and r.get("flops_source") == "workload" and pd.notna(counted) and pd.notna(declared)):
+        return ""
+    if not (counted > 0 and declared > 0):
+        return ""
+    ratio = counted / (declared * 1e3)
+    if ratio > 1.01:
+        return f"ncu counted {100 * (ratio - 1):.1f}% more tensor FLOPs than declared (tile work past the edges, or repeated)"
+    if ratio < 0.99:
+        return f"ncu counted {100 * (1 - ratio):.1f}% fewer tensor FLOPs than declared (work off the tensor cores, or a count declared too high)"
+    return ""
 
 
 def dram_figures(r: pd.Series) -> str:
