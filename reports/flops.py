@@ -175,9 +175,11 @@ def counted_over_declared(r: pd.Series) -> str:
         return ""
     ratio = counted / (declared * 1e3)
     if ratio > 1.01:
-        return f"ncu counted {100 * (ratio - 1):.1f}% more tensor FLOPs than declared (tile work past the edges, or repeated)"
+        why = "tile work past the edges, or repeated"
+        return f"ncu counted {100 * (ratio - 1):.1f}% more tensor FLOPs than declared ({why})"
     if ratio < 0.99:
-        return f"ncu counted {100 * (1 - ratio):.1f}% fewer tensor FLOPs than declared (work off the tensor cores, or a count declared too high)"
+        why = "work off the tensor cores, or a count declared too high"
+        return f"ncu counted {100 * (1 - ratio):.1f}% fewer tensor FLOPs than declared ({why})"
     return ""
 
 
