@@ -90,8 +90,8 @@ def columns(
         return ""
     row["tflop_s"] = flops / median_ns / 1e3  # FLOPs per ns / 1e3 = TFLOP/s
     row["flops_source"] = source
-    peak = unit_peak({"flop_unit": unit}, env)
-    roof = _rate(
+    peak = unit_peak(unit, env)
+    roof = rate(
         _dict(_dict(env.get("compute_roof")).get(unit)).get("flop_per_s") if isinstance(unit, str) else None
     )
     row["pct_of_peak_flops"] = row["tflop_s"] * 1e14 / peak if peak else np.nan
@@ -113,18 +113,25 @@ def counted_per_call(row: dict[str, Any], median_ns: float) -> tuple[float, str]
     """(FLOPs of one call, unit) from the tensor-core FLOPs ncu counted (the row's roofline point,
     reports/roofline.py), for a variant that declares none; (NaN, "") without them. An ncu
     variant's time is its kernels' time, so the rate over it is the count over the call."""
-    precision, achieved = str(row.get("roofline_precision") or ""), row.get("achieved_gflop_s")
-    if not precision.endswith("-tensor") or not (isinstance(achieved, float) and achieved > 0):
+    unit, achieved = counted_unit(row), row.get("achieved_gflop_s")
+    if not unit or not (isinstance(achieved, float) and achieved > 0):
         return math.nan, ""
-    unit = precision if precision == "fp64-tensor" else precision.removesuffix("-tensor")
     return achieved * median_ns, unit  # GFLOP/s x ns = FLOPs
 
 
-def unit_peak(v: dict[str, Any], env: dict[str, Any]) -> float | None:
-    """The datasheet's peak FLOP/s (workloads/devices.py) for the variant's unit (workload.json's
+def counted_unit(row: dict[str, Any]) -> str:
+    """The unit (workloads/devices.py) of the tensor-core FLOPs ncu counted for a row, from its
+    roofline precision ("bf16-tensor" -> "bf16"); "" where its point is not the tensor cores'."""
+    precision = str(row.get("roofline_precision") or "")
+    if not precision.endswith("-tensor"):
+        return ""
+    return precision if precision == "fp64-tensor" else precision.removesuffix("-tensor")
+
+
+def unit_peak(unit: Any, env: dict[str, Any]) -> float | None:
+    """The datasheet's peak FLOP/s (workloads/devices.py) for a unit (workload.json's
     `flop_unit`), None where the unit or the device has none."""
-    unit = v.get("flop_unit")
-    return _rate(_dict(env.get("peak_flops")).get(unit) if isinstance(unit, str) else None)
+    return rate(_dict(env.get("peak_flops")).get(unit) if isinstance(unit, str) else None)
 
 
 def _dict(x: Any) -> dict:
@@ -132,7 +139,7 @@ def _dict(x: Any) -> dict:
     return x if isinstance(x, dict) else {}
 
 
-def _rate(x: Any) -> float | None:
+def rate(x: Any) -> float | None:
     """A rate as workload.json holds it: a finite number above 0, else None (no peak)."""
     ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
     return float(x) if ok else None
@@ -204,17 +211,12 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
         for v in w.get("variants", [])
         if isinstance(v.get("flop_unit"), str) and v["name"] in measured
     ]
-    counted = [
-        u
-        for _, u in (
-            counted_per_call(r, 1.0) for r in table.to_dict("records") if r.get("flops_source") == "ncu"
-        )
-    ]
+    counted = [counted_unit(r) for r in table.to_dict("records") if r.get("flops_source") == "ncu"]
     units = list(dict.fromkeys(declared + counted))
     names, peaks = _dict(env.get("flop_units")), _dict(env.get("peak_flops"))
     source = env.get("peak_flops_source", "")
     lines = []
-    known = [u for u in units if _rate(peaks.get(u))]
+    known = [u for u in units if rate(peaks.get(u))]
     if known:
         against = ", ".join(f"{peaks[u] / 1e12:,.0f} TFLOP/s ({source}: {names.get(u, u)})" for u in known)
         tail = "" if counted else "; TFLOP/s counts the FLOPs each variant declares"
@@ -241,7 +243,7 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
             "(sm__ops_path_tensor_*; the workload declares none)"
         )
     roofs = _dict(env.get("compute_roof"))
-    shown = [u for u in units if _rate(_dict(roofs.get(u)).get("flop_per_s"))]
+    shown = [u for u in units if rate(_dict(roofs.get(u)).get("flop_per_s"))]
     if shown and table.get("pct_of_measured_flops", pd.Series(dtype=float)).notna().any():
         lines.append(
             "% of measured FLOP roof against "

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.flops import rate
 from reports.kernels import time_weighted
 
 # precision -> (achieved, peak) metric of the unified frame (orchestrator/backends/ncu.py)
@@ -99,13 +100,11 @@ def point(
         # the tensor counters stand without the roofline section: a capture with only them
         # still reads its TFLOP/s (no intensity without its DRAM bytes)
         unit = max(tensor, key=lambda u: tensor[u])
-        peak = (peak_flops or {}).get(unit)
-        peak = float(peak) if isinstance(peak, (int, float)) and peak > 0 else None
-        out.update(_tensor_point(unit, tensor[unit], traffic, peak_traffic, peak))
+        out.update(
+            _tensor_point(unit, tensor[unit], traffic, peak_traffic, rate((peak_flops or {}).get(unit)))
+        )
         return out
-    if not (peak_traffic > 0) or not (traffic > 0):
-        return out
-    if not work:
+    if not work or not (peak_traffic > 0) or not (traffic > 0):
         return out
     # the most FLOPs; fp32 first on a tie (dict order), as a kernel with no FLOPs at all
     precision = max(work, key=lambda p: work[p][0])
@@ -123,7 +122,7 @@ def point(
 
 # the units whose work runs on the tensor cores (workloads/devices.py FLOP_UNITS) -> the frame's
 # metric of the FLOPs per second ncu counted on them (orchestrator/parsers/ncu_metrics.py
-# TENSOR_FLOPS, the same names)
+# TENSOR_FLOPS writes it under this name)
 TENSOR_RATES: dict[str, str] = {
     u: f"tensor_{u.removesuffix('-tensor')}_flop_per_s"
     for u in ("bf16", "fp16", "tf32", "fp8", "fp64-tensor")

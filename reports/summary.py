@@ -137,7 +137,9 @@ def _variant_row(
         )
         flops.columns(row, g, v, env, t["median"], iters)
         # a tensor-core variant's roofline point from its declared FLOPs (ncu counts SIMT work only)
-        row.update(declared_tensor_point(g, row, v.get("flop_unit"), flops.unit_peak(v, env)))
+        row.update(
+            declared_tensor_point(g, row, v.get("flop_unit"), flops.unit_peak(v.get("flop_unit"), env))
+        )
         weighted = weighting_note(g)
         if weighted:
             note = _also(note, weighted)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.roofline import TENSOR_RATES
+
 # by default a reader looks for the ranges gprof-orch's runner writes
 from workloads.nvtx_ranges import NVTX_DOMAIN as DEFAULT_DOMAIN  # noqa: F401
 from workloads.nvtx_ranges import RANGE_PREFIX as DEFAULT_PREFIX  # noqa: F401
@@ -204,8 +206,9 @@ class TensorFlops:
 
     @property
     def column(self) -> str:
-        """The per-launch rate: the counted FLOPs over the launch's duration."""
-        return f"tensor_{self.unit.removesuffix('-tensor')}_flop_per_s"
+        """The per-launch rate: the counted FLOPs over the launch's duration (its name declared
+        once, where the roofline reads it)."""
+        return TENSOR_RATES[self.unit]
 
 
 _TENSOR = "sm__ops_path_tensor_src_{}.sum"
