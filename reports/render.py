@@ -255,6 +255,10 @@ def to_csv_with_kernels(table: pd.DataFrame, kernels: pd.DataFrame) -> str:
         "table",
         *sorted(dict.fromkeys([*table.columns, *kernels.columns]), key=lambda c: order.get(c, len(order))),
     ]
-    return pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)[cols].to_csv(
-        index=False
+    # reindexed, not indexed: with no kernel rows (a CPU run, CUDA-event timing) the kernels'
+    # columns are in no part left to concatenate, and the header still names them, empty
+    return (
+        pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
+        .reindex(columns=cols)
+        .to_csv(index=False)
     )

@@ -188,6 +188,23 @@ def test_per_kernel_csv_is_one_table(h200_run):
     )
 
 
+def test_per_kernel_csv_of_runs_without_kernels_is_the_variant_rows(h200_run, tmp_path):
+    """CUDA-event timing and a CPU run see no kernels: the CSV has its variant rows, the kernels'
+    columns in the header and empty, where it raised KeyError for those columns."""
+    cpu = tmp_path / "cpu"
+    for args, variants in (
+        (["report", str(h200_run("time-mean"))], ["torch_mean", "tensor_mean", "sum_div_numel"]),
+        (["time", "square", *CPU, "-o", str(cpu)], ["torch_square", "mul", "pow", "triton", "numba"]),
+    ):
+        res = run_cli(*args, "--per-kernel", "--format", "csv")
+        assert res.returncode == 0, res.stderr
+        both = pd.read_csv(io.StringIO(res.stdout))
+        assert list(both["table"]) == ["variants"] * len(variants)
+        assert list(both["variant"]) == variants
+        for col in ("kernel", "kernel_full", "launches", "time_us_per_iter", "share_pct"):
+            assert both[col].isna().all(), col
+
+
 # -- a usage error leaves no run folder --------------------------------------------------------
 
 
