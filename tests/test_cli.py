@@ -104,6 +104,24 @@ def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
     assert "kernel clock" not in (tmp_path / "d" / "report.md").read_text()
 
 
+def test_cuda_graph_on_a_cpu_run_says_it_is_off(tmp_path):
+    off = "--cuda-graph asked for, but off: a CPU run has no CUDA graphs to capture; each call was timed as it is"
+    cpu = ["time", "square", "--device", "cpu", "--size", "1000", "-v", "mul", "--iters", "5"]
+    out = tmp_path / "g"
+    res = run_cli(*cpu, "--cuda-graph", "--format", "csv", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    # said before the run, where a CSV on stdout has no footer to say it in
+    assert f"gprof-orch: warning: {off}" in res.stderr.splitlines()
+    assert json.loads((out / "spec.json").read_text())["cuda_graph"] is True
+    assert json.loads((out / "workload.json").read_text())["cuda_graph"] is False
+    assert f"warning: {off}" in (out / "report.md").read_text().splitlines()
+    again = run_cli("report", str(out))
+    assert again.returncode == 0 and f"warning: {off}" in again.stdout.splitlines()
+    # not asked for: nothing said
+    res = run_cli(*cpu, "-o", str(tmp_path / "d"))
+    assert res.returncode == 0 and "cuda-graph" not in res.stderr + res.stdout
+
+
 def test_time_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "run"
     res = run_cli(

@@ -3,7 +3,9 @@ CUDA events around it (the CPU clock on a CPU run)."""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
 from reports.schema import EVENT_CALL, SAMPLED, MergedTime
 from workloads import timers
+from workloads.spec import SPEC_FILE
 from workloads.stopping import StopRule
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
@@ -23,6 +26,12 @@ if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (
 
 
 _STOP = StopRule()
+
+# --cuda-graph on a CPU run: the runner times the calls as they are (its workload.json says
+# cuda_graph false), so the run says why, as the kernel clock's note does for the CPU
+CPU_NO_GRAPH = (
+    "--cuda-graph asked for, but off: a CPU run has no CUDA graphs to capture; each call was timed as it is"
+)
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,14 @@ class TimeBackend(Backend):
             "kernel_clock": o.kernel_clock,
         }
 
+    def execute(self, req: Request, rf: RunFolder) -> None:
+        """The runner's step, said first to be without CUDA graphs where --cuda-graph asks for
+        them on a CPU run (a CSV or JSON on stdout has no footer to say it in)."""
+        o: TimeOptions = self.opts(req)  # type: ignore[assignment]
+        if o.cuda_graph and req.on_cpu():
+            print(f"gprof-orch: warning: {CPU_NO_GRAPH}", file=sys.stderr, flush=True)
+        super().execute(req, rf)
+
     def footer(self, workload: dict) -> list[str]:
         """How the calls were timed: the timer and what held the stream, the L2 flush, CUDA graphs,
         which clock the median is (kernels or events) and the GPU clocks' note."""
@@ -236,7 +253,7 @@ class TimeBackend(Backend):
                 # the median is the kernel clock's (CUPTI, workloads/kernel_clock.py); the CUDA
                 # events around the same calls, beside it
                 rows.samples(v["name"], EVENT_CALL, v.get("event_samples_ns", []), "ns")
-        return Parsed(rows.frame())
+        return Parsed(rows.frame(), warnings=[CPU_NO_GRAPH] if _graph_on_cpu(rf, wman) else [])
 
 
 def _kernel_clock_lines(w: dict) -> list[str]:
@@ -259,3 +276,13 @@ def _kernel_clock_lines(w: dict) -> list[str]:
             f"the kernel clock is {kc if kc.startswith('off') else 'off: ' + kc}"
         ]
     return []
+
+
+def _graph_on_cpu(rf: RunFolder, wman: dict) -> bool:
+    """Whether the runner was asked for CUDA graphs (its spec.json) on a CPU run, which has none."""
+    if wman.get("device") != "cpu":
+        return False
+    try:
+        return bool(json.loads((rf.path / SPEC_FILE).read_text()).get("cuda_graph"))
+    except (OSError, ValueError, AttributeError):  # a folder from before spec.json, or not one
+        return False
