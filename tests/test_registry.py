@@ -72,6 +72,21 @@ def test_user_workload_file(tmp_path):
     assert registry.get("triple").baseline == "mul3"
 
 
+def test_a_workload_file_that_is_not_python_says_what_one_is(tmp_path, cli):
+    p = tmp_path / "bad.json"
+    p.write_text('{"workloads": ["square"]}\n')
+    what = (
+        "a workload file is a Python file (.py) that builds Workload(...) objects at module level or "
+        "lists them in WORKLOADS (see README: Adding a workload)"
+    )
+    with pytest.raises(UsageError) as err:
+        registry.load_file(p)
+    assert str(err.value) == f"workload file {p} is not a Python file: {what}"
+    res = cli("time", "square", "--device", "cpu", "--workload-file", str(p))
+    assert res.exit_code == 2
+    assert f"workload file {p} is not a Python file: {what}" in res.stderr
+
+
 def test_bad_user_files(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         registry.load_file(tmp_path / "none.py")

@@ -88,6 +88,13 @@ def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]
     ]
 
 
+# what --workload-file takes, said where a file is refused
+WORKLOAD_FILE = (
+    "a workload file is a Python file (.py) that builds Workload(...) objects at module level or "
+    "lists them in WORKLOADS (see README: Adding a workload)"
+)
+
+
 def load_file(path: str | Path) -> list[Workload]:
     """Import a user's Python file and register every `Workload` it defines at module level.
 
@@ -98,9 +105,11 @@ def load_file(path: str | Path) -> list[Workload]:
     if not path.is_file():
         raise UsageError(f"workload file {path} does not exist")
     mod_name = f"gprof_user_workload_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    # Python finds a loader by the suffix only: a .json or .yaml file has none, and the reason
+    # is that it is not a Python file, not that its import went wrong
+    spec = importlib.util.spec_from_file_location(mod_name, path) if path.suffix == ".py" else None
     if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import workload file {path}")
+        raise UsageError(f"workload file {path} is not a Python file: {WORKLOAD_FILE}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
@@ -112,7 +121,7 @@ def load_file(path: str | Path) -> list[Workload]:
     found = list(getattr(module, "WORKLOADS", []) or [])
     found += [v for v in vars(module).values() if isinstance(v, Workload) and v not in found]
     if not found:
-        raise UsageError(f"workload file {path} defines no Workload (see README: adding a workload)")
+        raise UsageError(f"workload file {path} defines no Workload: {WORKLOAD_FILE}")
     for w in found:
         w.source = str(path)
         prior = _REGISTRY.get(w.name)
