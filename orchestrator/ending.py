@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.errors import GprofError, InterruptedRunError, RunFailedError, interrupt_in
+from workloads.statuses import STALE
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -32,13 +33,14 @@ def final_status(
     if workload is None or error is not None:
         return status, error
     variants = workload.get("variants", [])
-    failed = [v for v in variants if v.get("status") == "failed"]
+    # a stale result fails the run too: its answer did not follow its input (workloads/recheck.py)
+    failed = [v for v in variants if v.get("status") in ("failed", STALE)]
     wstatus = workload.get("status")
     if failed:
         first = failed[0]
         return "failed", RunFailedError(
             f"{len(failed)} variant(s) failed: "
-            + "; ".join(f"{v['name']}: {v.get('error', '')}" for v in failed),
+            + "; ".join(f"{v['name']}: {v.get('error') or v.get('reason', '')}" for v in failed),
             log=rf.logs / "workload.stderr.log",
             hint=f"the other variants' results are in {rf.path}; the traceback of "
             f"{first['name']} is in {rf.path / 'workload.json'}",

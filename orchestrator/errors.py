@@ -31,10 +31,13 @@ __all__ = [
     "ClusterUnavailableError",
     "InterruptedRunError",
     "interrupt_in",
+    "note_interrupt",
     "ParseError",
     "RunFailedError",
     "SamplesLostError",
     "EXIT_INCOMPLETE",
+    "EXIT_SUSPECT",
+    "SuspectResultError",
     "IncompleteReportError",
 ]
 
@@ -45,6 +48,7 @@ EXIT_TOOL_NOT_FOUND = 3  # nsys / ncu / a compiler is not installed
 EXIT_PARSE = 4  # a report or run folder could not be read
 EXIT_PERMISSION = 5  # e.g. GPU counters restricted to admin users
 EXIT_INCOMPLETE = 6  # the run ended, but the profiler's report lacks part of what ran
+EXIT_SUSPECT = 7  # the run ended, but a variant's number cannot stand for its work
 EXIT_TIMEOUT = 124  # like coreutils' timeout(1)
 EXIT_INTERRUPTED = 130  # SIGINT, like a shell
 EXIT_BROKEN_PIPE = 141  # stdout closed early (`| head`), like a tool SIGPIPE ended
@@ -100,10 +104,26 @@ class InterruptedRunError(GprofError):
     exit_code = EXIT_INTERRUPTED
 
 
+# Whether this process was sent SIGINT or SIGTERM, as the CLI's handlers note it: after one, what is
+# raised is its doing even with no interrupt in the exception's chain. An interrupt that stopped an
+# import half-way leaves the module broken in sys.modules (pandas' compiled modules stay, tied to a
+# pandas module that is gone), and the next import of it raises a plain AttributeError or SystemError.
+_signalled = False
+
+
+def note_interrupt(received: bool = True) -> None:
+    """Record that SIGINT or SIGTERM arrived (`received=False`: a new command starts unsignalled)."""
+    global _signalled
+    _signalled = received
+
+
 def interrupt_in(exc: BaseException | None) -> bool:
     """Whether `exc` is an interrupt (Ctrl-C; SIGTERM, which the CLI raises as one), or an error
-    one caused: pybind11 modules (matplotlib's) turn an interrupt during their import into
-    ImportError("initialization failed"), the interrupt its cause."""
+    one caused: anything raised once the CLI was signalled (note_interrupt), and pybind11 modules'
+    (matplotlib's) ImportError("initialization failed"), the interrupt that stopped their import its
+    cause."""
+    if _signalled and exc is not None:
+        return True
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, (KeyboardInterrupt, InterruptedRunError)):
@@ -129,6 +149,14 @@ class IncompleteReportError(GprofError):
     range or launches are missing): those rows are marked, never passed off as results."""
 
     exit_code = EXIT_INCOMPLETE
+
+
+class SuspectResultError(GprofError):
+    """The run ended, but a variant's number cannot stand for its work: a rate above what the
+    device can do, or GPU work on a stream the timer cannot join. Those rows are marked, never
+    ranked."""
+
+    exit_code = EXIT_SUSPECT
 
 
 class RunFailedError(GprofError):

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends, envinfo
+from orchestrator import backends, envinfo, failpoints
 from orchestrator.base_request import BaseRequest
 from orchestrator.cluster.archive import unpack
 from orchestrator.ending import final_status, reporting_error
 from orchestrator.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_SUSPECT,
     GprofError,
     InterruptedRunError,
     SamplesLostError,
@@ -28,7 +30,7 @@ from orchestrator.errors import (
 )
 from orchestrator.request import Request
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
-from orchestrator.table_errors import incomplete_error
+from orchestrator.table_errors import table_error
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Parsed
@@ -84,7 +86,9 @@ def run_request(req: BaseRequest, argv: list[str] | None, *, launch: Launch | No
 
 def build_run(rf: RunFolder, parsed: Parsed | None = None) -> Run:
     """The Run of a folder whose step ran (`parsed`: what its backend already read, else read
-    now), not written: conclude() writes it once the status is set."""
+    now), not written: conclude() writes it once the status is set. The report stack (pandas) is
+    first imported here, inside each caller's guard: an interrupt in that import is the run's."""
+    failpoints.pause_in_import()
     # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import build_report
 
@@ -118,20 +122,22 @@ def conclude(
     """End a run folder: the reports carry the final status, so set it first, write them once,
     then save the manifest; raise `error` (with `.run`, what could be built) if there is one.
     `unreadable_input`: `error` says the file the user imported could not be read at all."""
-    # why lazy: it imports pandas, which importing execution must not
-    from orchestrator.results import write_report
-
     if error is not None and run is None and collected_nothing(rf, error, unreadable_input):
         rf.discard()
         error.log = None  # it was in the folder
         raise error
     if error is None and run is not None:
-        error = incomplete_error(run)
-        status = "incomplete" if error else status
+        error = table_error(run)
+        if error is not None:
+            status = {EXIT_INCOMPLETE: "incomplete", EXIT_SUSPECT: "suspect"}.get(error.exit_code, status)
     rf.set_status(status, error)
     if run is not None:
         t0 = time.monotonic()
         try:
+            # why lazy: it imports pandas, which importing execution must not; only with a run to
+            # write: with none, pandas' import may be one an interrupt broke, and would raise again
+            from orchestrator.results import write_report
+
             write_report(run)
         except BaseException as exc:
             # those written carry the status set before: they would mislead (a full disk needs the room)
@@ -204,16 +210,13 @@ def land_point(folder: Path, outcome: Any, **manifest: Any) -> Run:
     `manifest`'s keys) written into its manifest; its report built here, once (execute_point
     leaves it to the client), and the folder concluded as profile() concludes one. Raises the
     point's error (or the report's: a raw file the worker wrote that does not parse)."""
-    # why lazy: it imports pandas, which importing execution must not
-    from orchestrator.results import build_report
-
     unpack(outcome.archive, folder)  # over any placeholder manifest: the worker's is the run's
     rf = RunFolder.open(folder)
     rf.manifest.update(placement=outcome.placement, **manifest)
     error: GprofError | None = None if outcome.status == "ok" else outcome.as_error()
     run = None
     try:
-        run = build_report(rf, write=False)
+        run = build_run(rf)
     except BaseException as exc:
         error = reporting_error(rf, exc, error)
     status = "ok" if error is None else "interrupted" if isinstance(error, InterruptedRunError) else "failed"

@@ -7,16 +7,15 @@ nsys's export of the report it wrote)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from orchestrator import backends
+from orchestrator import backends, failpoints
 from orchestrator.backends.base import Backend, Parsed
-from orchestrator.errors import EXIT_INCOMPLETE
+from orchestrator.errors import EXIT_INCOMPLETE, EXIT_SUSPECT
 from orchestrator.runfolder import RunFolder, disk_error, run_exit_code
 from orchestrator.table_errors import report_error
 from reports import flops, render
@@ -143,23 +142,6 @@ class Run:
         return lines
 
 
-# A test stops a command at a point of its report phase, to signal it there: GPROF_TEST_PAUSE=
-# POINT:FILE makes the process create FILE the first time it reaches POINT ("build": a folder's
-# report starts being built; "write": report.md/.csv/.json written, report.html not yet) and wait
-# there a minute.
-PAUSE_ENV = "GPROF_TEST_PAUSE"
-
-
-def _pause_for_test(point: str) -> None:
-    at, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
-    if at == point and marker:
-        import time
-
-        del os.environ[PAUSE_ENV]  # once: what the signal's handling builds next is not held
-        Path(marker).touch()
-        time.sleep(60)
-
-
 def heading(*fields: Any) -> str:
     """A table's one-line heading: its non-empty fields joined by " | " (a capture has no shape
     nor dtype: "program mine | on cpu", never "program mine |   on cpu")."""
@@ -178,7 +160,7 @@ def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = T
     # why lazy: it imports numpy, which importing results must not
     from reports import kernels, operators, summary, why
 
-    _pause_for_test("build")
+    failpoints.pause("build")
     backend = backends.get(rf.manifest["backend"])
     if parsed is None:
         backend.complete(rf, write=write)
@@ -226,7 +208,7 @@ def write_report(run: Run) -> None:
         render.write_all(
             run.table, run.frame, run.path, title=run.title(), footer=run.footer(), doc=report_doc(run)
         )
-        _pause_for_test("write")
+        failpoints.pause("write")
         html.write_html(
             run.path / "report.html",
             run.title(),
@@ -268,7 +250,7 @@ def report_doc(run: Run | MultiRun, *, kernels: bool = False) -> dict[str, Any]:
         if carried is not None:
             code, status = (
                 carried.exit_code,
-                "incomplete" if carried.exit_code == EXIT_INCOMPLETE else "failed",
+                {EXIT_INCOMPLETE: "incomplete", EXIT_SUSPECT: "suspect"}.get(carried.exit_code, "failed"),
             )
             error = {"kind": type(carried).__name__, "message": carried.message, "hint": carried.hint}
     doc = {

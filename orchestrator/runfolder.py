@@ -26,6 +26,7 @@ from orchestrator.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_RUN_FAILED,
+    EXIT_SUSPECT,
     EXIT_TIMEOUT,
     GprofError,
     ParseError,
@@ -38,7 +39,8 @@ from workloads.manifest import MANIFEST as WORKLOAD_MANIFEST  # written by the r
 DEFAULT_ROOT = Path("gprof-runs")
 MANIFEST = "manifest.json"
 # incomplete: the run ended, but the profiler's report lacks part of what ran (execution.conclude)
-STATUSES = ("running", "ok", "failed", "interrupted", "incomplete")
+# suspect: the run ended, but a variant's number cannot stand for its work (table_errors.suspect_error)
+STATUSES = ("running", "ok", "failed", "interrupted", "incomplete", "suspect")
 # the exit code of a run by its status, where its manifest records none (folders written before
 # it was recorded); a folder still `running` was never concluded: gprof-orch itself was killed
 STATUS_EXIT = {
@@ -47,6 +49,7 @@ STATUS_EXIT = {
     "interrupted": EXIT_INTERRUPTED,
     "running": EXIT_RUN_FAILED,
     "incomplete": EXIT_INCOMPLETE,
+    "suspect": EXIT_SUSPECT,
 }
 # what a run writes beside its raw artifacts; rewritten by `report`
 REPORT_FILES = ("frame.csv", "frame.parquet", "report.csv", "report.json", "report.md", "report.html")

@@ -1,5 +1,6 @@
 """The error a run's table carries: variants that ran but whose report is not whole
-(incomplete_error, exit 6), or whose result the runner never saved (report_error, exit 1). A
+(incomplete_error, exit 6), whose number cannot stand for their work (suspect_error, exit 7), or
+whose result the runner never saved (report_error, exit 1). A
 run folder concluded (orchestrator/execution.py) and one read back (orchestrator/results.py)
 judge their table by the same rules."""
 
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import GprofError, IncompleteReportError, RunFailedError
-from reports.schema import NOT_SAVED
+from orchestrator.errors import GprofError, IncompleteReportError, RunFailedError, SuspectResultError
+from reports.schema import IMPOSSIBLE, NOT_SAVED
+from workloads.statuses import OTHER_STREAM
 
 if TYPE_CHECKING:
     from orchestrator.results import Run
@@ -16,6 +18,8 @@ if TYPE_CHECKING:
 
 # the table's statuses of a variant that ran but whose numbers the profiler's report does not hold whole
 UNREPORTED = ("incomplete", "not in report")
+# the table's statuses of a variant whose number cannot stand for its work
+SUSPECT = (IMPOSSIBLE, OTHER_STREAM)
 
 
 def incomplete_error(run: Run) -> GprofError | None:
@@ -35,6 +39,29 @@ def incomplete_error(run: Run) -> GprofError | None:
     )
 
 
+def suspect_error(run: Run) -> GprofError | None:
+    """A SuspectResultError naming the variants whose number cannot stand for their work (a rate
+    above the device's, work on a stream the timer cannot join): the table keeps them, marked,
+    and the run must not exit 0."""
+    t = run.table
+    if t.empty or "status" not in t:
+        return None
+    bad = t[t["status"].isin(SUSPECT)]
+    if bad.empty:
+        return None
+    return SuspectResultError(
+        f"the numbers of {', '.join(f'{r.variant} ({r.status})' for r in bad.itertuples())} cannot stand "
+        f"for their work",
+        hint="see each row's note; the rows are kept, marked, and given no speedup",
+    )
+
+
+def table_error(run: Run) -> GprofError | None:
+    """The error a concluded run's table carries: incomplete_error first (exit 6), then
+    suspect_error (exit 7)."""
+    return incomplete_error(run) or suspect_error(run)
+
+
 def report_error(run: Any) -> GprofError | None:
     """The error a run read back carries in its table (each child of a parent folder judged), or
     None: variants whose result the runner never saved (RunFailedError, exit 1), or whose
@@ -46,7 +73,7 @@ def report_error(run: Any) -> GprofError | None:
         t = r.table
         if "status" in t and "variant" in t:
             lost += [f"{r.path}: {v}" for v in t.loc[t["status"] == NOT_SAVED, "variant"]]
-        error = error or incomplete_error(r)
+        error = error or table_error(r)
     if lost:
         error = RunFailedError(
             f"no result saved for {', '.join(lost)}: the runner stopped while measuring, before "

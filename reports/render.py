@@ -64,6 +64,13 @@ def display_rows(table: pd.DataFrame, *, max_width: int = 60) -> tuple[list[str]
         (c.name, c.header, c.fmt) for c in schema.REPORT_COLUMNS if c.shown and c.name in table.columns
     ] + [(c, c, "{}") for c in table.columns if c not in declared]
     cols = [(c, h, f) for c, h, f in cols if not (table[c].isna() | (table[c].astype(str) == "")).all()]
+    # a column shown only above a threshold (the check's errors), where some row is above it
+    above = {c.name: c.shown_above for c in schema.REPORT_COLUMNS if c.shown_above is not None}
+    cols = [
+        (c, h, f)
+        for c, h, f in cols
+        if c not in above or (pd.to_numeric(table[c], errors="coerce") > above[c]).any()
+    ]
     headers = [h for _, h, _ in cols]
     body = []
     for _, r in table.iterrows():

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from workloads.statuses import NO_GPU_WORK, OTHER_STREAM, STALE
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -22,8 +24,16 @@ SCHEMA_VERSION = 1
 COLUMNS = ["run", "backend", "workload", "variant", "kernel", "metric", "value", "unit"]
 
 # a workload.json variant's statuses whose numbers are reported: stopped part-way (interrupted,
-# timed out), it keeps what it took, and its row says so
-SAMPLED = ("ok", "interrupted", "timed out")
+# timed out), it keeps what it took, and its row says so; a stale result or one with no GPU work
+# keeps its samples as the evidence, never as a ranking (workloads/statuses.py)
+PART_WAY = ("interrupted", "timed out")
+SAMPLED = ("ok", *PART_WAY, STALE, NO_GPU_WORK)
+# the statuses of a variant whose measured block ran whole: a profiler's report holds all its work
+RAN = ("ok", STALE, NO_GPU_WORK)
+# the status of a row whose rate is above what the device can do (reports/plausibility.py)
+IMPOSSIBLE = "impossible"
+# a row's statuses whose number must not be ranked: no speedup, whatever its median
+UNRANKED = (STALE, NO_GPU_WORK, OTHER_STREAM, IMPOSSIBLE)
 # a variant the runner was measuring when it stopped without saving workload.json again (a full
 # disk, a SIGKILL): its result is lost, and `report` of the folder exits 1 (never a result)
 NOT_SAVED = "not saved"
@@ -181,6 +191,8 @@ class Column:
     merged_from: str = ""
     shown: bool = True
     blank: object = float("nan")
+    # shown in the terminal and Markdown only where some row's value is above this
+    shown_above: float | None = None
 
 
 _TIME = "{:.2f}"
@@ -243,6 +255,10 @@ REPORT_COLUMNS: list[Column] = [
         agg="median",
         scale=1e-3,
     ),
+    # the warm-up check's errors against the float64 reference (workloads/accuracy.py): printed
+    # where some variant's is above 1e-6 (a bfloat16 kernel at 4e-3 beside a float32 one at 3e-7)
+    Column("max_abs_error", "max abs err", "{:.2g}", shown_above=1e-6),
+    Column("max_rel_error", "max rel err", "{:.2g}", shown_above=1e-6),
     Column("cpu_median_us", "CPU us", "{:.1f}"),
     Column("launch_cpu_us", "launch CPU us", "{:.1f}"),
     Column("gpu_busy_pct", "GPU busy %", "{:.0f}", source="gpu_busy_fraction", agg="median", scale=100.0),

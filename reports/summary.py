@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import flops, operators, schema, why
+from reports import flops, operators, plausibility, schema, why
 from reports.kernels import aggregate, weighting_note
 from reports.names import short_kernel_name
 from reports.roofline import declared_tensor_point
@@ -20,6 +20,7 @@ from reports.schema import (
     ALL_KERNELS,
     ITERATIONS_IN_REPORT,
     LOST_EVENTS,
+    NO_ACTIVITY,
     NO_RANGE,
     NOT_IN_REPORT,
     OTHER_THREAD_LAUNCHES,
@@ -28,6 +29,7 @@ from reports.schema import (
     WALL_TIME_ONLY,
 )
 from reports.unify import ACTIVITY_METRIC
+from workloads.statuses import NO_GPU_WORK
 from workloads.stopping import noise_pct
 
 ACTIVITY_METRICS = list(ACTIVITY_METRIC.values())
@@ -117,8 +119,26 @@ def _variant_row(
         note = f"nested: holds {', '.join(v['holds'])} (its numbers include theirs; no speedup)" + (
             f"; {note}" if note else ""
         )
+    check = v.get("check") if isinstance(v.get("check"), dict) else {}
+    row.update(
+        max_abs_error=check.get("max_abs_error", np.nan), max_rel_error=check.get("max_rel_error", np.nan)
+    )
     lost = g.loc[g["metric"] == NOT_IN_REPORT, "value"] if g is not None else ()
-    if len(lost):
+    if (
+        len(lost)
+        and lost.iloc[0] == NO_ACTIVITY
+        and wman.get("status") == "ok"
+        and not (g["metric"] == LOST_EVENTS).any()
+    ):
+        # its range is there, the run ended whole, the profiler lost nothing, and nothing ran in
+        # it: it launched no GPU work
+        row["status"] = NO_GPU_WORK if row["status"] == "ok" else row["status"]
+        note = _also(
+            note,
+            "no GPU work: its range holds no kernel, memset or copy (a result kept from an earlier call, or "
+            "work done on the host); no time, no speedup",
+        )
+    elif len(lost):
         row["status"] = "not in report"
         what = "no range for it" if lost.iloc[0] == NO_RANGE else "no GPU activity in its range"
         note = f"it ran, but the profiler's report has {what} (the report is incomplete)"
@@ -153,6 +173,8 @@ def _variant_row(
         if t["n"] >= 5 and t["min"] > 0 and t["median"] > schema.TWO_SPEEDS_RATIO * t["min"]:
             row["status"] = "noisy" if row["status"] == "ok" else row["status"]
             note = _also(note, schema.two_speeds_note(t["median"] / 1e3, t["min"] / 1e3))
+        for clause in plausibility.judge(row, v, wman):
+            note = _also(note, clause)
     row["note"] = note
     return row
 
@@ -227,7 +249,7 @@ def _run_notes(
 ) -> str:
     """The note's clauses on how the variant's run went (stopped part-way, held, clocks, noisy);
     a median not known to --max-noise turns an ok row "noisy"."""
-    if row["status"] != "ok":  # stopped part-way (interrupted, timed out): over what it took
+    if row["status"] in schema.PART_WAY:  # stopped part-way (interrupted, timed out): over what it took
         note = _also(
             note,
             (
@@ -236,6 +258,8 @@ def _run_notes(
                 + " samples taken; the numbers are over those"
             ),
         )
+    if v.get("stream_note") and v["stream_note"] not in note:  # where its GPU work ran (workloads/streams.py)
+        note = _also(note, v["stream_note"])
     if v.get("hold_note"):
         note = _also(note, v["hold_note"])
     if v.get("time_clock") == "events":  # the kernel clock was on, but not every call had a record
@@ -372,7 +396,8 @@ def _add_speedup(table: pd.DataFrame, wman: dict[str, Any]) -> None:
         table["speedup_vs_baseline"] = base.iloc[0] / table["time_median_us"]
         # a range holding others, or a variant whose report is not whole: no ratio to stand on
         table.loc[
-            table["variant"].isin(nested) | (table["status"] == "incomplete"), "speedup_vs_baseline"
+            table["variant"].isin(nested) | table["status"].isin(("incomplete", *schema.UNRANKED)),
+            "speedup_vs_baseline",
         ] = np.nan
         # a ratio of single readings is noise (SINGLE_SAMPLE), the baseline's or the variant's
         once = table["samples"] == 1

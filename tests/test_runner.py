@@ -333,31 +333,36 @@ def test_the_check_reduces_in_slices_to_the_whole_norm(monkeypatch):
     # the check runs where the reference lies, a slice at a time; slices must not change it
     import torch
 
-    from workloads import runner
+    from workloads import accuracy
 
     g = torch.Generator().manual_seed(1)
     ref = torch.randn(10_001, generator=g, dtype=torch.float64)
     out = (ref * (1 + 1e-3 * torch.randn(10_001, generator=g, dtype=torch.float64))).float()
     want = float(torch.linalg.vector_norm(out.double() - ref) / torch.linalg.vector_norm(ref))
-    monkeypatch.setattr(runner, "CHECK_CHUNK", 1000)  # ten full slices and one of one element
-    assert runner._rel_error(out, ref) == pytest.approx(want, rel=1e-12)
-    assert runner._rel_error(out.reshape(73, 137), ref) == pytest.approx(want, rel=1e-12)
+    worst = float((out.double() - ref).abs().max())
+    monkeypatch.setattr(accuracy, "CHUNK", 1000)  # ten full slices and one of one element
+    found = accuracy.errors(out, ref)
+    assert found["rel_error"] == pytest.approx(want, rel=1e-12)
+    assert found["max_abs_error"] == pytest.approx(worst, rel=1e-12)
+    assert found["max_rel_error"] == pytest.approx(worst / float(ref.abs().max()), rel=1e-12)
+    assert accuracy.errors(out.reshape(73, 137), ref)["rel_error"] == pytest.approx(want, rel=1e-12)
     out[5000] = float("nan")
-    assert runner._rel_error(out, ref) == float("inf")
-    assert runner._rel_error(torch.zeros(3), torch.zeros(3, dtype=torch.float64)) == 0.0
+    assert accuracy.errors(out, ref) == {k: float("inf") for k in found}
+    zeros = accuracy.errors(torch.zeros(3), torch.zeros(3, dtype=torch.float64))
+    assert zeros == {"rel_error": 0.0, "max_abs_error": 0.0, "max_rel_error": 0.0}
     with pytest.raises(ValueError, match="3 elements, the reference 4"):
-        runner._rel_error(torch.zeros(3), torch.zeros(4, dtype=torch.float64))
+        accuracy.errors(torch.zeros(3), torch.zeros(4, dtype=torch.float64))
 
 
 def test_workload_json_says_where_the_runners_time_went(tmp_path):
     rc, man = _run(tmp_path, workload="square", shape=(1000,), variants=["mul", "pow"])
     assert rc == 0
     phases = man["phases_s"]
-    assert list(phases) == ["start", "settle", "describe", "warm_up", "memory", "measure", "total"]
+    assert list(phases) == ["start", "settle", "describe", "warm_up", "memory", "measure", "recheck", "total"]
     assert all(s >= 0 for s in phases.values())
     # the phases run back to back from run()'s start: together at most the process's total
     assert (
-        sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "memory", "measure"))
+        sum(phases[k] for k in ("start", "settle", "describe", "warm_up", "memory", "measure", "recheck"))
         <= phases["total"] + 0.01
     )
     for v in _by_name(man).values():

@@ -5,7 +5,8 @@ It makes the input and warms each variant up outside any measured range, checks 
 against a float64 reference, measures the memory of one more call of each (workloads/call_memory.py),
 then runs the measured iterations of each variant inside one NVTX
 range `variant:<name>` (domain `gprof`) and one torch.profiler `record_function` of the same
-name. What ran, what was skipped and why, what failed and how, and the raw timing samples go to
+name. Once every variant was measured, each answer is checked again on new input values
+(workloads/recheck.py): a result replayed from a cache fails there. What ran, what was skipped and why, what failed and how, and the raw timing samples go to
 `workload.json` in the output folder, rewritten after every variant so a crash keeps the rest.
 
 Modes:
@@ -20,13 +21,14 @@ import os
 import time
 from typing import Any
 
-from workloads import call_memory, declared_work, registry
+from workloads import accuracy, call_memory, declared_work, recheck, registry
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
 from workloads.manifest import EXIT_NOT_SAVED, MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
 from workloads.profiled import run_profiled, run_torch_trace
 from workloads.spec import MODES, RunSpec, resolve
+from workloads.statuses import STALE
 from workloads.timed import run_timed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CRASHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -81,8 +83,11 @@ def run(spec: RunSpec) -> int:
     else:
         run_torch_trace(spec, ready, x, entries, ranges, man)
     laps.lap("measure")
+    # outside every range: does each measured answer still follow its input?
+    recheck.recheck_all(spec, workload, ready, x, entries, man)
+    laps.lap("recheck")
 
-    failed = [n for n, e in entries.items() if e["status"] == "failed"]
+    failed = [n for n, e in entries.items() if e["status"] in ("failed", STALE)]
     man.data["status"] = "failed" if failed else "ok"
     man.data["current"] = None
     laps.end()
@@ -296,9 +301,9 @@ def _warm_up(
             for _ in range(max(spec.warmup, 1)):
                 out = v.fn(x)
             sync(spec.device)
-            err = _rel_error(out, ref)
-            tol = workload.tolerance(v, spec.dtype)
-            e["check"] = {"rel_error": err, "tolerance": tol, "passed": err <= tol}
+            found = accuracy.errors(out, ref)
+            err, tol = found["rel_error"], workload.tolerance(v, spec.dtype)
+            e["check"] = {**found, "tolerance": tol, "passed": err <= tol}
             if not err <= tol:
                 raise AssertionError(
                     f"result differs from the float64 reference: relative error {err:.3g} > {tol:.3g}"
@@ -310,29 +315,3 @@ def _warm_up(
         e["warm_up_s"] = round(time.perf_counter() - t0, 3)
         man.save()
     return ready, x
-
-
-# elements per slice of the check: its float64 temporaries stay at 128 MiB whatever the size
-CHECK_CHUNK = 1 << 24
-
-
-def _rel_error(out, ref) -> float:
-    """||out - ref|| / ||ref|| in float64, where the reference lies (the GPU: copying a 1e8
-    result and its float64 reference to the host and reducing them there cost the default
-    `time square` seconds), a slice at a time."""
-    import torch
-
-    ref = torch.as_tensor(ref).detach().reshape(-1)
-    out = torch.as_tensor(out).detach().reshape(-1).to(ref.device)
-    if out.shape != ref.shape:
-        raise ValueError(f"result has {out.numel()} elements, the reference {ref.numel()}")
-    if torch.isnan(out).any() and not torch.isnan(ref).any():
-        return float("inf")
-    num = torch.zeros((), dtype=torch.float64, device=ref.device)
-    denom = torch.zeros((), dtype=torch.float64, device=ref.device)
-    for i in range(0, ref.numel(), CHECK_CHUNK):
-        r = ref[i : i + CHECK_CHUNK].to(torch.float64)
-        num += (out[i : i + CHECK_CHUNK].to(torch.float64) - r).square().sum()
-        denom += r.square().sum()
-    num, denom = float(num.sqrt()), float(denom.sqrt())
-    return num / denom if denom > 0 else num

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workloads import clocks, timers
+from workloads import clocks, streams, timers
 from workloads.kernel_clock import open_clock
 from workloads.manifest import Manifest, measuring, record_failure
 from workloads.nvtx_ranges import RANGE_PREFIX, Ranges
@@ -121,6 +121,8 @@ class _Timing:
     watch: Any = None  # the GPU's clocks (workloads/clocks.py), None on a CPU or without NVML
     fallback: Any = None  # the GPU sleep the blocking timer falls back to, made when first needed
     clock: Any = None  # the kernel clock (workloads/kernel_clock.py), None where it is off
+    # each variant's probe call (workloads/streams.py): where its GPU work ran; empty on the CPU
+    probes: dict | None = None
 
 
 def run_timed(spec, variants, x, entries, ranges, man) -> None:
@@ -138,6 +140,8 @@ def run_timed(spec, variants, x, entries, ranges, man) -> None:
     if cuda:
         import torch
 
+        # before the kernel clock takes CUPTI: the probe's torch.profiler needs it too
+        timing.probes = streams.probe(variants, x)
         timing.watch, why = clocks.open_watch(torch.cuda.current_device())
         man.data["clocks"] = timing.watch.describe() if timing.watch else {"note": why}
         if spec.kernel_clock is not False:
@@ -186,6 +190,17 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> None:
     (it cannot be captured in a CUDA graph; the entry says why)."""
     spec, e, hold = timing.spec, samples.entry, timing.hold
     call = lambda: v.fn(x)  # noqa: E731
+    found = (timing.probes or {}).get(v.name)
+    how, words = streams.verdict(found, timing.clock is not None) if found else ("", "")
+    if found:
+        e["streams"] = {**found, "timed": how}
+    if words:
+        e["stream_note"] = words
+    if how == streams.OTHER_STREAM:
+        e.update(status=streams.OTHER_STREAM, reason=words)
+        return
+    if how == "joined":
+        call = streams.joined(call, found["torch_streams"])
     if spec.cuda_graph and samples.cuda:
         call, reason = capture_graph(v, x)
         if call is None:
@@ -218,7 +233,7 @@ def _time_variant(timing: _Timing, v, x, samples: Samples, reads: list) -> None:
             _sample(spec, call, timing.flush, timing.fallback, samples, timing.watch, reads)
     finally:
         timing.ranges.pop()
-    samples.keep("ok")
+    samples.keep(streams.NO_GPU_WORK if how == streams.NO_GPU_WORK else "ok")
     _noise(e, spec.stop)
 
 

@@ -27,7 +27,7 @@ from orchestrator.request import Request, parse_list
 from orchestrator.runfolder import RunFolder
 from reports import schema
 from reports.roofline import missing_note
-from reports.schema import NO_RANGE, NOT_IN_REPORT, MergedTime
+from reports.schema import NO_ACTIVITY, NOT_IN_REPORT, MergedTime
 from reports.unify import RowMaker, variant_facts
 from workloads.nvtx_ranges import NVTX_DOMAIN
 from workloads.nvtx_ranges import RANGE_PREFIX as PREFIX
@@ -342,7 +342,7 @@ class NcuBackend(ToolBackend):
         return ", ".join(
             f"{domain + '@' if domain else ''}{PREFIX}{v['name']}"
             for v in wman.get("variants", [])
-            if v.get("status") == "ok"
+            if v.get("status") in schema.RAN
         )
 
     def parse(self, rf: RunFolder) -> Parsed:
@@ -475,9 +475,10 @@ def frame_from_ncu_report(rep, wman: dict, *, run: str) -> pd.DataFrame:
     iters = {v["name"]: int(v.get("iters") or wman.get("iters") or 1) for v in wman.get("variants", [])}
     profiled = set(k["variant"].dropna())
     for v in wman.get("variants", []):
-        if v.get("status") == "ok" and v["name"] not in profiled:
-            # it ran, but the report holds none of its kernels: the table says so on its row
-            rows.add(v["name"], NOT_IN_REPORT, NO_RANGE, "flag")
+        if v.get("status") in schema.RAN and v["name"] not in profiled:
+            # it ran, but the report holds none of its kernels: ncu records a range only through
+            # the kernels in it, and replays each one (it loses none), so it launched none
+            rows.add(v["name"], NOT_IN_REPORT, NO_ACTIVITY, "flag")
     for variant, g in k[k["variant"].notna()].groupby("variant", sort=False):
         for _, kr in g.iterrows():
             for col, (metric, unit) in KERNEL_METRICS.items():

@@ -20,6 +20,7 @@ from orchestrator.nvtx_support import nvtx_problem
 from orchestrator.parsers import compressed
 from orchestrator.request import Request
 from orchestrator.runfolder import RunFolder
+from reports import schema
 from reports.schema import NO_ACTIVITY, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
 from workloads.nvtx_ranges import NVTX_DOMAIN, RANGE_PREFIX
 
@@ -417,7 +418,7 @@ def frame_from_export(sqlite: Path, wman: dict, *, run: str, domain: str | None,
     export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     ranges = ns.variant_ranges(export, domain=domain, prefix=prefix)
     attributed = ns.attribute_kernels(export, ranges=ranges)
-    ran = [v["name"] for v in wman.get("variants", []) if v.get("status") == "ok"]
+    ran = [v["name"] for v in wman.get("variants", []) if v.get("status") in schema.RAN]
     recorded = set(ranges["variant"])
     missing = [v for v in ran if v not in recorded]
     # the runner lists every variant from the start: a range of one it does not list means the two

@@ -11,7 +11,16 @@ from orchestrator.backends.ops_option import ops_field
 from orchestrator.backends.options import BackendOptions
 from orchestrator.parsers import compressed
 from orchestrator.runfolder import RunFolder
-from reports.schema import ITERATIONS_IN_REPORT, NO_RANGE, NOT_IN_REPORT, OUTSIDE, UNEVEN_LAUNCHES, MergedTime
+from reports import schema
+from reports.schema import (
+    ITERATIONS_IN_REPORT,
+    NO_ACTIVITY,
+    NO_RANGE,
+    NOT_IN_REPORT,
+    OUTSIDE,
+    UNEVEN_LAUNCHES,
+    MergedTime,
+)
 from workloads.nvtx_ranges import RANGE_PREFIX
 
 if TYPE_CHECKING:  # pandas and numpy at run time only where a report is built (parse)
@@ -65,7 +74,7 @@ class TorchTraceBackend(Backend):
         wman = rf.workload_manifest()
         rows = RowMaker(rf.path.name, self.name, wman["workload"])
         variant_facts(rows, wman)
-        ok = {v["name"] for v in wman["variants"] if v.get("status") == "ok"}
+        ok = {v["name"] for v in wman["variants"] if v.get("status") in schema.RAN}
 
         # trace.json, or trace.json.xz / .gz in an archived folder (read_trace streams those)
         trace = tt.read_trace(compressed.locate(rf.file(wman.get("trace", "trace.json"))))
@@ -136,6 +145,10 @@ def frame_from_trace(
             activity_rows(rows, variant, g, "kernel")
             if on_gpu and variant not in broken:
                 idle_gap_rows(rows, variant, g, "start_ns", "end_ns")
+    if on_gpu:  # a range whose iterations launched nothing on the GPU: said, never an empty ok row
+        for variant in sorted(set(s["ranges"]["variant"]) - set(inside["variant"]) - broken):
+            if keep(variant):
+                rows.add(variant, NOT_IN_REPORT, NO_ACTIVITY, "flag")
     outside = gpu[gpu["variant"].isna()]
     activity_rows(rows, OUTSIDE, outside.drop(columns="launch_cpu_ns"), "kernel")
     # why lazy: they import pandas, which importing the backend must not

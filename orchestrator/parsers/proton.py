@@ -64,6 +64,7 @@ from reports.schema import (
     NO_RANGE,
     NOT_IN_REPORT,
     OUTSIDE,
+    RAN,
     UNEVEN_LAUNCHES,
 )
 from reports.unify import RowMaker
@@ -339,7 +340,7 @@ def frame_from_profile(prof: ProtonProfile, rows: RowMaker, wman: dict[str, Any]
     k, it = prof.kernels, prof.iterations
     iters = int(wman.get("iters") or 0)
     for v in wman.get("variants", []):
-        if v.get("status") != "ok":
+        if v.get("status") not in RAN:
             continue
         variant = v["name"]
         mine = k[k["variant"] == variant]
