@@ -173,7 +173,12 @@ class Request(BaseRequest):
             if v not in names:
                 raise UnknownNameError(f"variant of {self.workload}", v, names)
         if self.size is not None:
-            parse_size(self.size)
+            dims = parse_size(self.size).split("x")
+            if w.get("needs_square_size") and (len(dims) != 2 or dims[0] != dims[1]):
+                raise UsageError(
+                    f"workload {self.workload} needs a square size, --size NxN (its input is one n x n "
+                    f"matrix), not {'x'.join(dims)}"
+                )
         if self.dtype not in registry.DTYPES:  # named with what this workload takes, not every workload's
             raise UsageError(
                 f"--dtype {self.dtype!r} unknown; workload {self.workload} takes {', '.join(w['dtypes'])}"

@@ -224,6 +224,18 @@ def test_a_size_too_large_leaves_no_folder_and_says_its_size_in_a_few_digits(tmp
     assert not list((tmp_path / "gprof-runs").iterdir())
 
 
+@pytest.mark.parametrize("size", ["64x32", "4096", "16x16x16"])
+def test_matmul_of_a_size_that_is_not_square_is_a_usage_error(tmp_path, size):
+    """It read "the workload runner crashed" (its make_input's refusal), exit 1, folder kept."""
+    res = run_cli("time", "matmul", "--device", "cpu", "--size", size, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == (
+        f"gprof-orch: error: workload matmul needs a square size, --size NxN (its input is one n x n "
+        f"matrix), not {size}"
+    )
+    assert not (tmp_path / "gprof-runs").exists() or not list((tmp_path / "gprof-runs").iterdir())
+
+
 def test_a_usage_error_leaves_an_out_folder_as_it_was(tmp_path):
     there = tmp_path / "there"
     there.mkdir()

@@ -79,6 +79,7 @@ def describe(workloads: Iterable[Workload] | None = None) -> list[dict[str, Any]
             # the shape a run without --size takes, by device (the parent settles it: workloads/spec.py)
             "default_shape": list(w.default_shape),
             "cpu_default_shape": list(w.cpu_default_shape),
+            "needs_square_size": w.needs_square_size,
             "variants": [
                 {"name": v.name, "label": v.label, "needs": sorted(v.needs), "description": v.description}
                 for v in w.variants

@@ -115,6 +115,9 @@ class Workload:
     replaces_builtin: bool = False
     tags: tuple[str, ...] = field(default_factory=tuple)
     flops: Callable[[tuple[int, ...], str], float] | None = None
+    # its input is one n x n matrix (matmul's a @ a): the orchestrator refuses any other --size
+    # before a run starts, where make_input's own refusal would read as the workload's crash
+    needs_square_size: bool = False
 
     def __post_init__(self) -> None:
         if not NAME_RE.match(self.name):

@@ -341,6 +341,7 @@ register(
         flops=_flops_matmul,
         baseline="torch_matmul",
         make_input=_square_matrix,
+        needs_square_size=True,
         default_shape=(4096, 4096),
         cpu_default_shape=(256, 256),
         # a, a @ a, and the float64 input and reference of the check
