@@ -42,6 +42,13 @@ class MultiRun:
     # the table holds the others
     unreadable: dict[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # its children as their names: each child's repr is in `runs` (results.Run.__repr__)
+        return (
+            f"MultiRun({str(self.path)!r}, kind={self.kind!r}, workload={self.manifest.get('workload')!r}, "
+            f"status={self.status!r}, variants={len(self.workload.get('variants') or [])}, runs={list(self.runs)})"
+        )
+
     @property
     def status(self) -> str:
         """The status of the whole sweep or `all` run from its manifest ("" if unrecorded)."""

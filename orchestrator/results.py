@@ -47,6 +47,13 @@ class Run:
     # each variant's operator tree (reports.operators.operator_table); empty where none was recorded
     ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
+    def __repr__(self) -> str:
+        # the dataclass's own repr prints every frame whole: printing MultiRun.runs filled a screen
+        return (
+            f"Run({str(self.path)!r}, backend={self.backend!r}, workload={self.workload.get('workload')!r}, "
+            f"status={self.status!r}, variants={len(self.workload.get('variants') or [])})"
+        )
+
     @property
     def status(self) -> str:
         """The run's status from its manifest: ok, failed, interrupted, ... ("" if unrecorded)."""

@@ -148,6 +148,20 @@ def test_all_mean_captured_on_the_h200_flags_the_event_overhead(h200_run):
     assert m.loc["torch_mean", "ncu_us"] == pytest.approx(105.056, abs=1e-3)
 
 
+def test_runs_print_as_one_line_each_not_their_frames(h200_run):
+    path = h200_run("all-mean")
+    multi = load_run(path)
+    assert repr(multi) == (
+        f"MultiRun({str(path)!r}, kind='all', workload='mean', status='ok', variants=3, "
+        "runs=['time', 'torch-trace', 'nsys', 'ncu'])"
+    )
+    assert repr(multi.runs["nsys"]) == (
+        f"Run({str(path / 'nsys')!r}, backend='nsys', workload='mean', status='ok', variants=3)"
+    )
+    shown = str(multi.runs)  # a dict prints its values' reprs
+    assert len(shown.splitlines()) == 1 and shown.count("Run(") == 4 and "kernel" not in shown
+
+
 def test_sweep_captured_on_the_h200(h200_run):
     multi = load_run(h200_run("sweep-triton-mean"), write=True)
     t = multi.table.set_index(["numel", "variant"])
