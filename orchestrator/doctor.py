@@ -166,7 +166,8 @@ def collect(**explicit: str | None) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """collect()'s report as the lines `gprof-orch doctor` prints: the machine, then one line per
-    item in the report's order, with the fix under each missing one."""
+    item in the report's order, with the fix under each missing one; a row whose `ok` is None
+    was not checked (what it depends on is missing) and reads `skip`, neither ok nor missing."""
     m = report["machine"]
     lines = [
         f"gprof-orch {m['packages'].get('gprof-orch')}  python {m['python']}  {m['platform']}",
@@ -192,7 +193,7 @@ def render(report: dict[str, Any]) -> str:
     for key, item in report.items():
         if key in ("machine", "checks") or not isinstance(item, dict):
             continue
-        mark = "ok     " if item.get("ok") else "MISSING"
+        mark = {True: "ok     ", None: "skip   "}.get(item.get("ok"), "MISSING")
         detail = item.get("path") or item.get("version") or item.get("nvcc") or item.get("error") or ""
         if item.get("found_via") and item.get("ok"):  # a tool's row
             detail = f"{item['path']} (version {item['version']}, via {item['found_via']})"

@@ -59,6 +59,21 @@ def test_doctor_on_a_cpu_machine(cli):
     assert data["cupti"] == {"ok": True, "version": "no GPU: time's kernel clock is off"}
 
 
+def test_doctor_does_not_call_nvtx_ranges_ok_without_nsys(cli, tmp_path):
+    gone = tmp_path / "nsys"
+    res = cli("doctor", "--nsys", str(gone))
+    assert res.exit_code == 0
+    lines = res.output.splitlines()
+    assert f"  [MISSING] nsys        --nsys {gone} is not an executable file" in lines
+    assert (
+        "  [skip   ] nvtx_ranges not checked: nsys is missing (whether it records the nvtx package's "
+        "ranges depends on its version)"
+    ) in lines
+    assert not any("nvtx_ranges recorded" in line for line in lines)
+    row = json.loads(cli("doctor", "--nsys", str(gone), "--json").output)["nvtx_ranges"]
+    assert row["ok"] is None and row["version"].startswith("not checked: nsys is missing")
+
+
 def test_kernel_clock_on_a_cpu_run_says_it_is_off(tmp_path):
     out = tmp_path / "k"
     res = run_cli(

@@ -320,7 +320,16 @@ class NsysBackend(ToolBackend):
     def doctor_items(cls, found: dict, packages: dict) -> dict[str, dict]:
         """`gprof-orch doctor`'s rows below nsys's own: whether this nsys records the ranges of
         the installed nvtx package (`exec nsys` on a program whose ranges it drops finds no
-        variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version."""
+        variant; orchestrator/capture.py). `found`: nsys's doctor row; `packages`: name -> version.
+        Without nsys it is not checked (ok None): the answer is this nsys's version's."""
+        if not found.get("ok"):
+            return {
+                "nvtx_ranges": {
+                    "ok": None,
+                    "version": "not checked: nsys is missing (whether it records the nvtx package's "
+                    "ranges depends on its version)",
+                }
+            }
         problem = nvtx_problem(packages.get("nvtx"), found.get("version"))
         return {
             "nvtx_ranges": {
