@@ -3,7 +3,9 @@ compute roof, and whether it is compute- or memory-bound by its arithmetic inten
 
 The FLOPs are what the workload declares for one call (its `flops`, workload.json's `flops` of each
 variant, the frame's `flops` metric); where it declares none, what the Triton kernels'
-launch_metadata declared under proton (`declared_flops*`, totals over the measured iterations).
+launch_metadata declared under proton (`declared_flops*`, totals over the measured iterations),
+else what PyTorch's FlopCounterMode counted of its operators on the runner's extra call
+(`counted_flops`: matmuls, convolutions, attention).
 The peak is the datasheet's for the variant's unit (workload.json's `flop_unit`: bf16, tf32,
 fp32, ...; workloads/devices.py), the measured roof a large torch.matmul's at that unit
 (workloads/compute_roof.py). The verdict sets the declared intensity (FLOPs over `bytes_moved`,
@@ -24,6 +26,7 @@ import pandas as pd
 from reports.schema import ALL_KERNELS
 
 FLOPS = "flops"  # the frame's metric of one call's declared FLOPs
+COUNTED = "counted_flops"  # one call's FLOPs as PyTorch's FlopCounterMode counts its operators
 # proton's rows of the launch metadata's declared FLOPs (orchestrator/parsers/proton.py DECLARED)
 LAUNCH_METADATA = (
     "declared_flops",
@@ -43,15 +46,31 @@ COLUMNS = (
 
 
 def flops_per_call(g: pd.DataFrame, iters: float) -> tuple[float, str]:
-    """(FLOPs of one call, where from: "workload" or "launch_metadata") of a variant's rows;
-    (NaN, "") when neither declares any."""
+    """(FLOPs of one call, where from: "workload", "launch_metadata" or "pytorch") of a
+    variant's rows, in that order of trust; (NaN, "") when none has any."""
     declared = g.loc[g["metric"] == FLOPS, "value"]
     if len(declared):
         return float(declared.iloc[0]), "workload"
     meta = g.loc[g["metric"].isin(LAUNCH_METADATA) & (g["kernel"] != ALL_KERNELS), "value"]
     if len(meta) and iters > 0:
         return float(meta.sum()) / iters, "launch_metadata"
+    counted = g.loc[g["metric"] == COUNTED, "value"]
+    if len(counted):
+        return float(counted.iloc[0]), "pytorch"
     return math.nan, ""
+
+
+def declared_against_counted(g: pd.DataFrame) -> str:
+    """The note's clause where the workload declares FLOPs and PyTorch's FlopCounterMode counted
+    more than 1% otherwise for one call; "" elsewhere."""
+    declared = g.loc[g["metric"] == FLOPS, "value"]
+    counted = g.loc[g["metric"] == COUNTED, "value"]
+    if not (len(declared) and len(counted)) or not declared.iloc[0] > 0:
+        return ""
+    d, c = float(declared.iloc[0]), float(counted.iloc[0])
+    if abs(c / d - 1) <= 0.01:
+        return ""
+    return f"FLOPs: the workload declares {d:.4g} a call, PyTorch's FlopCounterMode counts {c:.4g} ({c / d - 1:+.1%})"
 
 
 def bound(
@@ -223,8 +242,8 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
         lines.append(f"% peak FLOP/s against {against}{tail}")
     if w.get("device") == "cpu":
         lines.append(
-            "% peak FLOP/s left empty: no peak FLOP/s for a CPU run; TFLOP/s is the FLOPs each variant "
-            "declares over its median"
+            "% peak FLOP/s left empty: no peak FLOP/s for a CPU run; TFLOP/s is the FLOPs of each variant's "
+            "call over its median"
         )
     elif [u for u in units if u not in known]:
         missing = ", ".join(names.get(u, u) for u in units if u not in known)
@@ -235,6 +254,12 @@ def footer_lines(table: pd.DataFrame, w: dict[str, Any]) -> list[str]:
         lines.append(
             f"TFLOP/s of {', '.join(meta)} from the FLOPs its Triton kernels' launch_metadata declares "
             "(the workload declares none)"
+        )
+    by_torch = table.loc[sources == "pytorch", "variant"]
+    if len(by_torch):
+        lines.append(
+            f"TFLOP/s of {', '.join(by_torch)} from the FLOPs PyTorch's FlopCounterMode counted of its "
+            "operators on one call (the workload declares none)"
         )
     counted = table.loc[sources == "ncu", "variant"]
     if len(counted):

@@ -156,6 +156,9 @@ def _variant_row(
             env.get("peak_flops"),
         )
         flops.columns(row, g, v, env, t["median"], iters)
+        apart = flops.declared_against_counted(g)
+        if apart:
+            note = _also(note, apart)
         # a tensor-core variant's roofline point from its declared FLOPs (ncu counts SIMT work only)
         row.update(
             declared_tensor_point(g, row, v.get("flop_unit"), flops.unit_peak(v.get("flop_unit"), env))

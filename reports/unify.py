@@ -117,6 +117,8 @@ def variant_facts(rows: RowMaker, wman: dict[str, Any]) -> None:
         rows.add(v["name"], "bytes_moved", v["bytes_moved"], "bytes")
         if isinstance(v.get("flops"), (int, float)) and not isinstance(v["flops"], bool):
             rows.add(v["name"], "flops", v["flops"], "count")  # one call's, as the workload declares
+        if isinstance(v.get("counted_flops"), (int, float)) and not isinstance(v["counted_flops"], bool):
+            rows.add(v["name"], "counted_flops", v["counted_flops"], "count")  # one call's, as PyTorch counts
         rows.add(
             v["name"], "iterations", wman.get("iters") or v.get("iters") or v.get("samples") or 0, "count"
         )

@@ -19,7 +19,8 @@
 # tests on it), cupti (cupti-python installed first: every later stage on the kernel clock), square-wall (the default
 # time square's wall time, the clock on and off), wall-ab (the same, an older commit's copy
 # (WALL_OLD) against this tree, interleaved), goals (the timing goals: A/A at 1e8 and noise at 1e6, on the defaults), cuda13-nsys (CUPTI names of nsys's unknown runtime calls; exec nsys training with lazy and eager module loading), throttle (a GEMM hammer beside `time`), nsys2025 (ncu's nsys + importer),
-# programs (a PyTorch program, unchanged, under the plain exec nsys and exec ncu, against nvtx_kern_sum)
+# programs (a PyTorch program, unchanged, under the plain exec nsys and exec ncu, against nvtx_kern_sum),
+# integrity (tests/fixtures/workloads/fooling.py's variants under time, nsys, torch-trace and ncu, and their GPU tests)
 set -uo pipefail
 OUT=${OUT:-/tmp/gprof-out}
 mkdir -p "$OUT"
@@ -130,6 +131,7 @@ if has wall-ab; then
   # copy of an earlier commit's orchestrator/, workloads/ and reports/, carried) and on this tree,
   # interleaved, WALL_RUNS times each; warm caches (one untimed run of each first)
   old=${WALL_OLD:-ab-old}
+  [[ -d $old || ! -f .ab-old.tar.xz ]] || { mkdir -p "$old" && tar xJf .ab-old.tar.xz -C "$old"; }
   for i in 0 $(seq "${WALL_RUNS:-3}"); do for which in old new; do
     dir=.; [[ $which == old ]] && dir=$old
     # the copy first on the path, for the runner's own process too
@@ -400,6 +402,34 @@ if has programs; then
   log "program tests"
   python3 -m pytest -q -p no:cacheprovider -m "gpu or nsys or ncu" tests/test_gpu_programs.py tests/test_import_ncu.py \
     tests/test_h200_programs.py 2>&1 | tee "$OUT/program-tests.log" | tail -15
+fi
+if has integrity; then
+  # variants built to fool each timer (tests/fixtures/workloads/fooling.py) under every backend:
+  # honest, side stream, cached; no GPU work; bytes overstated 50x. No ok row may read faster than honest.
+  f=(--workload-file tests/fixtures/workloads/fooling.py)
+  show() { cut -c1-260 | grep -v '^saved:' | tail -"${1:-12}"; }
+  if [[ -z ${INTEGRITY_NO_TIME:-} ]]; then
+  log "time fooling (events)"; g time fooling "${f[@]}" --no-kernel-clock -o "$RUNS/time-fooling-events" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  log "time fooling (kernel clock)"; g time fooling "${f[@]}" -o "$RUNS/time-fooling" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  log "time fooling_view"; g time fooling_view "${f[@]}" -o "$RUNS/time-fooling-view" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  log "time fooling_inflated"; g time fooling_inflated "${f[@]}" -o "$RUNS/time-fooling-inflated" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  fi
+  if [[ -z ${INTEGRITY_NO_FOOLING:-} ]]; then
+  for b in ${INTEGRITY_BACKENDS:-nsys torch-trace ncu}; do
+    log "$b fooling"; g "$b" fooling "${f[@]}" -o "$RUNS/$b-fooling" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+    log "$b fooling_view"; g "$b" fooling_view "${f[@]}" -o "$RUNS/$b-fooling-view" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  done
+  fi
+  if [[ -z ${INTEGRITY_NO_GEMM:-} ]]; then
+  # a user's GEMM that declares no FLOPs: PyTorch's FlopCounterMode counts them
+  u=(--workload-file tests/fixtures/workloads/gemm_undeclared.py --dtype bfloat16)
+  log "time gemm_undeclared"; g time gemm_undeclared "${u[@]}" -o "$RUNS/time-gemm-undeclared" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  log "ncu gemm_undeclared"; g ncu gemm_undeclared "${u[@]}" -o "$RUNS/ncu-gemm-undeclared" 2>&1 | show; echo "rc ${PIPESTATUS[0]}"
+  fi
+  log "integrity GPU tests"
+  python3 -m pytest -q -p no:cacheprovider -m "gpu or nsys or ncu" tests/test_integrity.py 2>&1 \
+    | tee "$OUT/integrity-tests.log" | tail -15
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_flops.py -k undeclared 2>&1 | tail -5
 fi
 # pack: the run folders without the bulky nsys-rep (the sqlite export is what tests read)
 log pack

@@ -5,6 +5,7 @@ and the built-in matmul workload, through the real CLI on the CPU (and on a GPU 
 import json
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -54,8 +55,8 @@ def test_time_matmul_on_the_cpu_fills_tflops_as_2n3_over_the_median(tmp_path):
     header = next(line for line in res.stdout.splitlines() if line.startswith("variant "))
     assert "TFLOP/s" in header and "% peak FLOP/s" not in header  # an empty column is not printed
     assert (
-        "% peak FLOP/s left empty: no peak FLOP/s for a CPU run; TFLOP/s is the FLOPs each variant "
-        "declares over its median" in res.stdout
+        "% peak FLOP/s left empty: no peak FLOP/s for a CPU run; TFLOP/s is the FLOPs of each variant's "
+        "call over its median" in res.stdout
     )
     wman = json.loads((out / "workload.json").read_text())
     units = {v["name"]: v["flop_unit"] for v in wman["variants"]}
@@ -377,3 +378,71 @@ def test_triton_matmul_matches_torch_at_sizes_that_are_no_multiple_of_its_tiles(
         f"flops{8 * size}": 2.0 * 70 * 90 * 50,
         "bytes": size * (70 * 50 + 50 * 90 + 70 * 90),
     }
+
+
+UNDECLARED = Path(__file__).resolve().parent / "fixtures" / "workloads" / "gemm_undeclared.py"
+
+
+def test_a_gemm_that_declares_no_flops_gets_them_counted_by_pytorch(tmp_path):
+    """A user's `a @ a` with no `flops=`: FlopCounterMode counts 2 n^3 on the runner's extra call,
+    and TFLOP/s is that over the median, on the CPU too, saying where the FLOPs come from."""
+    out = tmp_path / "run"
+    res = run_cli(
+        "time",
+        "gemm_undeclared",
+        "--workload-file",
+        str(UNDECLARED),
+        "--device",
+        "cpu",
+        "--size",
+        "128x128",
+        "--max-time",
+        "0.3",
+        "--out",
+        str(out),
+    )
+    assert res.returncode == 0, res.stderr
+    wman = json.loads((out / "workload.json").read_text())
+    for v in wman["variants"]:
+        assert v["counted_flops"] == 2 * 128**3 and "flops" not in v
+        assert v["counted_flops_source"] == "torch.utils.flop_counter.FlopCounterMode"
+        assert v["flop_unit"] == "fp32"
+    rows = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    for r in rows.values():
+        assert r["flops_source"] == "pytorch"
+        assert r["tflop_s"] == pytest.approx(2 * 128**3 / (r["time_median_us"] * 1e-6) / 1e12, rel=1e-5)
+    assert "TFLOP/s of matmul, mm from the FLOPs PyTorch's FlopCounterMode counted" in res.stdout
+
+
+def test_declared_flops_win_and_a_count_more_than_1pct_apart_is_said():
+    g = pd.DataFrame({"metric": ["flops", "counted_flops"], "value": [1e9, 2e9], "kernel": ["*", "*"]})
+    assert flops.flops_per_call(g, 1) == (1e9, "workload")
+    assert flops.declared_against_counted(g) == (
+        "FLOPs: the workload declares 1e+09 a call, PyTorch's FlopCounterMode counts 2e+09 (+100.0%)"
+    )
+    assert flops.declared_against_counted(g.assign(value=[1e9, 1.005e9])) == ""
+    assert flops.flops_per_call(g[g["metric"] == "counted_flops"], 1) == (2e9, "pytorch")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["time", "ncu"])
+def test_an_undeclared_bf16_gemm_gets_tflops_and_pct_of_peak_on_a_gpu(tmp_path, backend):
+    import shutil
+
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if backend == "ncu" and shutil.which("ncu") is None:
+        pytest.skip("needs ncu")
+    out = tmp_path / "run"
+    res = run_cli(
+        backend, "gemm_undeclared", "--workload-file", str(UNDECLARED), "--dtype", "bfloat16", "--out", str(out),
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = {r["variant"]: r for r in json.loads((out / "report.json").read_text())["variants"]}
+    for r in rows.values():
+        assert r["flops_source"] == "pytorch"
+        assert 100 < r["tflop_s"] and 20 < r["pct_of_peak_flops"] <= 100
+    assert "no peak FLOP/s for" not in res.stdout

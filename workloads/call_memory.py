@@ -17,17 +17,30 @@ from workloads.manifest import Manifest
 
 
 def measure_all(spec, variants, x, entries: dict[str, dict], man: Manifest) -> None:
-    """One extra call of each ready variant, its memory into its entry's `memory`. A call that
-    raises here leaves the variant as it is (its timing decides) and says why in `memory`."""
+    """One extra call of each ready variant, its memory into its entry's `memory` and the FLOPs
+    PyTorch counts of its operators into `counted_flops` (FlopCounterMode: mm, bmm, addmm,
+    convolutions, attention; a Triton or extension kernel counts 0, and leaves no figure). A call
+    that raises here leaves the variant as it is (its timing decides) and says why in `memory`."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     for v in variants:
         t0 = time.perf_counter()
+        counter = FlopCounterMode(display=False)
         try:
-            mem = cuda_call(v.fn, x) if spec.device == "cuda" else cpu_call(v.fn, x)
+            with counter:
+                mem = cuda_call(v.fn, x) if spec.device == "cuda" else cpu_call(v.fn, x)
         except Exception as exc:
             mem = {"error": f"{type(exc).__name__}: {exc}"}
         mem["measure_s"] = round(time.perf_counter() - t0, 3)
         entries[v.name]["memory"] = mem
+        counted = counter.get_total_flops()
+        if counted > 0 and "error" not in mem:
+            entries[v.name].update(counted_flops=int(counted), counted_flops_source=COUNTED_BY)
     man.save()
+
+
+# where a variant's counted FLOPs come from (workload.json's `counted_flops_source`)
+COUNTED_BY = "torch.utils.flop_counter.FlopCounterMode"
 
 
 def result_bytes(out: Any) -> int:

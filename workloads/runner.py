@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from workloads import accuracy, call_memory, declared_work, recheck, registry
+from workloads.devices import flop_unit
 from workloads.environment import check_memory, describe_device, probe_needs, sync
 from workloads.errors import RunnerUsageError, WorkloadCodeError
 from workloads.manifest import EXIT_NOT_SAVED, MANIFEST, SCHEMA_VERSION, Manifest, record_failure, started
@@ -73,6 +74,7 @@ def run(spec: RunSpec) -> int:
     laps.lap("warm_up")
     # one extra call each, before any timed or profiled one: what a call's memory is
     call_memory.measure_all(spec, ready, x, entries, man)
+    _counted_units(spec, workload, entries, man)
     laps.lap("memory")
     man.data["current"] = None
 
@@ -243,6 +245,24 @@ def _start_manifest(
             ],
         },
     )
+
+
+def _counted_units(
+    spec: RunSpec, workload: registry.Workload, entries: dict[str, dict], man: Manifest
+) -> None:
+    """A variant whose workload declares no FLOPs but whose operators PyTorch counted (its
+    `counted_flops`) takes its unit from the dtype, and the env the peaks of those units."""
+    by_name = {v.name: v for v in workload.variants}
+    units = {e["flop_unit"] for e in entries.values() if e.get("flop_unit")}
+    for name, e in entries.items():
+        if e.get("counted_flops") and not e.get("flop_unit"):
+            e["flop_unit"] = flop_unit(spec.dtype, by_name[name].math)
+            units.add(e["flop_unit"])
+    env = man.data["env"]
+    if units - set(env.get("peak_flops") or {}):
+        env.update(
+            declared_work.device_compute(env, sorted(units), measure=spec.mode == "time" or spec.measure_roof)
+        )
 
 
 def _runnable(
