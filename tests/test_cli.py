@@ -308,12 +308,13 @@ def test_dry_run_prints_the_exact_command():
         "min_time_s": 0.0,
         "max_time_s": 1.0,
     }
-    assert spec["timer"] == "blocking" and spec["gpu_sleep_us"] == 100
+    # a CPU run flushes no L2 and holds no stream: the spec says so, not the GPU's defaults
+    assert (spec["flush_l2"], spec["timer"], spec["gpu_sleep_us"]) == (False, "none", 0)
     res = run_cli(
         "time",
         "square",
         "--device",
-        "cpu",
+        "cuda",
         "--gpu-sleep",
         "0",
         "--timer",
@@ -325,7 +326,7 @@ def test_dry_run_prints_the_exact_command():
     assert res.returncode == 0
     spec = json.loads(res.stdout.splitlines()[-1].removeprefix("# spec: "))
     assert (spec["iters"], spec["timer"], spec["gpu_sleep_us"], spec["stop"]) == (7, "sleep", 0, None)
-    assert spec["shape"] == [1000, 1000]  # no --size: the workload's default on the CPU
+    assert spec["shape"] == [10000, 10000]  # no --size: the workload's default on a GPU
 
 
 def test_nsys_traces_what_the_settled_device_runs():

@@ -63,6 +63,19 @@ def test_each_backend_puts_its_own_defaults_in_the_spec():
     assert (tt.mode, tt.iters, tt.warmup) == ("torch-trace", 4, 0)
 
 
+def test_a_spec_says_what_its_run_flushes_and_holds():
+    """A CPU run's spec said flush_l2 true and the blocking timer, which it never used."""
+    cpu = _spec(workload="square", device="cpu", flush_l2=True, timer="sleep", gpu_sleep_us=500)
+    assert (cpu.flush_l2, cpu.timer, cpu.gpu_sleep_us) == (False, "none", 0)
+    nsys = _spec(workload="square", backend="nsys", device="cuda")  # profile mode holds nothing
+    assert (nsys.flush_l2, nsys.timer, nsys.gpu_sleep_us) == (False, "none", 0)
+    gpu = _spec(workload="square", device="cuda", timer="sleep", gpu_sleep_us=500)
+    assert (gpu.flush_l2, gpu.timer, gpu.gpu_sleep_us) == (True, "sleep", 500)
+    # what was asked and is off on the CPU stays, for the runner to say why
+    asked = _spec(workload="square", device="cpu", cuda_graph=True, kernel_clock=True)
+    assert (asked.cuda_graph, asked.kernel_clock) == (True, True)
+
+
 def test_nothing_mutates_the_request():
     req = backends.request("square", "ncu", device="cpu", size="1e6", ncu_metrics=["a.sum,b.sum", "c.sum"])
     assert req.options.ncu_metrics == ("a.sum", "b.sum", "c.sum")  # one list of names from the start
@@ -135,6 +148,9 @@ def test_the_run_folder_holds_the_spec_the_child_ran(tmp_path):
     assert f"-m workloads run --spec {out}/spec.json --out {out}" in (out / "commands.sh").read_text()
     man = json.loads((out / "manifest.json").read_text())
     assert man["request"]["size"] is None  # as asked, not rewritten
+    # what the spec says the run flushes and holds is what the runner did
+    assert (spec["flush_l2"], spec["gpu_sleep_us"]) == (wman["flush_l2"], wman["gpu_sleep_us"]) == (False, 0)
+    assert spec["timer"] == "none" and wman["hold"] is None
     # the recorded command reproduces the run from spec.json alone
     (out / "workload.json").unlink()
     again = subprocess.run(

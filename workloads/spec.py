@@ -109,7 +109,10 @@ def resolve(spec: RunSpec, workload: Mapping[str, Any], auto: Callable[[], tuple
     """`spec` with nothing left to choose, as a new spec: device "auto" becomes `auto()`'s
     (device, how it was chosen), no shape the workload's default for that device (`workload`:
     its registry.describe() entry, with default_shape and cpu_default_shape), no iters outside
-    time mode PROFILE_ITERS. A resolved spec comes back equal.
+    time mode PROFILE_ITERS, and outside time mode on CUDA (a CPU run, a profiler's run) no L2
+    flush, timer "none" and no GPU sleep: what the runner does there, as its workload.json says.
+    --cuda-graph and --kernel-clock stay as asked: the runner says why they are off. A resolved
+    spec comes back equal.
 
     Example:
         >>> resolve(RunSpec("square", device="cpu"), {"default_shape": [10000, 10000],
@@ -124,4 +127,9 @@ def resolve(spec: RunSpec, workload: Mapping[str, Any], auto: Callable[[], tuple
         raise ValueError(f"unknown device {device!r}; valid: auto, {', '.join(DEVICES)}")
     shape = spec.shape or tuple(workload["default_shape" if device == "cuda" else "cpu_default_shape"])
     iters = spec.iters if spec.iters is not None or spec.mode == "time" else PROFILE_ITERS
-    return replace(spec, device=device, device_reason=why, shape=shape, iters=iters)
+    held: dict[str, Any] = {}
+    if device != "cuda" or spec.mode != "time":
+        # nothing flushes the L2 or holds a stream there: a spec saying flush_l2 true and the
+        # blocking timer (the defaults) disagreed with the run it describes
+        held = {"flush_l2": False, "timer": "none", "gpu_sleep_us": 0.0}
+    return replace(spec, device=device, device_reason=why, shape=shape, iters=iters, **held)
