@@ -87,14 +87,15 @@ def _run_children(rf: RunFolder, jobs: list[tuple[str, Any]], what: str) -> Mult
     """Run each (name, job) into rf/<name> (a job returns a Run, or a string: the reason it is
     skipped), recording each child's status in the parent manifest as it ends. Stops at an
     interrupt; a failed child does not stop the rest. Raises what went wrong, with `.run`."""
-    # why lazy: it imports pandas, which importing api must not
-    from orchestrator.results import Run
-
     interrupted: InterruptedRunError | None = None
     built: dict[str, Run] = {}
     for name, job in jobs:
         try:
             result = job(rf.path / name)
+            # why lazy: it imports pandas, which importing api must not; inside the guard (a
+            # skipped first child's job imports none): an interrupt in it stops the children
+            from orchestrator.results import Run
+
             _record_child(rf, name, result)
             if isinstance(result, Run):
                 built[name] = result

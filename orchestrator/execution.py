@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import backends, envinfo, failpoints
+from orchestrator import backends, envinfo
 from orchestrator.base_request import BaseRequest
 from orchestrator.cluster.archive import unpack
 from orchestrator.ending import final_status, reporting_error
@@ -88,7 +88,6 @@ def build_run(rf: RunFolder, parsed: Parsed | None = None) -> Run:
     """The Run of a folder whose step ran (`parsed`: what its backend already read, else read
     now), not written: conclude() writes it once the status is set. The report stack (pandas) is
     first imported here, inside each caller's guard: an interrupt in that import is the run's."""
-    failpoints.pause_in_import()
     # why lazy: it imports pandas, which importing execution must not
     from orchestrator.results import build_report
 

@@ -2,7 +2,7 @@
 folder is read back): every command exits 130 with one message, marks a folder it was writing
 `interrupted` (never `running`), leaves a folder it only re-renders as it was, and with --json
 prints exactly one JSON document. The real CLI is stopped at a named point of its report phase
-(orchestrator/results.py's GPROF_TEST_PAUSE) and signalled there."""
+(orchestrator/failpoints.py's GPROF_TEST_PAUSE) and signalled there."""
 
 import json
 import os
