@@ -187,7 +187,7 @@ def build_report(rf: RunFolder, parsed: Parsed | None = None, *, write: bool = T
         frame,
         table,
         summary.outside_activity(frame),
-        summary.warnings_for(table) + parsed.warnings + ([lost] if lost else []),
+        summary.warnings_for(table, frame) + parsed.warnings + ([lost] if lost else []),
         saved=False,
         kernels=kernels.kernel_table(frame, wman),
         findings=findings,

@@ -64,6 +64,23 @@ OTHER_THREAD_LAUNCHES = "other_thread_launches"
 # which also hold the GPU's processing of each launch (about 2.4 to 3.2 us a launch on the H200)
 EVENT_CALL = "event_call_ns"
 
+# metrics of a captured range (exec/import), one sample per range instance, each over that
+# instance's iterations: the table's per-iteration figures are then the median instance's, as its
+# time is. A training loop's first step (module loading, cuBLAS's first calls) idled the GPU 154 ms
+# in the H100 exec-train capture: as a mean over 20 steps it read 8620 us/iter of idle against
+# 926 us in a median step, and launch CPU above the range's own CPU time.
+# LAUNCH_CPU_PER_ITER: the CUDA API calls that launched the instance's GPU work; IDLE_PER_ITER: the
+# GPU's idle gaps between its activities; IDLE_TYPICAL_PER_ITER: its median gap x its gaps, the
+# host-bound test's figure (reports/why.py)
+LAUNCH_CPU_PER_ITER = "launch_cpu_ns_per_iter"
+IDLE_PER_ITER = "gpu_idle_ns_per_iter"
+IDLE_TYPICAL_PER_ITER = "gpu_idle_typical_ns_per_iter"
+# metric of a captured range with more than one instance: its first instance's wall time per
+# iteration (ns), one of its cpu_time_ns samples; FIRST_INSTANCE_RATIO times the median of the
+# others, it is named under the table as start-up (reports/summary.py start_up_warnings)
+FIRST_INSTANCE = "first_instance_cpu_time_ns"
+FIRST_INSTANCE_RATIO = 3.0
+
 # A median this many times the fastest sample is no steady time, whatever the stop rule says: the
 # machine was busy for most of the samples, or the variant runs at two speeds (a bimodal
 # distribution; 31 samples of 12 ms and 203 us have a narrow CI on the median and an IQR of 0).

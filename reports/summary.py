@@ -18,7 +18,10 @@ from reports.roofline import declared_tensor_point
 from reports.roofline import point as roofline_point
 from reports.schema import (
     ALL_KERNELS,
+    FIRST_INSTANCE,
+    FIRST_INSTANCE_RATIO,
     ITERATIONS_IN_REPORT,
+    LAUNCH_CPU_PER_ITER,
     LOST_EVENTS,
     NO_ACTIVITY,
     NO_RANGE,
@@ -235,8 +238,12 @@ def _measured_columns(
         achieved_gb_s=gbps,
         pct_of_peak_bw=gbps * 1e9 / peak * 100 if peak else np.nan,
     )
+    # a capture's range: the median instance's, as the time is; else all launches over the iterations
+    per_instance = g.loc[g["metric"] == LAUNCH_CPU_PER_ITER, "value"]
     launch = g.loc[g["metric"] == "launch_cpu_time_ns", "value"]
-    if len(launch):
+    if len(per_instance):
+        row["launch_cpu_us"] = float(per_instance.median()) / 1e3
+    elif len(launch):
         row["launch_cpu_us"] = float(launch.sum()) / iters / 1e3
     for col in AGGREGATED:  # NaN where the backend does not measure it
         row[col.name] = aggregate(g, col)
@@ -431,11 +438,12 @@ def outside_activity(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"kernel": g["short"], "launches": g["size"], "total_us": g["sum"] / 1e3})
 
 
-def warnings_for(table: pd.DataFrame) -> list[str]:
+def warnings_for(table: pd.DataFrame, frame: pd.DataFrame | None = None) -> list[str]:
     """One warning per variant whose spread is too high to rank it by (unless its median is
     known to within 1%), and per variant that ran at two speeds (reports.schema.TWO_SPEEDS_RATIO),
-    saying how to get a steadier number."""
-    out = []
+    saying how to get a steadier number; with the frame, per captured range whose first instance
+    was start-up (start_up_warnings)."""
+    out = start_up_warnings(frame, table) if frame is not None else []
     for _, r in table.iterrows():
         # a median known to within 1% ranks variants whatever the spread of single samples
         if "high spread" in str(r["note"]) and not (pd.notna(r.get("noise_pct")) and r["noise_pct"] < 1):
@@ -449,3 +457,48 @@ def warnings_for(table: pd.DataFrame) -> list[str]:
                 f"every speedup over it are no steady time: rerun on a quieter machine before ranking"
             )
     return out
+
+
+def start_up_warnings(frame: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """One line per captured range (exec/import) of the table whose first instance took more than
+    FIRST_INSTANCE_RATIO times the median of the others (wall time, as its CPU us): a training
+    loop's first step, loading modules and making cuBLAS's first calls; then one line on what that
+    means for the table. Its time, CPU, launch CPU, GPU busy and idle figures are medians over the
+    instances, so the instance is named here rather than spread into them; the counts and the
+    kernels' times per iteration stay means."""
+    if frame.empty or not (frame["metric"] == FIRST_INSTANCE).any():
+        return []
+    rows = frame[frame["metric"].isin((FIRST_INSTANCE, "cpu_time_ns", "iterations"))]
+    by_variant = {v: g for v, g in rows.groupby("variant", sort=False)}
+    out = []
+    for name in table["variant"]:
+        g = by_variant.get(name)
+        first = g.loc[g["metric"] == FIRST_INSTANCE, "value"] if g is not None else ()
+        if not len(first):
+            continue
+        walls = g.loc[g["metric"] == "cpu_time_ns", "value"].to_numpy(dtype=np.float64)
+        # the others: its samples less the first instance's own (one of them)
+        hit = np.flatnonzero(walls == first.iloc[0])
+        others = np.delete(walls, hit[:1])
+        if not len(hit) or not len(others):
+            continue
+        rest, took = float(np.median(others)), float(first.iloc[0])
+        if rest > 0 and took > FIRST_INSTANCE_RATIO * rest:
+            iters = g.loc[g["metric"] == "iterations", "value"]
+            each = " per iteration" if len(iters) and float(iters.iloc[0]) > len(walls) else ""
+            out.append(
+                f"{name}: instance 1 of {len(walls)} took {_ms(took)}{each}, the others {_ms(rest)} "
+                "(median): start-up, not spread into the medians"
+            )
+    if out:
+        out.append(
+            "start-up instances: time, CPU, launch CPU, GPU busy and GPU idle are the median instance's; "
+            "launches/iter and the kernels' us/iter are means over every instance, the first one in them"
+        )
+    return out
+
+
+def _ms(ns: float) -> str:
+    """A wall time in ms: two decimals from 1 ms, three significant digits under it."""
+    ms = ns / 1e6
+    return f"{ms:,.2f} ms" if ms >= 1 else f"{ms:.3g} ms"

@@ -9,7 +9,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.schema import ALL_KERNELS, COLUMNS, SAMPLED, concat, empty_frame
+from reports.schema import (
+    ALL_KERNELS,
+    COLUMNS,
+    IDLE_PER_ITER,
+    IDLE_TYPICAL_PER_ITER,
+    LAUNCH_CPU_PER_ITER,
+    SAMPLED,
+    concat,
+    empty_frame,
+)
 
 # GPU activity kind -> the metric of each instance's duration
 ACTIVITY_METRIC = {"kernel": "kernel_time_ns", "memset": "memset_time_ns", "memcpy": "memcpy_time_ns"}
@@ -155,49 +164,102 @@ def activity_rows(rows: RowMaker, variant: str, act: pd.DataFrame, name_col: str
 
 
 def idle_gap_rows(
-    rows: RowMaker, variant: str, act: pd.DataFrame, start: str, end: str, instance: str | None = None
+    rows: RowMaker,
+    variant: str,
+    act: pd.DataFrame,
+    start: str,
+    end: str,
+    instance: str | None = None,
+    iters_per_instance: int | None = None,
 ) -> None:
     """Each idle gap of the GPU between consecutive GPU activities of one range instance
     (`instance` column; all one instance without it), as `gpu_idle_gap_ns` samples: the busy
     intervals are merged first, so overlapping activities leave no gap. A variant whose work
-    never left the GPU idle gets one 0 (it was measured). See reports/why.py."""
+    never left the GPU idle gets one 0 (it was measured). With `iters_per_instance` (a capture's
+    range instances, each of that many iterations), also one IDLE_PER_ITER and one
+    IDLE_TYPICAL_PER_ITER sample per instance (reports/schema.py), in order of first appearance:
+    the gaps alone cannot say which instance they were in. See reports/why.py."""
     if act.empty:
         return
+    gaps, owner, n = _idle_gaps(act, start, end, instance)
+    rows.samples(variant, "gpu_idle_gap_ns", gaps if len(gaps) else [0.0], "ns")
+    if iters_per_instance:
+        k = float(iters_per_instance)
+        count = np.bincount(owner, minlength=n)
+        total = np.bincount(owner, weights=gaps, minlength=n)
+        median = pd.Series(gaps).groupby(owner).median().reindex(range(n), fill_value=0.0).to_numpy()
+        rows.samples(variant, IDLE_PER_ITER, total / k, "ns")
+        rows.samples(variant, IDLE_TYPICAL_PER_ITER, median * count / k, "ns")
+
+
+def launch_cpu_rows(
+    rows: RowMaker, variant: str, act: pd.DataFrame, instance: str, iters_per_instance: int
+) -> None:
+    """The CPU time of the CUDA API calls that launched each range instance's GPU activity
+    (`launch_cpu_ns`, summed; a call not found counts 0, as in activity_rows), over the instance's
+    iterations: one LAUNCH_CPU_PER_ITER sample per instance, in order of first appearance."""
+    if act.empty or "launch_cpu_ns" not in act or instance not in act:
+        return
+    inst, uniq = pd.factorize(act[instance])
+    keep = inst >= 0  # groupby drops a missing instance
+    cpu = np.nan_to_num(act["launch_cpu_ns"].astype("float64").to_numpy()[keep])
+    per = np.bincount(inst[keep], weights=cpu, minlength=len(uniq))
+    rows.samples(variant, LAUNCH_CPU_PER_ITER, per / float(iters_per_instance), "ns")
+
+
+def _idle_gaps(
+    act: pd.DataFrame, start: str, end: str, instance: str | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """idle_gap_rows's gaps, the instance of each (0.., in order of first appearance) and the
+    number of instances."""
     iv = act[[start, end]].astype("float64").to_numpy()
     if instance and instance in act:
-        inst, _ = pd.factorize(act[instance])  # in order of first appearance, as groupby(sort=False)
+        inst, uniq = pd.factorize(act[instance])  # in order of first appearance, as groupby(sort=False)
+        n = len(uniq)
     else:
-        inst = np.zeros(len(act), dtype=np.int64)
+        inst, n = np.zeros(len(act), dtype=np.int64), 1
     if np.isnan(iv).any():  # a missing time: the loop's own comparisons decide
-        gaps = _idle_gaps_loop(act, start, end, instance)
-    else:
-        keep = np.flatnonzero(inst >= 0)  # groupby drops a missing instance
-        order = keep[np.lexsort((iv[keep, 0], inst[keep]))]  # by instance, then start; stable
-        s, e, g = iv[order, 0], iv[order, 1], inst[order]
-        first = np.ones(len(g), dtype=bool)
-        first[1:] = g[1:] != g[:-1]
-        # how far the GPU was busy before each activity: the running max end of the earlier
-        # ones of its instance
-        reach = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
-        before = np.empty_like(reach)
-        before[1:] = reach[:-1]
-        gap = ~first & (s > before)
-        gaps = s[gap] - before[gap]
-    rows.samples(variant, "gpu_idle_gap_ns", gaps if len(gaps) else [0.0], "ns")
+        gaps, owner = _idle_gaps_loop(act, start, end, instance)
+        return np.asarray(gaps, dtype=np.float64), np.asarray(owner, dtype=np.int64), n
+    keep = np.flatnonzero(inst >= 0)  # groupby drops a missing instance
+    order = keep[np.lexsort((iv[keep, 0], inst[keep]))]  # by instance, then start; stable
+    s, e, g = iv[order, 0], iv[order, 1], inst[order]
+    first = np.ones(len(g), dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    # how far the GPU was busy before each activity: the running max end of the earlier
+    # ones of its instance
+    reach = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
+    before = np.empty_like(reach)
+    before[1:] = reach[:-1]
+    gap = ~first & (s > before)
+    return s[gap] - before[gap], g[gap].astype(np.int64), n
 
 
-def _idle_gaps_loop(act: pd.DataFrame, start: str, end: str, instance: str | None) -> list[float]:
-    """idle_gap_rows's gaps one interval at a time (for frames with a missing time)."""
+def _idle_gaps_loop(
+    act: pd.DataFrame, start: str, end: str, instance: str | None
+) -> tuple[list[float], list[int]]:
+    """_idle_gaps's gaps and their instances one interval at a time (for frames with a missing
+    time)."""
     groups = act.groupby(instance, sort=False) if instance and instance in act else [(None, act)]
     gaps: list[float] = []
-    for _, g in groups:
+    owner: list[int] = []
+    for i, (_, g) in enumerate(groups):
         iv = g[[start, end]].astype("float64").sort_values(start, kind="stable").to_numpy()
         reach = iv[0, 1]
         for s, e in iv[1:]:
             if s > reach:
                 gaps.append(float(s - reach))
+                owner.append(i)
             reach = max(reach, e)
-    return gaps
+    return gaps, owner
 
 
-__all__ = ["ACTIVITY_METRIC", "RowMaker", "activity_rows", "idle_gap_rows", "variant_facts", "concat"]
+__all__ = [
+    "ACTIVITY_METRIC",
+    "RowMaker",
+    "activity_rows",
+    "idle_gap_rows",
+    "launch_cpu_rows",
+    "variant_facts",
+    "concat",
+]

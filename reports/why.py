@@ -10,11 +10,15 @@ column comes from numbers a profiler measured:
   ends are not counted as DRAM traffic.
 - gpu_idle_us_per_iter (nsys, torch-trace): the GPU's idle time between the variant's first
   and last GPU activity (gaps between consecutive activities, each range instance apart), per
-  iteration. The lead-in before the first kernel and the final synchronize are not in it.
+  iteration. The lead-in before the first kernel and the final synchronize are not in it. A
+  capture's range (exec/import) takes it from each instance apart, and the median instance's is
+  the column, as the time column is the median's: a cold first step (154 ms of idle in the H100
+  exec-train capture against 0.9 ms in a median step) is not spread over the others.
 - host_bound (nsys, torch-trace): "host-bound" when the GPU waited for the host: the typical
   gap between iterations (median gap x gaps per iteration) exceeds HOST_BOUND_IDLE_FRACTION of
   the GPU time per iteration, i.e. the host's launch-to-launch interval is longer than the GPU's
-  work. One startup gap does not make a variant host-bound; a gap before every launch does.
+  work. One startup gap does not make a variant host-bound; a gap before every launch does. A
+  capture's range: the median over its instances of each instance's typical gap.
 - extra_kernels_per_iter: launches per iteration beyond the fewest among the variants.
 - why: one line built from the facts above, ncu's throughput and launch shape, and ncu's top
   finding (see `findings_table`).
@@ -31,7 +35,7 @@ import pandas as pd
 from reports import flops
 from reports.demangle import function_name
 from reports.names import short_kernel_name
-from reports.schema import ALL_KERNELS
+from reports.schema import ALL_KERNELS, IDLE_PER_ITER, IDLE_TYPICAL_PER_ITER
 
 WHY_COLUMNS = ["excess_traffic", "gpu_idle_us_per_iter", "host_bound", "extra_kernels_per_iter", "why"]
 
@@ -210,14 +214,13 @@ def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) 
         moved = g.loc[g["metric"] == "bytes_moved", "value"]
         if len(dram) and len(moved) and moved.iloc[0] > 0:
             table.at[i, "excess_traffic"] = float(dram.sum()) / iters / float(moved.iloc[0])
-        gaps = g.loc[g["metric"] == IDLE_GAP_METRIC, "value"].to_numpy(dtype="float64")
-        if len(gaps) or (g["metric"] == IDLE_GAP_METRIC).any():
-            table.at[i, "gpu_idle_us_per_iter"] = float(gaps.sum()) / iters / 1e3
+        idle = _idle_per_iter(g, iters)
+        if idle is not None:
+            idle_us, typical_us = idle
+            table.at[i, "gpu_idle_us_per_iter"] = idle_us
             gpu_us = r.get("time_median_us")
-            if len(gaps) and pd.notna(gpu_us) and gpu_us > 0:
-                typical_us = float(np.median(gaps)) * len(gaps) / iters / 1e3
-                if typical_us > HOST_BOUND_IDLE_FRACTION * gpu_us:
-                    table.at[i, "host_bound"] = "host-bound"
+            if pd.notna(gpu_us) and gpu_us > 0 and typical_us > HOST_BOUND_IDLE_FRACTION * gpu_us:
+                table.at[i, "host_bound"] = "host-bound"
     # the fewest among variants whose launches split into the iterations (not an incomplete one's)
     # and not a range that holds others: its launches are theirs too
     nested = {v["name"] for v in wman.get("variants", []) if v.get("holds")}
@@ -229,6 +232,20 @@ def why_columns(frame: pd.DataFrame, table: pd.DataFrame, wman: dict[str, Any]) 
     if lp.notna().any():
         table["extra_kernels_per_iter"] = lp - lp.min()
     return table
+
+
+def _idle_per_iter(g: pd.DataFrame, iters: float) -> tuple[float, float] | None:
+    """(idle us per iteration, typical idle us per iteration) of a variant's rows, None where
+    its backend measures no idle gaps: the median instance's where the rows hold each instance's
+    (a capture's range), else every gap over the iterations, the variant's ranges taken as one."""
+    per_instance = g.loc[g["metric"] == IDLE_PER_ITER, "value"].to_numpy(dtype="float64")
+    if len(per_instance):
+        typical = g.loc[g["metric"] == IDLE_TYPICAL_PER_ITER, "value"].to_numpy(dtype="float64")
+        return float(np.median(per_instance)) / 1e3, float(np.median(typical)) / 1e3
+    gaps = g.loc[g["metric"] == IDLE_GAP_METRIC, "value"].to_numpy(dtype="float64")
+    if not len(gaps):
+        return None
+    return float(gaps.sum()) / iters / 1e3, float(np.median(gaps)) * len(gaps) / iters / 1e3
 
 
 def explain(

@@ -41,6 +41,7 @@ from orchestrator.parsers import nsys as ns
 from orchestrator.parsers import torch_trace as tt
 from orchestrator.runfolder import WORKLOAD_MANIFEST, RunFolder
 from reports.schema import (
+    FIRST_INSTANCE,
     NO_RANGE,
     NOT_IN_REPORT,
     OTHER_THREAD_LAUNCHES,
@@ -49,7 +50,7 @@ from reports.schema import (
     UNEVEN_LAUNCHES,
     WALL_TIME_ONLY,
 )
-from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows
+from reports.unify import ACTIVITY_METRIC, RowMaker, activity_rows, idle_gap_rows, launch_cpu_rows
 
 if TYPE_CHECKING:
     from orchestrator.ending import Ending
@@ -373,6 +374,8 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     summary = ns.range_times(
         attributed, ranges
     )  # summarize()'s wall and busy columns, no per-launch statistics
+    busy = ns.instance_busy(attributed, ranges)
+    busy_of = ranges["variant"].to_numpy(dtype=object)[busy["range_id"].to_numpy()]
     by_variant = VariantRows(attributed, ranges)
     any_kernels = len(export.kernels) > 0
     launches = LaunchTimes(attributed) if any_kernels else None
@@ -392,7 +395,14 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
             rows.add(name, "bytes_moved", v["bytes_moved"], "bytes")
         act, srow = _variant_activity(name, attributed, ranges, summary, by_variant, bool(v.get("holds")))
         rows.add(name, "range_wall_ns", float(srow["range_wall_ns"].iloc[0]), "ns")
-        rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
+        # one fraction per instance, so that the column's median is the median instance's
+        mine = ns.instance_busy(act, ranges) if v.get("holds") else busy[busy_of == name]
+        span = mine["gpu_span_ns"].to_numpy(dtype=np.float64)
+        fractions = mine["gpu_busy_ns"].to_numpy(dtype=np.float64)[span > 0] / span[span > 0]
+        if len(fractions):
+            rows.samples(name, "gpu_busy_fraction", fractions, "fraction")
+        else:
+            rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
         activity_rows(rows, name, act, "label")
         _time_rows(rows, name, act, r, k, launches)
     activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
@@ -422,8 +432,10 @@ def _time_rows(
     rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int, launches: LaunchTimes | None
 ) -> None:
     """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
-    idle gaps and cpu_time_ns. `launches`: every attributed launch where the capture has any
-    kernel (None: none), to count those other threads launched inside the variant's ranges."""
+    idle gaps and cpu_time_ns; per range instance, its idle time and launch CPU time per iteration
+    (reports/schema.py), and the first instance's wall time, which start-up can stretch far past
+    the others'. `launches`: every attributed launch where the capture has any kernel (None:
+    none), to count those other threads launched inside the variant's ranges."""
     wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
     if len(act):
         samples = per_range_iterations(
@@ -433,7 +445,8 @@ def _time_rows(
             rows.add(name, UNEVEN_LAUNCHES, float(len(act)), "count")
         else:
             rows.samples(name, "time_ns", samples, "ns")
-        idle_gap_rows(rows, name, act, "start", "end", instance="range_id")
+        idle_gap_rows(rows, name, act, "start", "end", instance="range_id", iters_per_instance=k)
+        launch_cpu_rows(rows, name, act, "range_id", k)
         others = launches.by_other_threads(r) if launches is not None else 0
         if others:  # its GPU time leaves them out: said, or backward looks cheaper than it is
             rows.add(name, OTHER_THREAD_LAUNCHES, float(others), "count")
@@ -442,6 +455,8 @@ def _time_rows(
         if launches is not None:
             rows.add(name, WALL_TIME_ONLY, float(launches.by_other_threads(r)), "count")
     rows.samples(name, "cpu_time_ns", wall, "ns")
+    if len(wall) > 1:  # r is in start order
+        rows.add(name, FIRST_INSTANCE, float(wall[0]), "ns")
 
 
 def per_range_iterations(

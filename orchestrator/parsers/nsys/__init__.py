@@ -48,7 +48,7 @@ from orchestrator.parsers.nsys.schema import (
     RUNTIME_COLUMNS,
     NsysExport,
 )
-from orchestrator.parsers.nsys.summary import range_times, summarize
+from orchestrator.parsers.nsys.summary import instance_busy, range_times, summarize
 
 # loaded on first use (module __getattr__): the name -> the module of this package that holds it
 _LAZY = {"operators": "ops", "to_chrome_trace": "chrome", "write_chrome_trace": "chrome"}
@@ -78,6 +78,7 @@ __all__ = [
     "RUNTIME_COLUMNS",
     "NsysExport",
     "attribute_kernels",
+    "instance_busy",
     "last_timestamp",
     "missing_ranges_hint",
     "operators",

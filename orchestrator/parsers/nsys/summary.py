@@ -162,6 +162,20 @@ def _kernel_names(attributed: pd.DataFrame, is_k: np.ndarray, kc: np.ndarray, n_
     return names
 
 
+def instance_busy(attributed: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
+    """Per range instance with kernels (in range_id order): range_id, gpu_busy_ns and
+    gpu_span_ns, the figures range_times() sums per variant. A capture's range of many instances
+    takes its GPU busy fraction from each apart, so that a cold first instance (a training loop's
+    first step) is one sample of a median, not most of a summed span.
+
+    Example:
+        >>> instance_busy(attribute_kernels(ex), variant_ranges(ex))
+    """
+    _, _, rid, inside, _, _, kind = _variant_codes(attributed, ranges)
+    inst, busy, span = _busy_per_instance(attributed, (kind == "kernel") & inside, rid, ranges)
+    return pd.DataFrame({"range_id": inst, "gpu_busy_ns": busy, "gpu_span_ns": span})
+
+
 def _busy_per_variant(
     attributed: pd.DataFrame,
     mask: np.ndarray,
@@ -176,6 +190,21 @@ def _busy_per_variant(
     span = np.full(n_var + 1, np.nan)
     if not mask.any():
         return busy, span
+    inst, inst_busy, inst_span = _busy_per_instance(attributed, mask, rid, ranges)
+    codes = range_code[inst]
+    has = np.bincount(codes, minlength=n_var + 1) > 0
+    busy[has] = np.bincount(codes, weights=inst_busy, minlength=n_var + 1)[has]
+    span[has] = np.bincount(codes, weights=inst_span, minlength=n_var + 1)[has]
+    return busy, span
+
+
+def _busy_per_instance(
+    attributed: pd.DataFrame, mask: np.ndarray, rid: np.ndarray, ranges: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The range instances with kernels among the `mask` rows (range_id, ascending), the union of
+    their kernels' intervals and their span: max(range end, last kernel end) - range start."""
+    if not mask.any():
+        return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
     r = rid[mask]
     start = attributed["start"].to_numpy()[mask]
     end = attributed["end"].to_numpy()[mask]
@@ -196,8 +225,4 @@ def _busy_per_variant(
     inst_last = np.maximum.reduceat(end, seg)
     r_start = ranges["start"].to_numpy()[inst]
     inst_span = np.maximum(ranges["end"].to_numpy()[inst], inst_last) - r_start
-    codes = range_code[inst]
-    has = np.bincount(codes, minlength=n_var + 1) > 0
-    busy[has] = np.bincount(codes, weights=inst_busy, minlength=n_var + 1)[has]
-    span[has] = np.bincount(codes, weights=inst_span, minlength=n_var + 1)[has]
-    return busy, span
+    return inst, inst_busy, inst_span
