@@ -107,6 +107,8 @@ def import_capture(path: str | Path, *, ranges: str | None = None, **options: An
         )
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
+    if options.get("attribute") is None and borrowed and isinstance(borrowed.get("attribute"), str):
+        options["attribute"] = borrowed["attribute"]  # the view the run it came from was reported in
     be = backends.get(BACKEND)
     req = ProgramRequest.of(
         be, ranges=ranges, capture=str(src.resolve()), given=str(src), **options
@@ -134,6 +136,11 @@ def _import_trace(
         raise UsageError(
             "--iters applies to NVTX captures; a torch.profiler trace's iterations are its `iter` "
             "record_function ranges, or else each range"
+        )
+    if options.pop("attribute", None) is not None:
+        raise UsageError(
+            "--attribute applies to Nsight Systems captures; a torch.profiler trace's kernels count "
+            "in the record_function range of the thread that launched them"
         )
     prefix = trace_prefix(ranges, borrowed)
     if options.get("name") is None and borrowed and isinstance(borrowed.get("workload"), str):

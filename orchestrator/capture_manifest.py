@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.capture_ranges import RangeFilter, held_ranges, nesting, unclosed
-from orchestrator.capture_request import SQLITE, ProgramRequest
+from orchestrator.capture_request import BACKEND, SQLITE, ProgramRequest
 from orchestrator.errors import (
     GprofError,
     InterruptedRunError,
@@ -66,11 +66,14 @@ def workload_manifest(
     iters_per_range: int = 1,
     borrowed: dict[str, Any] | None = None,
     compare_ranges: bool = False,
+    attribute: str | None = None,
 ) -> dict[str, Any]:
     """The synthetic workload.json of a capture: one variant (status ok) per range name the
     filter takes, in order of first appearance, with its range count and iterations; one that
     holds other selected ranges names them (`holds`: see nesting()). The baseline is the first
     variant that holds none, where the ranges are alternatives (capture_baseline); else None.
+    `attribute`: how a launch is given to a range (nsys.ATTRIBUTIONS; None: nsys.WINDOW),
+    recorded so that the folder's report is rebuilt the same way.
 
     Raises ParseError (exit 4) when no range matches, naming the ranges the capture holds."""
     ranges = filt.select(export)
@@ -125,6 +128,7 @@ def workload_manifest(
         env=env,
         variants=variants,
         iters_per_range=iters_per_range,
+        attribute=attribute or ns.WINDOW,
     )
 
 
@@ -334,7 +338,32 @@ def write_workload(rf) -> None:
             iters_per_range=req.iters or 1,
             borrowed=borrowed,
             compare_ranges=req.compare_ranges,
+            attribute=(req.options or {}).get("attribute"),
         )
     if rf.manifest.get("status") == "interrupted":
         stopped_inside(wman, InterruptedRunError("interrupted"))
     write_json(rf.path / WORKLOAD_MANIFEST, wman, indent=1)
+
+
+def record_attribute(rf, attribute: str) -> None:
+    """`report --attribute`: the folder's workload.json records `attribute` (nsys.ATTRIBUTIONS)
+    as how its launches go to ranges, so that this report and every later one are rebuilt by it.
+    Raises UsageError for a folder that is not an nsys capture's (`exec nsys`, `import`), or one
+    that cannot be written."""
+    if attribute not in ns.ATTRIBUTIONS:
+        raise UsageError(f"--attribute {attribute!r}: one of {', '.join(ns.ATTRIBUTIONS)}")
+    wman = rf.workload_manifest()
+    if rf.manifest.get("backend") != BACKEND or (wman.get("nvtx") or {}).get("api") != "capture":
+        raise UsageError(
+            f"--attribute: {rf.path} is not an nsys capture's folder (`exec nsys`, `import` of an "
+            "nsys capture); the other runs attribute each launch to a range of its own thread"
+        )
+    if wman.get("attribute") == attribute:
+        return
+    if not rf.writable():
+        raise UsageError(
+            f"--attribute: {rf.path} is read-only, and the choice is recorded in its workload.json",
+            hint=f"import its export into a new folder: gprof-orch import {rf.path / SQLITE} --attribute "
+            f"{attribute}",
+        )
+    write_json(rf.path / WORKLOAD_MANIFEST, {**wman, "attribute": attribute}, indent=1)

@@ -34,6 +34,11 @@ def import_ncu(
         options["name"] = borrowed["workload"]  # so that `compare` pairs it with the run it came from
     if options.pop("nsys", None) is not None:
         raise UsageError("--nsys applies to nsys captures, not to a .ncu-rep")
+    if options.pop("attribute", None) is not None:
+        raise UsageError(
+            "--attribute applies to nsys captures; a .ncu-rep holds each kernel's NVTX ranges as "
+            "ncu saw them on the thread that launched it"
+        )
     req = ProgramRequest(
         backend=PROGRAM_NCU, ranges=ranges, capture=str(src.resolve()), given=str(src), tool="nsys", **options
     ).validate()

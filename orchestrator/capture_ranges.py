@@ -182,8 +182,9 @@ def nesting(ranges: pd.DataFrame) -> dict[str, list[str]]:
 def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: str) -> pd.DataFrame:
     """The activity launched inside `variant`'s ranges, its nested ranges' included, as
     `nsys stats -r nvtx_kern_sum` counts a range's kernels: rows of attribute_kernels(..., ranges=)
-    whose launch call starts inside an instance of `variant` on the same thread, with variant and
-    range_id set to that instance (the innermost where instances of one name nest)."""
+    whose launch call starts inside an instance of `variant` on the thread of the range each was
+    given to (the launching thread's own; by `window`, another's), with variant and range_id set to
+    that instance (the innermost where instances of one name nest)."""
     mine = ranges[ranges["variant"] == variant]
     act = attributed[
         attributed["range_id"] >= 0
@@ -194,7 +195,7 @@ def inclusive_activity(attributed: pd.DataFrame, ranges: pd.DataFrame, variant: 
         mine["global_tid"].to_numpy(),
         mine["start"].to_numpy(),
         mine["end"].to_numpy(),
-        act["global_tid"].to_numpy(),
+        ranges["global_tid"].to_numpy()[act["range_id"].to_numpy()],
         act["launch_start"].to_numpy(dtype=np.int64),
     )
     out = act[hit >= 0].copy()

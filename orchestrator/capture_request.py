@@ -72,6 +72,8 @@ class ProgramRequest(BaseRequest):
             raise UsageError("no program given: gprof-orch exec nsys -- CMD [ARGS...]")
         if self.tool not in ("nsys", "ncu"):
             raise UsageError(f"exec {self.tool}: the profilers are nsys and ncu")
+        if not isinstance(self.options, dict):  # built by the backend's Options (of()): its own checks
+            self.options.validate()
         super().validate()
         return self
 

@@ -42,7 +42,8 @@ def _capture_options(f):
         click.option(
             "--name", default=None, help="The run's workload name (default: the script's or file's)."
         ),
-        *ProgramOptions.click_options(tool_paths_only=True),  # --nsys: import reads a .nsys-rep with it
+        # --nsys: import reads a .nsys-rep with it; --attribute: how its kernels go to ranges
+        *ProgramOptions.click_options(only=ProgramOptions.CAPTURE),
         click.option(
             "--out",
             "-o",
@@ -76,9 +77,9 @@ def _capture_options(f):
 
 
 def _program_options(f):
-    """`exec nsys`'s own options but --nsys (among _capture_options): the program backend's
-    Options declaration (orchestrator/backends/program_options.py)."""
-    for opt in reversed(ProgramOptions.click_options(tool_path=False)):
+    """`exec nsys`'s own options but those among _capture_options (--nsys, --attribute): the
+    program backend's Options declaration (orchestrator/backends/program_options.py)."""
+    for opt in reversed(ProgramOptions.click_options(skip=ProgramOptions.CAPTURE)):
         f = opt(f)
     return f
 
@@ -94,7 +95,7 @@ def _ncu_options(f):
 @click.argument("capture", type=click.Path(path_type=Path))
 @_capture_options
 def import_cmd(
-    capture, ranges, iters, name, nsys, out, timeout, fmt, as_json, per_kernel, compare_ranges
+    capture, ranges, iters, name, nsys, attribute, out, timeout, fmt, as_json, per_kernel, compare_ranges
 ) -> None:
     """Report an existing capture made by anyone (an nsys .nsys-rep, or its .sqlite export, .xz/.gz
     too) per NVTX range: each range is a variant, each instance one iteration. A torch.profiler
@@ -122,6 +123,7 @@ def import_cmd(
             iters=iters,
             name=name,
             nsys=nsys,
+            attribute=attribute,
             out=out,
             timeout=timeout,
             compare_ranges=compare_ranges,
@@ -156,6 +158,7 @@ def exec_nsys(
     iters,
     name,
     nsys,
+    attribute,
     out,
     timeout,
     fmt,
@@ -168,8 +171,9 @@ def exec_nsys(
     dry_run,
 ) -> None:
     """Run CMD under Nsight Systems; every kernel is attributed to the NVTX range holding the call
-    that launched it. The program's exit status, if not 0, makes the run failed (exit 1), its
-    ranges still reported.
+    that launched it (by --attribute window, the default, also where another thread holds it: a
+    PyTorch backward's kernels, launched from autograd's own thread). The program's exit status,
+    if not 0, makes the run failed (exit 1), its ranges still reported.
 
     \b
     Example:
@@ -179,7 +183,9 @@ def exec_nsys(
     # why lazy: it imports numpy, pandas, which importing cli_capture must not
     from orchestrator import capture as cap
 
-    own = ProgramOptions(nsys=nsys, nsys_args=tuple(nsys_args), trace_osrt=trace_osrt, cuda=cuda)
+    own = ProgramOptions(
+        nsys=nsys, nsys_args=tuple(nsys_args), trace_osrt=trace_osrt, cuda=cuda, attribute=attribute
+    )
     opts = dict(
         ranges=ranges,
         iters=iters,

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from orchestrator.backends.ops_option import OPS_HELP
+from orchestrator.backends.program_options import ATTRIBUTE_THREAD, ATTRIBUTE_WINDOW
 from orchestrator.cli_output import print_run, run_doc
 from orchestrator.errors import (
     EXIT_PARSE,
@@ -116,14 +117,14 @@ def compare(run_a, run_b, fail_if_slower, allow_mismatch, fmt, as_json) -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
-def _load(path: Path):
+def _load(path: Path, attribute: str | None = None):
     """api.load_run(path, write=True); an interrupt while it reads or writes is InterruptedRunError
     (its manifest is never written here; each report file is replaced whole)."""
     # why lazy: off the start-up of every command and of --help
     from orchestrator import api
 
     try:
-        return api.load_run(path, write=True)
+        return api.load_run(path, write=True, attribute=attribute)
     except BaseException as exc:
         if interrupt_in(exc):
             stop = InterruptedRunError(
@@ -146,7 +147,14 @@ def _load(path: Path):
     "the variant's time; ncu: DRAM/SM %, occupancy, registers (report.html always has them).",
 )
 @click.option("--ops", is_flag=True, help=OPS_HELP)
-def report(runs, fmt, as_json, per_kernel, ops) -> None:
+@click.option(
+    "--attribute",
+    type=click.Choice([ATTRIBUTE_WINDOW, ATTRIBUTE_THREAD]),
+    default=None,
+    help="An nsys capture's folder (exec nsys, import): which range a kernel counts in, as `exec nsys "
+    "--attribute` takes it (window, thread), recorded in the folder. Default: the folder's choice.",
+)
+def report(runs, fmt, as_json, per_kernel, ops, attribute) -> None:
     """Rebuild the report of saved run folders (no GPU needed). Exits as the run did (1 failed,
     124 timed out, 130 interrupted; several folders: the first that did not end ok), its table
     printed all the same; 4 (or the folder's own code) when a folder could not be read.
@@ -154,13 +162,14 @@ def report(runs, fmt, as_json, per_kernel, ops) -> None:
     \b
     Example:
       gprof-orch report gprof-runs/20261202T120000Z-time-square
+      gprof-orch report gprof-runs/20261202T120000Z-program-train --attribute thread
     """
     fmt = "json" if as_json else fmt
     click.get_current_context().meta["gprof.ops"] = ops
     docs, unreadable, codes, ended = [], [], [], []
     for path in runs:
         try:
-            run = _load(path)
+            run = _load(path, attribute)
         except GprofError as exc:
             if len(runs) == 1:
                 raise

@@ -59,6 +59,15 @@ WALL_TIME_ONLY = "wall_time_only"
 # metric of a captured range with GPU work of its own, inside whose span other threads launched
 # more (value: how many), which it does not count, as nvtx_kern_sum does not (PyTorch's backward)
 OTHER_THREAD_LAUNCHES = "other_thread_launches"
+# metrics of a captured range reported by window (exec/import --attribute window, the default): the
+# GPU activities it counts that a thread with no range open launched inside it (PyTorch's backward:
+# autograd's thread), their kernel launches (FROM_OTHER_THREADS, as launches/iter counts) and the GPU
+# ns of all of them, memsets and copies too (FROM_OTHER_THREADS_NS, as its time counts), all instances
+# together; OTHER_RANGE_LAUNCHES: how many other threads launched inside its span that ranges of
+# their own took (or one open on a third thread that started later)
+FROM_OTHER_THREADS = "from_other_threads_launches"
+FROM_OTHER_THREADS_NS = "from_other_threads_gpu_ns"
+OTHER_RANGE_LAUNCHES = "other_range_launches"
 # metric of `time` on the kernel clock (workloads/kernel_clock.py), whose median is each call's own
 # GPU work summed from CUPTI's records (nsys's figure): the CUDA events around the same call, ns,
 # which also hold the GPU's processing of each launch (about 2.4 to 3.2 us a launch on the H200)

@@ -20,12 +20,15 @@ from reports.schema import (
     ALL_KERNELS,
     FIRST_INSTANCE,
     FIRST_INSTANCE_RATIO,
+    FROM_OTHER_THREADS,
+    FROM_OTHER_THREADS_NS,
     ITERATIONS_IN_REPORT,
     LAUNCH_CPU_PER_ITER,
     LOST_EVENTS,
     NO_ACTIVITY,
     NO_RANGE,
     NOT_IN_REPORT,
+    OTHER_RANGE_LAUNCHES,
     OTHER_THREAD_LAUNCHES,
     OUTSIDE,
     UNEVEN_LAUNCHES,
@@ -337,6 +340,29 @@ def _report_notes(row: dict[str, Any], g: pd.DataFrame, iters: int, note: str) -
             (
                 f"{float(beside.iloc[0]):g} kernel launches by other threads fell inside it, "
                 f"not counted {_BY_LAUNCHING_THREAD}"
+            ),
+        )
+    came = g.loc[g["metric"].isin([FROM_OTHER_THREADS, FROM_OTHER_THREADS_NS])]
+    if len(came):
+        n, ns = (
+            float(came.loc[came["metric"] == m, "value"].sum())
+            for m in (FROM_OTHER_THREADS, FROM_OTHER_THREADS_NS)
+        )
+        note = _also(
+            note,
+            (
+                f"from other threads: {n / iters:.3g} kernel launches/iter, {ns / iters / 1e3:.2f} us/iter "
+                "of GPU time (memsets and copies too), launched while their own thread had no range open "
+                "(--attribute thread leaves them out, as nvtx_kern_sum does)"
+            ),
+        )
+    elsewhere = g.loc[g["metric"] == OTHER_RANGE_LAUNCHES, "value"]
+    if len(elsewhere):
+        note = _also(
+            note,
+            (
+                f"{float(elsewhere.iloc[0]):g} kernel launches by other threads fell inside it, counted "
+                "in ranges open on their own threads (or on a third one, in a range that started later)"
             ),
         )
     if (g["metric"] == LOST_EVENTS).any():

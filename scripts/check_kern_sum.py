@@ -2,9 +2,11 @@
 
     python scripts/check_kern_sum.py RUN_FOLDER [--nsys PATH]
 
-Per variant (NVTX range): kernel launches and total GPU ns from the run's per-kernel breakdown,
-beside `nsys stats --report nvtx_kern_sum` on the run's own export (nested ranges inclusive,
-as nsys counts them). Prints both in full and exits 1 when any range differs.
+Per variant (NVTX range): kernel launches and total GPU ns of the run's frame rebuilt by thread
+(`--attribute thread`: a kernel counts in the range open on the thread that launched it, as nsys
+counts it; the folder's own choice, window by default, is left as it is), beside `nsys stats
+--report nvtx_kern_sum` on the run's own export (nested ranges inclusive, as nsys counts them).
+Prints both in full and exits 1 when any range differs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import lzma
 import shutil
 import subprocess
@@ -51,15 +54,18 @@ def main() -> int:
     ap.add_argument("run")
     ap.add_argument("--nsys", default=shutil.which("nsys") or "nsys")
     args = ap.parse_args()
-    from orchestrator import load_run
+    from orchestrator.backends.program import frame_from_capture
+    from orchestrator.parsers import compressed
 
-    run = load_run(args.run)
     folder = Path(args.run)
     sqlite = next((p for p in (folder / "report.sqlite", folder / "report.sqlite.xz") if p.exists()), None)
     if sqlite is None:
         print(f"no report.sqlite in {folder}", file=sys.stderr)
         return 2
-    f = run.frame  # one kernel_time_ns row per launch; memcpy/memset rows ("[memcpy]") are not kernels
+    wman = json.loads((folder / "workload.json").read_text())
+    with compressed.plain_file(sqlite) as plain:  # by thread, in memory: the folder keeps its choice
+        f = frame_from_capture(plain, {**wman, "attribute": "thread"}, run=folder.name)
+    # one kernel_time_ns row per launch; memcpy/memset rows ("[memcpy]") are not kernels
     kt = f[
         (f["metric"] == "kernel_time_ns")
         & ~f["kernel"].astype(str).str.startswith("[")

@@ -62,24 +62,36 @@ def test_nested_program_equals_nvtx_kern_sum(h200_run, tmp_path):
 
 
 # the training script's steady state (3 warm-up steps outside nsys's capture): every range's
-# launches and GPU ns, as gprof-orch and nvtx_kern_sum both count them on the H200 export
+# launches and GPU ns by thread (--attribute thread), as gprof-orch and nvtx_kern_sum both count
+# them on the H200 export; by window (the default) backward, and step with it, also hold the 280
+# kernels autograd's thread launched inside backward
 STEADY = {
     "step": [340, 3805327],
     "forward": [160, 1600075],
     "backward": [20, 15202],
     "optimizer": [160, 2190050],
 }
+STEADY_WINDOW = {**STEADY, "step": [620, 5573756], "backward": [300, 1783631]}
 
 
 def test_training_script_steady_state_has_every_range_and_says_what_backward_leaves_out(h200_run):
     """`exec nsys --nsys-arg=--capture-range=cudaProfilerApi` on train_small.py --warmup 3: nsys
     2023.4.4's unknown CUDA 13 call (cudaGetDriverEntryPointByVersion) falls in the warm-up,
-    outside the capture, so no event is lost. Backward's own range holds only the main thread's
-    launch (the loss's grad fill); autograd's thread launched the other 15 a step inside it, which
-    neither nsys nor gprof-orch counts there, and the note says so (it did not)."""
-    run = load_run(h200_run("exec-train-steady", "h200-programs"))
+    outside the capture, so no event is lost. By thread, backward's own range holds only the main
+    thread's launch (the loss's grad fill); autograd's thread launched the other 15 a step inside
+    it, which nsys does not count there, and the note says so (it did not). By window (the
+    default) they are backward's, and its note says how much came so."""
+    path = h200_run("exec-train-steady", "h200-programs")
+    run = load_run(path)
     t = _t(run)
     assert list(t.index) == ["step", "forward", "backward", "optimizer"] and (t["status"] == "ok").all()
+    assert _kernels_per_variant(run) == STEADY_WINDOW
+    for v in ("step", "backward"):
+        assert t.loc[v, "note"].count("from other threads: 14 kernel launches/iter") == 1, v
+    for v in ("forward", "optimizer"):
+        assert "other threads" not in t.loc[v, "note"], v
+    run = load_run(path, write=True, attribute="thread")
+    t = _t(run)
     assert _kernels_per_variant(run) == STEADY
     for v in ("step", "backward"):
         assert "300 kernel launches by other threads fell inside it, not counted" in t.loc[v, "note"], v
@@ -91,16 +103,29 @@ def test_training_script_steady_state_has_every_range_and_says_what_backward_lea
 @pytest.mark.nsys
 def test_training_script_steady_state_equals_nvtx_kern_sum(h200_run, tmp_path):
     path = h200_run("exec-train-steady", "h200-programs")
-    assert _nvtx_kern_sum(path, tmp_path) == _kernels_per_variant(load_run(path)) == STEADY
+    run = load_run(path, write=True, attribute="thread")  # nvtx_kern_sum's view
+    assert _nvtx_kern_sum(path, tmp_path) == _kernels_per_variant(run) == STEADY
 
 
 def test_training_script_says_why_its_ranges_hold_no_kernels(h200_run):
-    """nsys 2023.4.4 lost the main thread's CUDA calls (a CUDA 13 call it does not know) and puts
-    the backward kernels, launched from autograd's own thread, in no range: no range wall time may
-    pass for a GPU time without a word, and the log's cause is named."""
-    run = load_run(h200_run("exec-train", "h200-programs"))
+    """nsys 2023.4.4 lost the main thread's CUDA calls (a CUDA 13 call it does not know); the
+    backward kernels, launched from autograd's own thread, are in no range by thread, and in
+    backward (and step, which holds it) by window: no range wall time may pass for a GPU time
+    without a word, and the log's cause is named."""
+    path = h200_run("exec-train", "h200-programs")
+    run = load_run(path)
     t = _t(run)
     assert list(t.index) == ["step", "forward", "backward", "optimizer"]
+    assert _kernels_per_variant(run) == {"step": [280, 1770035], "backward": [280, 1770035]}
+    for v in ("step", "backward"):
+        assert "from other threads: 14 kernel launches/iter" in t.loc[v, "note"], v
+    for v in ("forward", "optimizer"):
+        assert t.loc[v, "note"].startswith(
+            "no GPU work launched from its own thread inside the range: the time is the range's wall time;"
+        ), v
+        assert "other threads" not in t.loc[v, "note"], v
+    run = load_run(path, write=True, attribute="thread")
+    t = _t(run)
     assert _kernels_per_variant(run) == {}
     for v in t.index:
         assert (

@@ -45,8 +45,10 @@ order by r.start, a.start
 
 @pytest.fixture(scope="module")
 def train(tmp_path_factory):
+    # by thread, as the SQL above counts (tests/test_attribution_window.py checks the default,
+    # window, against the export)
     folder = unpack_run("exec-train", tmp_path_factory.mktemp("instances"), "h100-programs")
-    return folder, load_run(folder)
+    return folder, load_run(folder, write=True, attribute="thread")
 
 
 def _instances(sqlite: Path) -> dict[str, list[dict[str, float]]]:

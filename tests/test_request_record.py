@@ -107,7 +107,7 @@ def test_exec_nsys_options_are_the_program_backends_declaration():
     from orchestrator.backends.nsys import NsysOptions
 
     prog = backends.backend_class("program").Options
-    assert prog.names() == ["nsys", "nsys_args", "trace_osrt", "cuda"]
+    assert prog.names() == ["nsys", "nsys_args", "trace_osrt", "cuda", "attribute"]
     nsys_fields, prog_fields = NsysOptions.__dataclass_fields__, prog.__dataclass_fields__
     for name in ("nsys", "nsys_args", "trace_osrt"):
         assert prog_fields[name].metadata["cli"][0] == nsys_fields[name].metadata["cli"][0]
@@ -123,7 +123,13 @@ def test_an_import_records_the_program_options_under_options(tmp_path):
     res = run_cli("import", str(src), "--out", str(tmp_path / "run"))
     assert res.returncode == 0, res.stderr
     rec = json.loads((tmp_path / "run" / "manifest.json").read_text())["request"]
-    assert rec["options"] == {"nsys": None, "nsys_args": [], "trace_osrt": False, "cuda": None}
+    assert rec["options"] == {
+        "nsys": None,
+        "nsys_args": [],
+        "trace_osrt": False,
+        "cuda": None,
+        "attribute": None,
+    }
     assert not {"nsys", "nsys_args", "trace_osrt", "cuda"} & set(rec)
     assert rec["capture"] == str(src.resolve()) and rec["backend"] == "program"
 

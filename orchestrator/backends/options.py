@@ -76,10 +76,17 @@ class BackendOptions:
         return cls(**kw)
 
     @classmethod
-    def click_options(cls, tool_paths_only: bool = False, tool_path: bool = True) -> list:
+    def click_options(
+        cls,
+        tool_paths_only: bool = False,
+        tool_path: bool = True,
+        only: tuple[str, ...] | None = None,
+        skip: tuple[str, ...] = (),
+    ) -> list:
         """The click options of the backend's command, one per declared field, in their order
         (`tool_paths_only`: only --<tool> PATH, as `all` takes it; `tool_path` False: all but it,
-        where a command sets --<tool> PATH among options it shares with another)."""
+        where a command sets --<tool> PATH among options it shares with another; `only`, `skip`:
+        those fields alone, or all but them, where two commands share some of them)."""
         import click
 
         out = []
@@ -87,6 +94,8 @@ class BackendOptions:
             decls, kw = f.metadata.get(CLI) or ((), None)
             is_path = bool(f.metadata.get(TOOL_PATH))
             if kw is None or (tool_paths_only and not is_path) or (not tool_path and is_path):
+                continue
+            if (only is not None and f.name not in only) or f.name in skip:
                 continue
             kw = dict(kw)
             if not kw.get("multiple") and f.default is not MISSING:

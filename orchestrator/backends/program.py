@@ -5,14 +5,16 @@ The steps, as every backend has them: commands() builds `nsys profile ... CMD` a
 (pure); execute() runs them through orchestrator.proc (timeout, process group, Ctrl-C: the
 program is stopped first so nsys writes all it recorded); ingest() copies (and, for a
 `.nsys-rep`, exports) an existing capture; parse() turns the export into the unified frame
-(pure): kernels attributed to the range holding the call that launched them, as for `nsys`.
+(pure): kernels attributed to the range holding the call that launched them, as for `nsys`,
+or, where the launching thread has none open, to one open on another thread then (--attribute,
+orchestrator/backends/program_threads.py).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,12 @@ from orchestrator.backends.base import Parsed, Step, ToolBackend
 from orchestrator.backends.nsys import NsysBackend, VariantRows, kernel_label, no_report, profile_argv
 from orchestrator.backends.nsys_export import export_pending, export_step, pending_export, unreadable_report
 from orchestrator.backends.program_options import ProgramOptions
+from orchestrator.backends.program_threads import (
+    LaunchTimes,
+    from_other_thread_rows,
+    from_other_threads,
+    from_other_threads_note,
+)
 from orchestrator.capture_finish import capture_report
 from orchestrator.capture_manifest import (
     TRACE,
@@ -44,6 +52,7 @@ from reports.schema import (
     FIRST_INSTANCE,
     NO_RANGE,
     NOT_IN_REPORT,
+    OTHER_RANGE_LAUNCHES,
     OTHER_THREAD_LAUNCHES,
     OUTSIDE,
     SAMPLED,
@@ -222,6 +231,7 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
                     iters_per_range=req.iters or 1,
                     borrowed=borrowed,
                     compare_ranges=req.compare_ranges,
+                    attribute=self.opts(req).attribute,  # type: ignore[attr-defined]
                 )
             handed.append(export)
             return wman
@@ -230,10 +240,9 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
             if not handed:
                 return None
             # the rows from the export already in memory, by workload.json as written
-            wman = rf.workload_manifest()
-            return self.with_frame(
-                rf, frame_from_capture(located, wman, run=rf.path.name, export=handed.pop())
-            )
+            wman, notes = rf.workload_manifest(), []
+            frame = frame_from_capture(located, wman, run=rf.path.name, export=handed.pop(), notes=notes)
+            return self.with_frame(rf, frame, notes)
 
         found = manifest if located.is_file() else None
         return capture_report(
@@ -265,16 +274,19 @@ class ProgramBackend(ToolBackend[ProgramRequest]):
 
     def parse(self, rf: RunFolder) -> Parsed:
         """The unified frame of the capture's SQLite export (frame_from_capture), with_frame's."""
-        wman = rf.workload_manifest()
+        wman, notes = rf.workload_manifest(), []
         with compressed.plain_file(compressed.locate(rf.file(SQLITE))) as sqlite:
-            return self.with_frame(rf, frame_from_capture(sqlite, wman, run=rf.path.name))
+            return self.with_frame(rf, frame_from_capture(sqlite, wman, run=rf.path.name, notes=notes), notes)
 
-    def with_frame(self, rf: RunFolder, frame: pd.DataFrame) -> Parsed:
+    def with_frame(self, rf: RunFolder, frame: pd.DataFrame, notes: Sequence[str] = ()) -> Parsed:
         """A capture's Parsed around its frame (read from the folder, or from the export a run
-        already holds in memory): the capture's own notes (from the manifest) as warnings, and
-        what nsys's log said about lost events, as for a workload run (NsysBackend.lost_events)."""
+        already holds in memory): the capture's own notes (from the manifest) and those its
+        reading made (`notes`: frame_from_capture's) as warnings, and what nsys's log said about
+        lost events, as for a workload run (NsysBackend.lost_events)."""
         return Parsed(
-            frame, warnings=list(rf.manifest.get("notes") or []), lost=NsysBackend().lost_events(rf)
+            frame,
+            warnings=[*(rf.manifest.get("notes") or []), *notes],
+            lost=NsysBackend().lost_events(rf),
         )
 
 
@@ -316,48 +328,9 @@ def _find_program(run_dir: Path, argv: list[str]) -> int | None:
     return None
 
 
-class LaunchTimes:
-    """Every attributed launch's start, sorted, overall and per thread: how many launches other
-    threads made inside a set of ranges, by binary search (every variant's ranges are counted, tens
-    of thousands in a big capture: a scan per range was quadratic).
-
-    nsys (and nvtx_kern_sum) counts a kernel in the range of the thread that launched it, so a range
-    whose work another thread launches does not hold it: PyTorch's backward, for one, launches its
-    kernels from autograd's device thread, never from the thread that opened "backward"."""
-
-    def __init__(self, attributed: pd.DataFrame) -> None:
-        ls = attributed["launch_start"].to_numpy(dtype=np.float64, na_value=np.nan)
-        tid = attributed["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
-        keep = ~np.isnan(ls)
-        self._all = np.sort(ls[keep])
-        self._tid = tid[keep]
-        self._ls = ls[keep]
-        self._per_tid: dict[float, np.ndarray] = {}
-
-    def _of(self, t: float) -> np.ndarray:
-        if t not in self._per_tid:
-            self._per_tid[t] = np.sort(self._ls[self._tid == t])
-        return self._per_tid[t]
-
-    def by_other_threads(self, ranges: pd.DataFrame) -> int:
-        """Launches inside the ranges' spans made by threads other than each range's own."""
-        starts = ranges["start"].to_numpy(dtype=np.float64)
-        ends = ranges["end"].to_numpy(dtype=np.float64)
-        rtid = ranges["global_tid"].to_numpy(dtype=np.float64, na_value=np.nan)
-        total = _inside(self._all, starts, ends)
-        same = np.zeros(len(starts), dtype=np.int64)
-        for t in np.unique(rtid[~np.isnan(rtid)]):
-            sel = rtid == t
-            same[sel] = _inside(self._of(float(t)), starts[sel], ends[sel])
-        return int((total - same).sum())
-
-
-def _inside(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """For each [lo, hi]: how many of the sorted `times` fall in it."""
-    return np.searchsorted(times, hi, "right") - np.searchsorted(times, lo, "left")
-
-
-def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd.DataFrame:
+def frame_from_capture(
+    sqlite: Path, wman: dict, *, run: str, export=None, notes: list[str] | None = None
+) -> pd.DataFrame:
     """The unified rows of a capture: per variant (a range name), its GPU activity, and one
     `time_ns` sample per iteration: the GPU time of the activity its range launched where it
     launched any, else the range's wall time; `cpu_time_ns`: the range's wall time per iteration.
@@ -365,12 +338,20 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
     ranges hold other variants' (wman `holds`) counts their activity too; every other variant
     keeps only what no selected range inside it launched (innermost wins). `export`: the
     read_export(sqlite, lean=True) already read, if the caller has it (its frames are freed
-    here once attributed: pass it without keeping a reference)."""
+    here once attributed: pass it without keeping a reference).
+
+    wman["attribute"] says which range a launch counts in (ns.attribute_kernels' `by`; a folder
+    that records none: ns.WINDOW); by window, a range's activity from other threads is also its
+    FROM_OTHER_THREADS(_NS) rows, and `notes` (a list, if given) gets the line on how many came so."""
     if export is None:
         export = ns.read_export(sqlite, lean=True)  # what the rows below use; a kernel's launch shape is not
     filt = RangeFilter.from_json(wman.get("nvtx") or {})
     ranges = filt.select(export)
-    attributed = ns.attribute_kernels(export, ranges=ranges)
+    by = wman.get("attribute") or ns.WINDOW
+    attributed = ns.attribute_kernels(export, ranges=ranges, by=by)
+    moved = from_other_threads(attributed)
+    if len(moved) and notes is not None:
+        notes.append(from_other_threads_note(moved))
     summary = ns.range_times(
         attributed, ranges
     )  # summarize()'s wall and busy columns, no per-launch statistics
@@ -404,7 +385,8 @@ def frame_from_capture(sqlite: Path, wman: dict, *, run: str, export=None) -> pd
         else:
             rows.add(name, "gpu_busy_fraction", float(srow["gpu_busy_fraction"].iloc[0]), "fraction")
         activity_rows(rows, name, act, "label")
-        _time_rows(rows, name, act, r, k, launches)
+        came = from_other_thread_rows(rows, name, moved, ranges, r, bool(v.get("holds")))
+        _time_rows(rows, name, act, r, k, launches, came if by == ns.WINDOW else None)
     activity_rows(rows, OUTSIDE, by_variant.of(None).drop(columns="launch_cpu_ns"), "label")
     return rows.frame()
 
@@ -429,13 +411,25 @@ def _variant_activity(
 
 
 def _time_rows(
-    rows: RowMaker, name: str, act: pd.DataFrame, r: pd.DataFrame, k: int, launches: LaunchTimes | None
+    rows: RowMaker,
+    name: str,
+    act: pd.DataFrame,
+    r: pd.DataFrame,
+    k: int,
+    launches: LaunchTimes | None,
+    moved: int | None = None,
 ) -> None:
     """A variant's time_ns samples (the GPU time of each iteration, else its ranges' wall time),
     idle gaps and cpu_time_ns; per range instance, its idle time and launch CPU time per iteration
     (reports/schema.py), and the first instance's wall time, which start-up can stretch far past
     the others'. `launches`: every attributed launch where the capture has any kernel (None:
-    none), to count those other threads launched inside the variant's ranges."""
+    none), to count those other threads launched inside the variant's ranges. `moved`: by window,
+    how many of `act` other threads launched (those are counted); None: by thread."""
+    others = launches.by_other_threads(r) if launches is not None else 0
+    if moved is not None:  # by window: what other threads launched inside it went to other ranges
+        if others - moved:
+            rows.add(name, OTHER_RANGE_LAUNCHES, float(others - moved), "count")
+        others = 0
     wall = r["wall_ns"].to_numpy(dtype=np.float64) / k
     if len(act):
         samples = per_range_iterations(
@@ -447,13 +441,12 @@ def _time_rows(
             rows.samples(name, "time_ns", samples, "ns")
         idle_gap_rows(rows, name, act, "start", "end", instance="range_id", iters_per_instance=k)
         launch_cpu_rows(rows, name, act, "range_id", k)
-        others = launches.by_other_threads(r) if launches is not None else 0
         if others:  # its GPU time leaves them out: said, or backward looks cheaper than it is
             rows.add(name, OTHER_THREAD_LAUNCHES, float(others), "count")
     else:
         rows.samples(name, "time_ns", wall, "ns")
         if launches is not None:
-            rows.add(name, WALL_TIME_ONLY, float(launches.by_other_threads(r)), "count")
+            rows.add(name, WALL_TIME_ONLY, float(others), "count")
     rows.samples(name, "cpu_time_ns", wall, "ns")
     if len(wall) > 1:  # r is in start order
         rows.add(name, FIRST_INSTANCE, float(wall[0]), "ns")

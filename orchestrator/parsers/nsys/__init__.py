@@ -22,7 +22,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from orchestrator.parsers.nsys.attribution import attribute_kernels
+from orchestrator.parsers.nsys.attribution import (
+    ATTRIBUTIONS,
+    FROM_OTHER_THREAD,
+    OTHER_THREAD,
+    SEVERAL_THREADS,
+    THREAD,
+    WINDOW,
+    attribute_kernels,
+)
 from orchestrator.parsers.nsys.export import read_export
 from orchestrator.parsers.nsys.ranges import (
     last_timestamp,
@@ -62,6 +70,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ATTRIBUTED_COLUMNS",
+    "ATTRIBUTIONS",
+    "FROM_OTHER_THREAD",
+    "OTHER_THREAD",
+    "SEVERAL_THREADS",
+    "THREAD",
+    "WINDOW",
     "DEFAULT_DOMAIN",
     "DEFAULT_PREFIX",
     "KERNEL_COLUMNS",

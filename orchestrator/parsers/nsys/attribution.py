@@ -1,5 +1,6 @@
 """Each GPU activity (kernel, memcpy, memset) -> the variant whose NVTX range contains the start
-of the CUDA API call that launched it, on the same thread (see export's docstring)."""
+of the CUDA API call that launched it, on the same thread (see export's docstring); by `window`,
+a launch from a thread with no range open goes to a range open on another thread then."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ from orchestrator.parsers.nsys.schema import (
 )
 from orchestrator.parsers.range_nesting import innermost_containing, shared_codes
 
+# how a launch is given to a range: THREAD, only to one open on the thread that made the call (as
+# nsys's nvtx_kern_sum counts); WINDOW, also to one open on another thread of its process where
+# its own thread has none open (PyTorch's backward launches from autograd's thread, with no range)
+THREAD, WINDOW = "thread", "window"
+ATTRIBUTIONS = (WINDOW, THREAD)
+# the column WINDOW adds: where the launch's range is (OWN_THREAD: its own thread's, or none);
+# SEVERAL_THREADS: ranges were open on several other threads, and the one that started last took it
+FROM_OTHER_THREAD = "from_other_thread"
+OWN_THREAD, OTHER_THREAD, SEVERAL_THREADS = 0, 1, 2
+
 
 def attribute_kernels(
     export: NsysExport,
@@ -24,6 +35,7 @@ def attribute_kernels(
     domain: str | None = DEFAULT_DOMAIN,
     prefix: str = DEFAULT_PREFIX,
     ranges: pd.DataFrame | None = None,
+    by: str = THREAD,
 ) -> pd.DataFrame:
     """One row per GPU activity (kernel, memcpy, memset: column `kind`), with the variant whose
     NVTX range contains the start of the CUDA API call that launched it, on the same thread.
@@ -39,10 +51,18 @@ def attribute_kernels(
     shaped like variant_ranges()'s (orchestrator.capture selects ranges of any domain, or only
     the top-level ones, so).
 
+    `by` WINDOW: an activity whose launching thread has no selected range open at the call's
+    start goes to the latest-starting selected range open then on any other thread of the same
+    process (the innermost, where they nest; across threads, the one that started last), and the
+    FROM_OTHER_THREAD column says which came so (OTHER_THREAD, SEVERAL_THREADS where ranges were
+    open on more than one other thread). THREAD (the default): the launching thread's only.
+
     Example:
         >>> att = attribute_kernels(ex, domain="gprof", prefix="variant:")
         >>> att[att.kind == "kernel"].groupby("variant").duration_ns.sum()
     """
+    if by not in ATTRIBUTIONS:
+        raise ValueError(f"attribute_kernels(by={by!r}): one of {', '.join(ATTRIBUTIONS)}")
     if ranges is None:
         ranges = variant_ranges(export, domain, prefix)
     act = _activity(export)
@@ -63,6 +83,7 @@ def attribute_kernels(
             tid[found],
             lstart,
         )
+    moved = _from_other_threads(ranges, tid, lstart, found, rid) if by == WINDOW else None
     inside = rid >= 0
     variant = np.empty(len(act), dtype=object)  # all None; np.full(None) sets them one by one, 10x slower
     variant[inside] = ranges["variant"].to_numpy(dtype=object)[rid[inside]]
@@ -76,7 +97,45 @@ def attribute_kernels(
         set_text(act, "launch_api", api)
     set_text(act, "variant", variant)
     act["range_id"] = rid
-    return act[[c for c in ATTRIBUTED_COLUMNS if c in act]]
+    if moved is not None:
+        act[FROM_OTHER_THREAD] = moved
+    return act[[c for c in (*ATTRIBUTED_COLUMNS, FROM_OTHER_THREAD) if c in act]]
+
+
+def _from_other_threads(
+    ranges: pd.DataFrame, tid: np.ndarray, lstart: np.ndarray, found: np.ndarray, rid: np.ndarray
+) -> np.ndarray:
+    """WINDOW's step: `rid` (per activity, its range on the launching thread, -1 for none) given,
+    in place, the latest-starting range open at the launch on any thread of the launching process
+    where it has none; returns FROM_OTHER_THREAD's codes per activity. `tid`: the launching thread
+    (-1: call not found); `lstart`: the calls' starts, for the activities `found`."""
+    codes = np.full(len(rid), OWN_THREAD, dtype=np.int8)
+    if not len(ranges) or not found.any():
+        return codes
+    orphan = np.flatnonzero(found & (rid < 0))
+    if not len(orphan):
+        return codes
+    at = np.full(len(rid), -1, dtype=np.int64)
+    at[found] = lstart
+    q_t, q_pid = at[orphan], tid[orphan] & ~TID_BITS
+    r_tid = ranges["global_tid"].to_numpy()
+    r_start, r_end = ranges["start"].to_numpy(), ranges["end"].to_numpy()
+    # every thread of a process as one: the range that started last among those open at the call
+    hit = innermost_containing(r_tid & ~TID_BITS, r_start, r_end, q_pid, q_t)
+    got = hit >= 0
+    rid[orphan[got]] = hit[got]
+    codes[orphan[got]] = OTHER_THREAD
+    threads = np.unique(r_tid)
+    if len(threads) > 1:  # how many threads had one open: more than one, the rule above chose
+        open_on = np.zeros(len(orphan), dtype=np.int64)
+        for t in threads.tolist():
+            sel = r_tid == t
+            mine = innermost_containing(
+                r_tid[sel], r_start[sel], r_end[sel], np.full(len(orphan), t, dtype=np.int64), q_t
+            )
+            open_on += (mine >= 0) & (q_pid == (t & ~TID_BITS))
+        codes[orphan[got & (open_on > 1)]] = SEVERAL_THREADS
+    return codes
 
 
 def _nullable(values: np.ndarray, where: np.ndarray) -> pd.arrays.IntegerArray:
