@@ -397,6 +397,22 @@ def _exit_6(tmp_path):
     return run_cli("report", str(tmp_path / "r"))
 
 
+def _exit_7(tmp_path):
+    # the committed H100 `time square` folder with mul's bytes_moved declared 50x over: a GB/s
+    # above the memory's, judged again by `report`
+    import json
+    import shutil
+
+    folder = tmp_path / "r"
+    shutil.copytree(REPO / "tests" / "fixtures" / "runs" / "h100" / "time-square-kernel-clock", folder)
+    w = json.loads((folder / "workload.json").read_text())
+    for v in w["variants"]:
+        if v["name"] == "mul":
+            v["bytes_moved"] *= 50
+    (folder / "workload.json").write_text(json.dumps(w))
+    return run_cli("report", str(folder))
+
+
 def _exit_124(tmp_path):
     return run_cli("list", "--workload-file", str(WORKLOADS / "sleeps_on_import.py"), "--timeout", "1")
 
@@ -468,6 +484,7 @@ EXIT_CODE_CASES = {
     4: _exit_4,
     5: _exit_5,
     6: _exit_6,
+    7: _exit_7,
     124: _exit_124,
     130: _exit_130,
     141: _exit_141,

@@ -437,7 +437,14 @@ def test_an_undeclared_bf16_gemm_gets_tflops_and_pct_of_peak_on_a_gpu(tmp_path, 
         pytest.skip("needs ncu")
     out = tmp_path / "run"
     res = run_cli(
-        backend, "gemm_undeclared", "--workload-file", str(UNDECLARED), "--dtype", "bfloat16", "--out", str(out),
+        backend,
+        "gemm_undeclared",
+        "--workload-file",
+        str(UNDECLARED),
+        "--dtype",
+        "bfloat16",
+        "--out",
+        str(out),
         timeout=600,
     )
     assert res.returncode == 0, res.stderr
