@@ -398,19 +398,10 @@ def _exit_6(tmp_path):
 
 
 def _exit_7(tmp_path):
-    # the committed H100 `time square` folder with mul's bytes_moved declared 50x over: a GB/s
-    # above the memory's, judged again by `report`
-    import json
-    import shutil
+    # a GB/s above the memory's (tests/test_integrity.py's folder), judged again by `report`
+    from test_integrity import _overstated
 
-    folder = tmp_path / "r"
-    shutil.copytree(REPO / "tests" / "fixtures" / "runs" / "h100" / "time-square-kernel-clock", folder)
-    w = json.loads((folder / "workload.json").read_text())
-    for v in w["variants"]:
-        if v["name"] == "mul":
-            v["bytes_moved"] *= 50
-    (folder / "workload.json").write_text(json.dumps(w))
-    return run_cli("report", str(folder))
+    return run_cli("report", str(_overstated(tmp_path, 50)))
 
 
 def _exit_124(tmp_path):
